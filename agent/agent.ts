@@ -1,0 +1,76 @@
+/**
+ * Composition root: from a Config, the etcd client, the services and the
+ * app that routes to them. `main.ts` and the integration tests both build the
+ * agent here, so tests run exactly what production runs.
+ */
+import type { Router } from 'express';
+import type { Config } from './config';
+import { EtcdCluster } from './etcd/cluster-client';
+import type { Logger } from './observability/logger';
+import { createMetrics, Metrics } from './observability/metrics';
+import { createApp } from './server/app';
+import { listen, Listening } from './server/listen';
+
+/** A built agent: its parts, for tests to look into, and how to stop it. */
+export interface Agent {
+  config: Config;
+  logger: Logger;
+  metrics: Metrics;
+  cluster: EtcdCluster;
+  app: ReturnType<typeof createApp>;
+  /** Releases what the services hold (locks, timers) and closes etcd connections. */
+  close(): Promise<void>;
+}
+
+/** Builds the agent's services and app; does no I/O until called over HTTP. */
+export function createAgent(config: Config, deps: { logger: Logger; metrics?: Metrics }): Agent {
+  const metrics = deps.metrics ?? createMetrics();
+  const { logger } = deps;
+  const cluster = new EtcdCluster(
+    {
+      endpoints: config.endpoints,
+      caFile: config.etcdCaFile,
+      certFile: config.etcdCertFile,
+      keyFile: config.etcdKeyFile,
+      username: config.etcdUsername,
+      passwordFile: config.etcdPasswordFile,
+    },
+    (kind) => metrics.membershipChanges.inc({ kind }),
+    () => metrics.statusRpcs.inc(),
+  );
+  const routers: Router[] = [];
+  const stoppers: Array<() => Promise<void> | void> = [];
+  const app = createApp({ config, logger, metrics, routers });
+  return {
+    config,
+    logger,
+    metrics,
+    cluster,
+    app,
+    close: async () => {
+      for (const stop of stoppers) await stop();
+      cluster.close();
+    },
+  };
+}
+
+/** A running agent: built, listening, and stoppable as SIGTERM would stop it. */
+export interface RunningAgent extends Agent {
+  listening: Listening;
+  /** Stops accepting, gives in-flight calls `graceMs`, then closes everything. */
+  stop(graceMs?: number): Promise<void>;
+}
+
+/** Builds and starts the agent; HTTP serves before etcd is reached (CONTRACT §2). */
+export async function startAgent(config: Config, deps: { logger: Logger; metrics?: Metrics }): Promise<RunningAgent> {
+  const agent = createAgent(config, deps);
+  const listening = await listen(agent.app, config);
+  return {
+    ...agent,
+    listening,
+    stop: async (graceMs = 5000) => {
+      await listening.close(graceMs);
+      await agent.close();
+    },
+  };
+}

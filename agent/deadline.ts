@@ -1,0 +1,54 @@
+/**
+ * A call's deadline (CONTRACT §4 `timeoutSeconds`), passed down to every etcd
+ * call so that no step outlives the request that asked for it.
+ */
+import { AgentError } from './proto/errors';
+
+/** An absolute point in time by which a call must answer. */
+export class Deadline {
+  private constructor(readonly at: number) {}
+
+  /** A deadline `ms` from now. */
+  static in(ms: number): Deadline {
+    return new Deadline(Date.now() + ms);
+  }
+
+  /** Milliseconds left (0 once passed). */
+  remainingMs(): number {
+    return Math.max(0, this.at - Date.now());
+  }
+
+  /** True once the deadline has passed. */
+  expired(): boolean {
+    return Date.now() >= this.at;
+  }
+
+  /** The earlier of this deadline and `ms` from now, as a Date for gRPC call options. */
+  capped(ms: number): Date {
+    return new Date(Math.min(this.at, Date.now() + ms));
+  }
+
+  /** Throws a `timeout` AgentError naming the step reached, once the deadline has passed. */
+  check(step: string): void {
+    if (this.expired()) throw timeoutError(step);
+  }
+
+  /** Resolves after `ms`, or rejects with `timeout` when the deadline comes first. */
+  async sleep(ms: number, step: string): Promise<void> {
+    if (this.remainingMs() < ms) {
+      await delay(this.remainingMs());
+      throw timeoutError(step);
+    }
+    await delay(ms);
+  }
+}
+
+/** The contract's `timeout` error, with the step reached in `details`. */
+export function timeoutError(step: string): AgentError {
+  return new AgentError('timeout', `the deadline passed while ${step}`, { details: { step } });
+}
+
+/** Resolves after `ms` milliseconds. */
+export function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,234 @@
+/**
+ * The cluster client: the only place that talks to etcd's Cluster and
+ * Maintenance services. Every call carries a deadline; transient failures are
+ * retried here, once, inside that deadline (etcd3's own retries are off so
+ * they do not stack).
+ */
+import * as fs from 'node:fs';
+import pRetry from 'p-retry';
+import { ConsecutiveBreaker, circuitBreaker, handleWhen, noop } from 'cockatiel';
+import { Etcd3, IMember, IOptions, isRecoverableError } from 'etcd3';
+import { Deadline } from '../deadline';
+import { AgentError } from '../proto/errors';
+import type { Member, MemberList, MemberStatus } from '../proto/types';
+import { isTransient, toAgentError } from './errors';
+
+/** How the agent reaches etcd: endpoints, TLS and credentials (CONTRACT §2). */
+export interface EtcdConnectionOptions {
+  endpoints: string[];
+  caFile?: string;
+  certFile?: string;
+  keyFile?: string;
+  username?: string;
+  passwordFile?: string;
+  /** Longest single attempt of a cluster-wide call; the call's deadline caps it further. */
+  attemptTimeoutMs?: number;
+}
+
+/** A membership RPC kind, as counted by `etcd_agent_membership_changes_total{kind}`. */
+export type ChangeKind = 'add' | 'remove' | 'promote' | 'move-leader';
+
+/** Called after each membership RPC is sent, whatever its result. */
+export type ChangeListener = (kind: ChangeKind) => void;
+
+/** An etcd alarm as `etcdctl alarm list` shows it. */
+export interface Alarm {
+  memberId: string;
+  alarm: string;
+}
+
+/** `ID` as etcd sends it (a decimal uint64 string) → lowercase hex as etcdctl prints it. */
+export function hexId(id: string | number | bigint): string {
+  return BigInt(id).toString(16);
+}
+
+/** Lowercase hex id → the decimal string etcd3 expects on the wire. */
+export function wireId(hex: string): string {
+  return BigInt(`0x${hex}`).toString(10);
+}
+
+/** etcd's member → the agent's member shape. */
+export function toMember(m: IMember): Member {
+  return {
+    id: hexId(m.ID),
+    name: m.name,
+    peerURLs: m.peerURLs ?? [],
+    clientURLs: m.clientURLs ?? [],
+    isLearner: m.isLearner === true,
+    // etcd reports an added-but-never-started member with no name and no client URLs.
+    started: m.name !== '',
+  };
+}
+
+/** A client of one etcd cluster, through its configured endpoints and the client URLs its members report. */
+export class EtcdCluster {
+  private readonly main: Etcd3;
+  private readonly perEndpoint = new Map<string, Etcd3>();
+  private readonly attemptTimeoutMs: number;
+  private closed = false;
+
+  constructor(
+    private readonly options: EtcdConnectionOptions,
+    private readonly onChange: ChangeListener = () => undefined,
+    private readonly onStatusCall: () => void = () => undefined,
+  ) {
+    this.attemptTimeoutMs = options.attemptTimeoutMs ?? 3000;
+    this.main = new Etcd3({
+      ...this.baseOptions(options.endpoints),
+      faultHandling: {
+        global: noop,
+        // Skip a host that failed three times in a row for a second, so a paused
+        // member does not eat every call's deadline.
+        host: () =>
+          circuitBreaker(handleWhen(isRecoverableError), {
+            halfOpenAfter: 1000,
+            breaker: new ConsecutiveBreaker(3),
+          }),
+      },
+    });
+  }
+
+  /** The underlying client for this package's own lock and record helpers. */
+  get raw(): Etcd3 {
+    return this.main;
+  }
+
+  /** The linearizable member list (served through the leader, so never stale). */
+  async listMembers(deadline: Deadline): Promise<MemberList> {
+    return this.retrying(deadline, async (at) => {
+      const res = await this.main.cluster.memberList({ linearizable: true }, { deadline: at });
+      return {
+        clusterId: hexId(res.header.cluster_id),
+        answeredBy: hexId(res.header.member_id),
+        raftTerm: Number(res.header.raft_term),
+        members: res.members.map(toMember),
+      };
+    });
+  }
+
+  /** MemberAdd; answers the new member as etcd reports it (unstarted). */
+  async addMember(peerURLs: string[], isLearner: boolean, deadline: Deadline): Promise<Member> {
+    // Not retried: a lost answer is recovered by the caller's next read of the member list.
+    return this.once(deadline, 'add', async (at) => {
+      const res = await this.main.cluster.memberAdd({ peerURLs, isLearner }, { deadline: at });
+      return toMember(res.member);
+    });
+  }
+
+  /** MemberRemove by hex id. */
+  async removeMember(id: string, deadline: Deadline): Promise<void> {
+    await this.once(deadline, 'remove', (at) => this.main.cluster.memberRemove({ ID: wireId(id) }, { deadline: at }));
+  }
+
+  /** MemberPromote by hex id (etcd refuses until the learner is in sync). */
+  async promoteMember(id: string, deadline: Deadline): Promise<void> {
+    await this.once(deadline, 'promote', (at) => this.main.cluster.memberPromote({ ID: wireId(id) }, { deadline: at }));
+  }
+
+  /** MoveLeader, sent to the current leader's own endpoint as etcd requires. */
+  async moveLeader(leaderClientURL: string, targetId: string, deadline: Deadline): Promise<void> {
+    const client = this.endpointClient(leaderClientURL);
+    await this.once(deadline, 'move-leader', (at) =>
+      client.maintenance.moveLeader({ targetID: wireId(targetId) }, { deadline: at }),
+    );
+  }
+
+  /** Maintenance.Status of one member, asked at that member's own client URL, within `timeoutMs`. */
+  async memberStatus(clientURL: string, timeoutMs: number): Promise<MemberStatus> {
+    const client = this.endpointClient(clientURL);
+    const started = performance.now();
+    this.onStatusCall();
+    try {
+      const res = await client.maintenance.status({ deadline: new Date(Date.now() + timeoutMs) });
+      return {
+        memberId: hexId(res.header.member_id),
+        leaderId: hexId(res.leader),
+        raftTerm: Number(res.raftTerm),
+        raftIndex: Number(res.raftIndex),
+        raftAppliedIndex: Number(res.raftAppliedIndex),
+        dbSizeBytes: Number(res.dbSize),
+        isLearner: res.isLearner === true,
+        version: res.version,
+        errors: res.errors ?? [],
+        latencyMs: Math.round((performance.now() - started) * 100) / 100,
+      };
+    } catch (err) {
+      throw toAgentError(err);
+    }
+  }
+
+  /** Active alarms (NOSPACE, CORRUPT) across the cluster. */
+  async alarms(deadline: Deadline): Promise<Alarm[]> {
+    return this.retrying(deadline, async (at) => {
+      const res = await this.main.maintenance.alarm({ action: 'Get', memberID: 0, alarm: 'None' }, { deadline: at });
+      return res.alarms.map((a) => ({ memberId: hexId(a.memberID), alarm: String(a.alarm).toUpperCase() }));
+    });
+  }
+
+  /** Closes every connection; later calls fail as `unavailable`. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.main.close();
+    for (const client of this.perEndpoint.values()) client.close();
+    this.perEndpoint.clear();
+  }
+
+  /** A client bound to exactly one endpoint, with no retries and no circuit breaker. */
+  private endpointClient(url: string): Etcd3 {
+    if (this.closed) throw new AgentError('unavailable', 'the agent is shutting down');
+    let client = this.perEndpoint.get(url);
+    if (client === undefined) {
+      client = new Etcd3({ ...this.baseOptions([url]), faultHandling: { global: noop, host: () => noop } });
+      this.perEndpoint.set(url, client);
+    }
+    return client;
+  }
+
+  private baseOptions(hosts: string[]): IOptions {
+    const o = this.options;
+    const options: IOptions = { hosts, dialTimeout: this.attemptTimeoutMs };
+    if (o.caFile !== undefined) {
+      options.credentials = {
+        rootCertificate: fs.readFileSync(o.caFile),
+        ...(o.certFile !== undefined && o.keyFile !== undefined
+          ? { certChain: fs.readFileSync(o.certFile), privateKey: fs.readFileSync(o.keyFile) }
+          : {}),
+      };
+    }
+    if (o.username !== undefined && o.passwordFile !== undefined) {
+      options.auth = {
+        username: o.username,
+        password: fs.readFileSync(o.passwordFile, 'utf8').replace(/\r?\n$/, ''),
+      };
+    }
+    return options;
+  }
+
+  /** One attempt of a membership RPC, counted whether or not etcd accepted it. */
+  private async once<T>(deadline: Deadline, kind: ChangeKind, fn: (at: Date) => Promise<T>): Promise<T> {
+    deadline.check(`sending ${kind}`);
+    this.onChange(kind);
+    try {
+      return await fn(deadline.capped(this.attemptTimeoutMs * 2));
+    } catch (err) {
+      throw toAgentError(err);
+    }
+  }
+
+  /** A read, retried on transient failure while the deadline allows another attempt. */
+  private async retrying<T>(deadline: Deadline, fn: (at: Date) => Promise<T>): Promise<T> {
+    try {
+      return await pRetry(() => fn(deadline.capped(this.attemptTimeoutMs)), {
+        retries: 4,
+        minTimeout: 50,
+        maxTimeout: 400,
+        onFailedAttempt: (err) => {
+          if (!isTransient(err) || deadline.remainingMs() < 100) throw err;
+        },
+      });
+    } catch (err) {
+      throw toAgentError(err);
+    }
+  }
+}

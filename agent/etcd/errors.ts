@@ -1,0 +1,130 @@
+/**
+ * gRPC and etcd failures → the contract's `AgentError`, by tables: etcd's own
+ * message text first (it says why a change was refused), then the error class.
+ */
+import {
+  ClientClosedError,
+  EtcdAuthenticationFailedError,
+  EtcdInvalidAuthTokenError,
+  EtcdPermissionDeniedError,
+  GRPCDeadlineExceededError,
+  GRPCUnauthenticatedError,
+  GRPCUnavailableError,
+  isRecoverableError,
+} from 'etcd3';
+import { isBrokenCircuitError } from 'cockatiel';
+import { AgentError, ErrorCode } from '../proto/errors';
+
+interface MessageRule {
+  text: string;
+  code: ErrorCode;
+  say: string;
+}
+
+/**
+ * etcd's refusals, matched on the text of `etcdserver:` errors. See etcd's
+ * server/etcdserver/api/v3rpc/rpctypes/error.go for the strings.
+ */
+const MESSAGE_RULES: readonly MessageRule[] = [
+  { text: 'unhealthy cluster', code: 'unsafe', say: 'etcd refused the change: the cluster is unhealthy' },
+  {
+    text: 'not enough started members',
+    code: 'unsafe',
+    say: 'etcd refused the change: not enough started members',
+  },
+  { text: 'too many learner members', code: 'busy', say: 'etcd allows one learner at a time and has one' },
+  {
+    text: 'can only promote a learner member which is in sync with leader',
+    code: 'busy',
+    say: 'the learner is not yet in sync with the leader',
+  },
+  { text: 'Peer URLs already exists', code: 'conflict', say: 'the peer URL belongs to another member' },
+  { text: 'member ID already exist', code: 'conflict', say: 'the member id already exists' },
+  { text: 'member not found', code: 'not-found', say: 'etcd has no such member' },
+  { text: 'leader changed', code: 'unavailable', say: 'the etcd leader changed during the call' },
+  { text: 'no leader', code: 'unavailable', say: 'etcd has no leader' },
+  { text: 'not leader', code: 'unavailable', say: 'the etcd member asked is not the leader' },
+  { text: 'request timed out', code: 'unavailable', say: 'etcd timed out the request' },
+  { text: 'not capable', code: 'unavailable', say: 'etcd is not capable of this yet' },
+  { text: 'rpc not supported for learner', code: 'unavailable', say: 'the member asked is a learner' },
+];
+
+interface ClassRule {
+  is: (err: unknown) => boolean;
+  code: ErrorCode;
+  say: string;
+}
+
+const CLASS_RULES: readonly ClassRule[] = [
+  {
+    is: (e) =>
+      e instanceof EtcdAuthenticationFailedError ||
+      e instanceof GRPCUnauthenticatedError ||
+      e instanceof EtcdInvalidAuthTokenError,
+    code: 'unavailable',
+    say: 'etcd rejected the agent credentials (ETCD_AGENT_ETCD_USERNAME / _PASSWORD_FILE)',
+  },
+  {
+    is: (e) => e instanceof EtcdPermissionDeniedError,
+    code: 'unavailable',
+    say: 'etcd denied permission to the agent user',
+  },
+  { is: (e) => e instanceof GRPCDeadlineExceededError, code: 'unavailable', say: 'etcd did not answer in time' },
+  { is: (e) => e instanceof GRPCUnavailableError, code: 'unavailable', say: 'etcd is unreachable' },
+  { is: (e) => isBrokenCircuitError(e), code: 'unavailable', say: 'etcd is unreachable (recent calls failed)' },
+  { is: (e) => e instanceof ClientClosedError, code: 'unavailable', say: 'the agent is shutting down' },
+];
+
+/** Maps any thrown value to an AgentError; an unrecognised non-etcd failure is `internal`. */
+export function toAgentError(err: unknown): AgentError {
+  if (err instanceof AgentError) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  const rule = MESSAGE_RULES.find((r) => message.includes(r.text));
+  if (rule !== undefined) {
+    return new AgentError(rule.code, rule.say, { cause: err, details: { etcd: firstLine(message) } });
+  }
+  const classRule = CLASS_RULES.find((r) => r.is(err));
+  if (classRule !== undefined) {
+    return new AgentError(classRule.code, classRule.say, { cause: err, details: { etcd: firstLine(message) } });
+  }
+  if (err instanceof Error && (isRecoverableError(err) || /^GRPC|^Etcd/.test(err.name) || err.constructor.name.startsWith('GRPC'))) {
+    return new AgentError('unavailable', `etcd failed: ${firstLine(message)}`, { cause: err });
+  }
+  return new AgentError('internal', 'internal error', { cause: err });
+}
+
+/** True when etcd refused a promotion because the learner is not yet in sync (a "not yet", not an error). */
+export function isLearnerNotReady(err: unknown): boolean {
+  return err instanceof Error && err.message.includes('can only promote a learner member which is in sync with leader');
+}
+
+/** True when etcd refused a promotion because the member is not a learner (it is already a voter). */
+export function isNotLearner(err: unknown): boolean {
+  return err instanceof Error && /can only promote a learner member(?! which)/.test(err.message);
+}
+
+/** True when etcd reports that the member does not (or no longer) exist. */
+export function isMemberNotFound(err: unknown): boolean {
+  return err instanceof Error && err.message.includes('member not found');
+}
+
+/** True for failures worth another attempt inside the deadline (transient network or leader churn). */
+export function isTransient(err: unknown): boolean {
+  if (err instanceof AgentError) return err.code === 'unavailable' && err.retryable && !isCredentialError(err.cause);
+  if (!(err instanceof Error)) return false;
+  if (isCredentialError(err)) return false;
+  if (isRecoverableError(err) || err instanceof GRPCDeadlineExceededError || isBrokenCircuitError(err)) return true;
+  return /leader changed|no leader|not leader|request timed out/.test(err.message);
+}
+
+function isCredentialError(err: unknown): boolean {
+  return (
+    err instanceof EtcdAuthenticationFailedError ||
+    err instanceof GRPCUnauthenticatedError ||
+    err instanceof EtcdPermissionDeniedError
+  );
+}
+
+function firstLine(message: string): string {
+  return message.split('\n')[0].slice(0, 300);
+}

@@ -1,0 +1,92 @@
+#!/usr/bin/env node
+/**
+ * Entry point: argv → `serve` or a client command. Wiring only; no logic.
+ */
+import { ConfigError, loadConfig } from './config';
+import { startAgent } from './agent';
+import { createLogger } from './observability/logger';
+
+const USAGE = `usage: etcd-lifecycle-agent <command> [flags]
+
+commands:
+  serve                 run the agent (configuration: ETCD_AGENT_* variables or --flags)
+  join NAME [--peer-url URL] [--wait]
+  leave NAME [--force]
+  promote NAME
+  members
+  health
+  transfer-leader [--to NAME]
+  kube-inject -f FILE   add the agent sidecar to Kubernetes YAML
+`;
+
+async function serve(argv: string[]): Promise<number> {
+  let loaded;
+  try {
+    loaded = loadConfig(process.env, argv);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`etcd-lifecycle-agent: invalid configuration: ${err.message}\n`);
+      return 2;
+    }
+    throw err;
+  }
+  if (loaded.rest.length > 0) {
+    process.stderr.write(`etcd-lifecycle-agent: unknown argument ${loaded.rest[0]}\n${USAGE}`);
+    return 2;
+  }
+  const { config } = loaded;
+  const logger = createLogger({ level: config.logLevel });
+  const agent = await startAgent(config, { logger });
+  logger.info('listening', {
+    url: agent.listening.url,
+    address: `${config.listen.host}:${agent.listening.port}`,
+    member: config.memberName,
+    endpoints: config.endpoints,
+  });
+  return new Promise<number>((resolve) => {
+    let stopping = false;
+    const stop = (signal: string): void => {
+      if (stopping) return;
+      stopping = true;
+      logger.info('stopping', { signal });
+      agent
+        .stop(4500)
+        .then(() => resolve(0))
+        .catch((err: unknown) => {
+          logger.error('shutdown failed', { error: err instanceof Error ? err.stack : String(err) });
+          resolve(1);
+        });
+    };
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once('SIGINT', () => stop('SIGINT'));
+  });
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  switch (command) {
+    case 'serve':
+      return serve(rest);
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      process.stdout.write(USAGE);
+      return command === undefined ? 2 : 0;
+    default:
+      process.stderr.write(`etcd-lifecycle-agent: unknown command ${command}\n${USAGE}`);
+      return 2;
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+    // Let stdout drain, then leave even if a stray handle (a gRPC channel) lingers.
+    setTimeout(() => process.exit(code), 200).unref();
+  },
+  (err: unknown) => {
+    process.stderr.write(`etcd-lifecycle-agent: ${err instanceof Error ? err.stack : String(err)}\n`);
+    process.exit(1);
+  },
+);
