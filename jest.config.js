@@ -7,4 +7,5 @@ module.exports = {
   testTimeout: 60000,
   // Integration suites each start their own etcd processes on free ports; two workers fit 2 cores.
   maxWorkers: 2,
+  reporters: ['default', '<rootDir>/test/helpers/summary-reporter.js'],
 };

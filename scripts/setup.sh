@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what the agent, its tests and its quick start need on a fresh Debian
+# machine: etcd from Debian's packages (when missing) and the project's npm
+# dependencies exactly as package-lock.json pins them, then builds dist/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v etcd >/dev/null 2>&1 || ! command -v etcdctl >/dev/null 2>&1; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "etcd is missing: run as root, or apt-get install -y etcd-server etcd-client" >&2
+    exit 1
+  fi
+  echo "setup: installing etcd from Debian (etcd-server, etcd-client)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server etcd-client >/dev/null
+  # Debian's package may start a system etcd on 2379; the local clusters use their own ports.
+fi
+
+# Reinstall only when the lock file changed since the last install.
+stamp=node_modules/.package-lock.json
+if [ ! -f "$stamp" ] || [ package-lock.json -nt "$stamp" ]; then
+  echo "setup: npm ci"
+  npm ci --no-audit --no-fund --loglevel=error
+fi
+
+echo "setup: building"
+npm run --silent build
