@@ -1,0 +1,318 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import { kubeInject, KubeInjectIo, runKubeInject, SIDECAR_NAME, TOKEN_MOUNT_PATH } from '../../agent/cli/kube-inject';
+
+const ROOT = join(__dirname, '..', '..');
+const FIXTURES = join(ROOT, 'test', 'fixtures', 'kube-inject');
+
+/** Plain JSON-like data, for walking parsed manifests in tests. */
+type Json = { [key: string]: unknown };
+
+function fixture(name: string): string {
+  return readFileSync(join(FIXTURES, name), 'utf8');
+}
+
+/** Every document of a YAML stream as plain data. */
+function parse(text: string): unknown[] {
+  return parseAllDocuments(text).map((doc) => doc.toJS() as unknown);
+}
+
+function isObject(value: unknown): value is Json {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** The pod specs of StatefulSets and Pods in parsed documents, also inside lists. */
+function podSpecs(resources: unknown[]): Json[] {
+  return resources.flatMap((resource): Json[] => {
+    if (!isObject(resource)) return [];
+    if (resource.kind === 'StatefulSet') {
+      const spec = (resource.spec as Json).template as Json;
+      return [spec.spec as Json];
+    }
+    if (resource.kind === 'Pod') return [resource.spec as Json];
+    if (resource.kind === 'List') return podSpecs(resource.items as unknown[]);
+    return [];
+  });
+}
+
+function containers(podSpec: Json): Json[] {
+  return podSpec.containers as Json[];
+}
+
+function sidecarOf(podSpec: Json): Json {
+  const sidecar = containers(podSpec).find((c) => c.name === SIDECAR_NAME);
+  if (sidecar === undefined) throw new Error('no sidecar');
+  return sidecar;
+}
+
+function envOf(container: Json): Record<string, unknown> {
+  return Object.fromEntries((container.env as Json[]).map((e) => [e.name, e.value ?? e.valueFrom]));
+}
+
+/** Undoes what kube-inject adds, in place: the sidecar, its token volume, etcd's readiness probe. */
+function stripInjection(resources: unknown[]): unknown[] {
+  for (const podSpec of podSpecs(resources)) {
+    podSpec.containers = containers(podSpec).filter((c) => c.name !== SIDECAR_NAME);
+    for (const container of containers(podSpec)) {
+      const probe = container.readinessProbe;
+      if (isObject(probe) && isObject(probe.httpGet) && probe.httpGet.path === '/v1/health/local') {
+        delete container.readinessProbe;
+      }
+    }
+    if (Array.isArray(podSpec.volumes)) {
+      podSpec.volumes = (podSpec.volumes as Json[]).filter((v) => v.name !== 'etcd-lifecycle-agent-token');
+      if ((podSpec.volumes as Json[]).length === 0) delete podSpec.volumes;
+    }
+  }
+  return resources;
+}
+
+const FIXTURE_FILES = ['statefulset.yaml', 'pod.yaml', 'list.yaml', 'multi-document.yaml', 'already-injected.yaml'];
+
+describe('kubeInject on the fixtures', () => {
+  it.each(FIXTURE_FILES)('when %s is injected, then the output parses and each pod has the sidecar once', (file) => {
+    const output = kubeInject(fixture(file));
+    const docs = parseAllDocuments(output);
+    expect(docs.flatMap((doc) => doc.errors)).toEqual([]);
+    const specs = podSpecs(parse(output));
+    expect(specs.length).toBeGreaterThan(0);
+    for (const spec of specs) {
+      expect(containers(spec).filter((c) => c.name === SIDECAR_NAME)).toHaveLength(1);
+    }
+  });
+
+  it.each(FIXTURE_FILES)('when %s is injected, then nothing but the injection changes', (file) => {
+    const input = fixture(file);
+    const output = kubeInject(input);
+    expect(stripInjection(parse(output))).toEqual(stripInjection(parse(input)));
+  });
+
+  it.each(FIXTURE_FILES)('when %s is injected, then every comment of the input survives', (file) => {
+    const input = fixture(file);
+    const output = kubeInject(input);
+    const comments = input.split('\n').map((line) => line.trim()).filter((line) => line.startsWith('#'));
+    for (const comment of comments) expect(output).toContain(comment);
+  });
+
+  it.each(FIXTURE_FILES)('when %s is injected twice, then the second run returns its input unchanged', (file) => {
+    const once = kubeInject(fixture(file));
+    expect(kubeInject(once)).toBe(once);
+  });
+
+  it('when a pod already has the sidecar, then the manifest comes back byte for byte', () => {
+    const input = fixture('already-injected.yaml');
+    expect(kubeInject(input)).toBe(input);
+  });
+
+  it.each([
+    {
+      file: 'statefulset.yaml',
+      pod: 0,
+      endpoints: 'http://etcd-headless.demo.svc.cluster.local:2379,http://127.0.0.1:2379',
+      local: 'http://127.0.0.1:2379',
+      template: 'http://{name}.etcd-headless.$(POD_NAMESPACE).svc.cluster.local:2380',
+    },
+    {
+      file: 'pod.yaml',
+      pod: 0,
+      endpoints: 'https://127.0.0.1:2379',
+      local: 'https://127.0.0.1:2379',
+      template: undefined,
+    },
+    {
+      file: 'list.yaml',
+      pod: 0,
+      endpoints: 'http://etcd-headless:2379,http://127.0.0.1:2379',
+      local: 'http://127.0.0.1:2379',
+      template: 'http://{name}.etcd-headless.$(POD_NAMESPACE).svc.cluster.local:2380',
+    },
+    {
+      file: 'list.yaml',
+      pod: 1,
+      endpoints: 'http://etcd-headless.demo.svc.cluster.local:2379,http://127.0.0.1:2379',
+      local: 'http://127.0.0.1:2379',
+      template: 'http://{name}.etcd-headless.$(POD_NAMESPACE).svc.cluster.local:2380',
+    },
+    {
+      file: 'multi-document.yaml',
+      pod: 0,
+      endpoints: 'http://etcd.kv.svc.cluster.local:2379,http://127.0.0.1:2379',
+      local: 'http://127.0.0.1:2379',
+      template: 'http://{name}.etcd.$(POD_NAMESPACE).svc.cluster.local:2380',
+    },
+  ])('when $file (pod $pod) is injected, then the agent is told endpoints $endpoints', (row) => {
+    const { file, pod, endpoints, local, template } = row;
+    const env = envOf(sidecarOf(podSpecs(parse(kubeInject(fixture(file))))[pod]));
+    expect(env.ETCD_AGENT_ENDPOINTS).toBe(endpoints);
+    expect(env.ETCD_AGENT_LOCAL_ENDPOINT).toBe(local);
+    expect(env.ETCD_AGENT_PEER_URL_TEMPLATE).toBe(template);
+    expect(env.ETCD_AGENT_MEMBER_NAME).toBe('$(POD_NAME)');
+  });
+
+  it.each([
+    { file: 'statefulset.yaml', pod: 0, container: 'etcd', probe: '/v1/health/local' },
+    { file: 'pod.yaml', pod: 0, container: 'etcd', probe: '/health?serializable=true' },
+    { file: 'list.yaml', pod: 1, container: 'server', probe: '/v1/health/local' },
+    { file: 'list.yaml', pod: 1, container: 'log-shipper', probe: undefined },
+  ])('when $file is injected, then the readiness probe of container $container is at $probe', (row) => {
+    const { file, pod, container, probe } = row;
+    const spec = podSpecs(parse(kubeInject(fixture(file))))[pod];
+    const found = containers(spec).find((c) => c.name === container) as Json;
+    const readiness = found.readinessProbe as { httpGet: { path: string; port: unknown } } | undefined;
+    expect(readiness?.httpGet.path).toBe(probe);
+  });
+});
+
+describe('the injected sidecar', () => {
+  const spec = podSpecs(parse(kubeInject(fixture('statefulset.yaml'))))[0];
+  const sidecar = sidecarOf(spec);
+
+  it('when injected with defaults, then it serves the lifecycle port with hardened defaults', () => {
+    expect(sidecar).toMatchObject({
+      name: 'etcd-lifecycle-agent',
+      image: 'etcd-lifecycle-agent:0.1.0',
+      args: ['serve'],
+      ports: [{ name: 'lifecycle', containerPort: 3501 }],
+      livenessProbe: { httpGet: { path: '/livez', port: 'lifecycle' } },
+      readinessProbe: { httpGet: { path: '/readyz', port: 'lifecycle' } },
+      resources: { requests: { cpu: '10m', memory: '48Mi' }, limits: { memory: '128Mi' } },
+      securityContext: {
+        runAsNonRoot: true,
+        runAsUser: 65532,
+        readOnlyRootFilesystem: true,
+        allowPrivilegeEscalation: false,
+        capabilities: { drop: ['ALL'] },
+      },
+    });
+  });
+
+  it('when injected, then POD_NAME and POD_NAMESPACE come from the downward API before they are used', () => {
+    const names = (sidecar.env as Json[]).map((e) => e.name);
+    expect(names.slice(0, 2)).toEqual(['POD_NAME', 'POD_NAMESPACE']);
+    expect(envOf(sidecar).POD_NAME).toEqual({ fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.name' } });
+    expect(envOf(sidecar).POD_NAMESPACE).toEqual({ fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } });
+  });
+
+  it('when injected with an image, a port and a token Secret, then all three are wired in', () => {
+    const options = { image: 'registry.example.com/agent:1.2.3', port: 4501, tokenSecret: 'agent-token' };
+    const output = kubeInject(fixture('pod.yaml'), options);
+    const podSpec = podSpecs(parse(output))[0];
+    const injected = sidecarOf(podSpec);
+    expect(injected.image).toBe('registry.example.com/agent:1.2.3');
+    expect(injected.ports).toEqual([{ name: 'lifecycle', containerPort: 4501, protocol: 'TCP' }]);
+    expect(envOf(injected).ETCD_AGENT_LISTEN).toBe('0.0.0.0:4501');
+    expect(envOf(injected).ETCD_AGENT_TOKEN_FILE).toBe(`${TOKEN_MOUNT_PATH}/token`);
+    expect(injected.volumeMounts).toEqual([
+      { name: 'etcd-lifecycle-agent-token', mountPath: TOKEN_MOUNT_PATH, readOnly: true },
+    ]);
+    expect(podSpec.volumes).toContainEqual({
+      name: 'etcd-lifecycle-agent-token',
+      secret: { secretName: 'agent-token', items: [{ key: 'token', path: 'token' }] },
+    });
+  });
+});
+
+describe('kubeInject on other input', () => {
+  it.each([
+    { what: 'a ConfigMap', text: 'kind: ConfigMap\nmetadata:\n  name: x   # odd   spacing\ndata: {}\n' },
+    { what: 'a Deployment', text: 'kind: Deployment\nspec:\n  template:\n    spec:\n      containers: [{name: etcd}]\n' },
+    { what: 'only comments', text: '# nothing here\n' },
+    { what: 'an empty file', text: '' },
+  ])('when given $what, then it comes back unchanged', ({ text }) => {
+    expect(kubeInject(text)).toBe(text);
+  });
+
+  it.each([
+    { what: 'broken YAML', text: 'kind: Pod\nspec: [1\nmetadata: {', message: /^invalid YAML: / },
+    { what: 'a bad port', text: 'kind: Pod\n', options: { port: 70000 }, message: /port/ },
+    { what: 'a bad Secret name', text: 'kind: Pod\n', options: { tokenSecret: 'Not_A_Name' }, message: /Secret/ },
+  ])('when given $what, then it throws a one-line message', ({ text, options, message }) => {
+    expect(() => kubeInject(text, options)).toThrow(message);
+    try {
+      kubeInject(text, options);
+    } catch (error) {
+      expect((error as Error).message).not.toContain('\n');
+    }
+  });
+
+  it('when a sequence is indented under its key, then the added ones are too', () => {
+    const output = kubeInject(fixture('multi-document.yaml'));
+    expect(output).toContain('          args:\n            - serve\n');
+  });
+});
+
+describe('deploy/', () => {
+  it('when deploy/statefulset.yaml is injected, then the result is deploy/statefulset-with-agent.yaml', () => {
+    const plain = readFileSync(join(ROOT, 'deploy', 'statefulset.yaml'), 'utf8');
+    const withAgent = readFileSync(join(ROOT, 'deploy', 'statefulset-with-agent.yaml'), 'utf8');
+    expect(kubeInject(plain)).toBe(withAgent);
+  });
+
+  it('when the KubeBlocks ComponentDefinition is read, then its four lifecycle actions are exec actions', () => {
+    const [cmpd] = parse(readFileSync(join(ROOT, 'deploy', 'kubeblocks-componentdefinition.yaml'), 'utf8')) as Json[];
+    expect(cmpd).toMatchObject({ apiVersion: 'apps.kubeblocks.io/v1', kind: 'ComponentDefinition' });
+    const actions = (cmpd.spec as Json).lifecycleActions as Json;
+    for (const name of ['memberJoin', 'memberLeave', 'roleProbe', 'switchover']) {
+      expect((actions[name] as Json).exec).toMatchObject({ command: expect.any(Array) });
+    }
+  });
+});
+
+describe('runKubeInject', () => {
+  /** Captures what the command prints; files come from a map, `-` is stdin. */
+  function harness(files: Record<string, string>): KubeInjectIo & { out: string[]; err: string[] } {
+    const out: string[] = [];
+    const err: string[] = [];
+    return {
+      out,
+      err,
+      stdout: (s) => out.push(s),
+      stderr: (s) => err.push(s),
+      readFile: async (path) => {
+        const text = files[path];
+        if (text === undefined) throw new Error(`ENOENT: no such file or directory, open '${path}'`);
+        return text;
+      },
+    };
+  }
+
+  const files = {
+    'sts.yaml': fixture('statefulset.yaml'),
+    '-': fixture('pod.yaml'),
+    'bad.yaml': 'kind: Pod\nspec: [1\n',
+  };
+
+  it.each([
+    { argv: ['-f', 'sts.yaml'], code: 0, stdout: /name: etcd-lifecycle-agent/, stderr: /^$/ },
+    { argv: ['kube-inject', '--filename=sts.yaml', '--image', 'x/a:2'], code: 0, stdout: /image: x\/a:2/, stderr: /^$/ },
+    { argv: ['-f', '-', '--token-secret', 'agent-token'], code: 0, stdout: /secretName: agent-token/, stderr: /^$/ },
+    { argv: ['--help'], code: 0, stdout: /^usage: /, stderr: /^$/ },
+    { argv: [], code: 2, stdout: /^$/, stderr: /missing -f FILE/ },
+    { argv: ['-f'], code: 2, stdout: /^$/, stderr: /usage: / },
+    { argv: ['-f', 'sts.yaml', '--colour'], code: 2, stdout: /^$/, stderr: /usage: / },
+    { argv: ['-f', 'sts.yaml', '--port', 'http'], code: 2, stdout: /^$/, stderr: /--port/ },
+    { argv: ['-f', 'nope.yaml'], code: 1, stdout: /^$/, stderr: /^kube-inject: cannot read nope\.yaml: ENOENT[^\n]*\n$/ },
+    { argv: ['-f', 'bad.yaml'], code: 1, stdout: /^$/, stderr: /^kube-inject: bad\.yaml: invalid YAML: [^\n]*\n$/ },
+  ])('when run with $argv, then it exits $code', async ({ argv, code, stdout, stderr }) => {
+    const io = harness(files);
+    await expect(runKubeInject(argv, io)).resolves.toBe(code);
+    expect(io.out.join('')).toMatch(stdout);
+    expect(io.err.join('')).toMatch(stderr);
+  });
+
+  it('when run without a readFile of its own, then it reads the file from disk', async () => {
+    const out: string[] = [];
+    const err: string[] = [];
+    const io = { stdout: (s: string) => out.push(s), stderr: (s: string) => err.push(s) };
+    const code = await runKubeInject(['-f', join(FIXTURES, 'pod.yaml')], io);
+    expect({ code, err }).toEqual({ code: 0, err: [] });
+    expect(out.join('')).toBe(kubeInject(fixture('pod.yaml')));
+  });
+
+  it('when run on a file, then it prints exactly what kubeInject returns', async () => {
+    const io = harness(files);
+    await runKubeInject(['-f', 'sts.yaml'], io);
+    expect(io.out.join('')).toBe(kubeInject(files['sts.yaml']));
+  });
+});
