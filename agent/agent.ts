@@ -9,7 +9,7 @@ import { EtcdCluster } from './etcd/cluster-client';
 import type { Logger } from './observability/logger';
 import { createMetrics, Metrics } from './observability/metrics';
 import { createApp } from './server/app';
-import { listen, Listening } from './server/listen';
+import { listen, Listening, ListenOptions } from './server/listen';
 
 /** A built agent: its parts, for tests to look into, and how to stop it. */
 export interface Agent {
@@ -62,9 +62,12 @@ export interface RunningAgent extends Agent {
 }
 
 /** Builds and starts the agent; HTTP serves before etcd is reached (CONTRACT §2). */
-export async function startAgent(config: Config, deps: { logger: Logger; metrics?: Metrics }): Promise<RunningAgent> {
+export async function startAgent(
+  config: Config,
+  deps: { logger: Logger; metrics?: Metrics; listen?: ListenOptions },
+): Promise<RunningAgent> {
   const agent = createAgent(config, deps);
-  const listening = await listen(agent.app, config);
+  const listening = await listen(agent.app, config, { logger: deps.logger, ...deps.listen });
   return {
     ...agent,
     listening,

@@ -18,35 +18,46 @@ export interface AuthOptions {
 /** True for 127.0.0.0/8 and ::1, also in their IPv4-mapped form. */
 export function isLoopback(address: string | undefined): boolean {
   if (address === undefined) return false;
-  const v4 = address.startsWith('::ffff:') ? address.slice(7) : address;
+  const v4 = address.toLowerCase().startsWith('::ffff:') ? address.slice(7) : address;
   return v4 === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(v4);
 }
 
-/** Reads the token file again whenever its identity, size or modification time changes. */
+/** Reads the token file again whenever its identity, size or times change (following symlinks, as a Secret swap needs). */
 export class TokenSource {
-  private cached?: { key: string; digest: Buffer };
+  private cached?: { key: string; digest?: Buffer };
+  private unreadable = false;
 
   constructor(
     private readonly file: string,
     private readonly logger?: Logger,
   ) {}
 
-  /** SHA-256 of the current token, or undefined when the file cannot be read or is empty. */
+  /** SHA-256 of the current token, or undefined when the file cannot be read or is empty (then nothing is accepted). */
   digest(): Buffer | undefined {
-    let stat: fs.Stats;
+    let key: string;
+    let token: string;
     try {
-      stat = fs.statSync(this.file);
-    } catch {
-      this.logger?.warn('token file unreadable', { file: this.file });
+      const stat = fs.statSync(this.file);
+      key = `${stat.dev}:${stat.ino}:${stat.size}:${stat.mtimeMs}:${stat.ctimeMs}`;
+      if (this.cached?.key === key) return this.cached.digest;
+      token = fs.readFileSync(this.file, 'utf8').replace(/\r?\n$/, '');
+    } catch (err) {
+      // Mid-rotation the path can vanish for an instant; refuse until it is back, and say so once.
+      if (!this.unreadable) {
+        this.unreadable = true;
+        this.logger?.warn('token file unreadable; refusing mutating calls until it is back', {
+          file: this.file,
+          error: (err as NodeJS.ErrnoException).code ?? 'unknown',
+        });
+      }
+      this.cached = undefined;
       return undefined;
     }
-    const key = `${stat.ino}:${stat.size}:${stat.mtimeMs}`;
-    if (this.cached?.key !== key) {
-      const token = fs.readFileSync(this.file, 'utf8').replace(/\r?\n$/, '');
-      this.cached = { key, digest: token === '' ? Buffer.alloc(0) : sha256(token) };
-      this.logger?.info('token file loaded', { file: this.file });
-    }
-    return this.cached.digest.length === 0 ? undefined : this.cached.digest;
+    this.unreadable = false;
+    this.cached = { key, digest: token === '' ? undefined : sha256(token) };
+    if (token === '') this.logger?.warn('token file is empty; refusing mutating calls', { file: this.file });
+    else this.logger?.info('token file loaded', { file: this.file });
+    return this.cached.digest;
   }
 }
 
@@ -54,26 +65,61 @@ function sha256(text: string): Buffer {
   return createHash('sha256').update(text, 'utf8').digest();
 }
 
-/** Middleware guarding mutating calls; reads pass through untouched. */
+/** What §6 looks at for one mutating call. */
+export interface MutationCaller {
+  /** The `Authorization` header as received. */
+  authorization?: string;
+  /** The peer address of the TCP connection (never a forwarded header). */
+  remoteAddress?: string;
+}
+
+/** What §6 is configured with at the moment of the call. */
+export interface MutationPolicy {
+  /** True when ETCD_AGENT_TOKEN_FILE is set, even if the file is unreadable now. */
+  tokenConfigured: boolean;
+  /** SHA-256 of the current token; undefined when the file is unreadable or empty. */
+  tokenDigest?: Buffer;
+  allowRemoteUnauthenticated: boolean;
+}
+
+/**
+ * The §6 rule as a pure function: undefined when the call is allowed, else the
+ * 401 or 403 to answer. A configured token is always required, also from
+ * loopback and also when remote unauthenticated calls are allowed.
+ */
+export function authorizeMutation(policy: MutationPolicy, caller: MutationCaller): AgentError | undefined {
+  if (policy.tokenConfigured) {
+    const match = /^Bearer +(.+)$/i.exec(caller.authorization ?? '');
+    // Comparing digests keeps the comparison constant-time whatever the token lengths.
+    if (policy.tokenDigest === undefined || match === null || !timingSafeEqual(sha256(match[1]), policy.tokenDigest)) {
+      return new AgentError('unauthorized', 'a valid bearer token is required for this call');
+    }
+    return undefined;
+  }
+  if (policy.allowRemoteUnauthenticated || isLoopback(caller.remoteAddress)) return undefined;
+  return new AgentError(
+    'forbidden',
+    'mutating calls are accepted only from loopback when no ETCD_AGENT_TOKEN_FILE is configured',
+  );
+}
+
+/** Middleware guarding mutating calls (every POST); reads pass through untouched. */
 export function requireMutationAuth(options: AuthOptions, logger: Logger): RequestHandler {
   const tokens = options.tokenFile === undefined ? undefined : new TokenSource(options.tokenFile, logger);
-  return (req, _res, next) => {
+  if (tokens !== undefined && options.allowRemoteUnauthenticated) {
+    logger.warn('ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED is ignored: ETCD_AGENT_TOKEN_FILE is set, so every mutating call needs the token');
+  }
+  return (req, res, next) => {
     if (req.method !== 'POST') return next();
-    if (tokens !== undefined) {
-      const expected = tokens.digest();
-      const match = /^Bearer (.+)$/.exec(req.get('authorization') ?? '');
-      // Comparing digests keeps the comparison constant-time whatever the token lengths.
-      if (expected === undefined || match === null || !timingSafeEqual(sha256(match[1]), expected)) {
-        return next(new AgentError('unauthorized', 'a valid bearer token is required for this call'));
-      }
-      return next();
-    }
-    if (options.allowRemoteUnauthenticated || isLoopback(req.socket.remoteAddress)) return next();
-    next(
-      new AgentError(
-        'forbidden',
-        'mutating calls are accepted only from loopback when no ETCD_AGENT_TOKEN_FILE is configured',
-      ),
+    const refusal = authorizeMutation(
+      {
+        tokenConfigured: tokens !== undefined,
+        tokenDigest: tokens?.digest(),
+        allowRemoteUnauthenticated: options.allowRemoteUnauthenticated,
+      },
+      { authorization: req.get('authorization'), remoteAddress: req.socket.remoteAddress },
     );
+    if (refusal?.code === 'unauthorized') res.setHeader('WWW-Authenticate', 'Bearer');
+    next(refusal);
   };
 }

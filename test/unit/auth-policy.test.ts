@@ -1,0 +1,106 @@
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { authorizeMutation, isLoopback, MutationPolicy, TokenSource } from '../../agent/server/auth';
+
+const digest = (token: string): Buffer => createHash('sha256').update(token).digest();
+
+describe('isLoopback', () => {
+  it.each([
+    ['127.0.0.1', true],
+    ['127.0.0.2', true],
+    ['127.255.255.254', true],
+    ['::1', true],
+    ['::ffff:127.0.0.1', true],
+    ['::FFFF:127.0.0.9', true],
+    ['192.0.2.2', false],
+    ['10.0.0.1', false],
+    ['::ffff:10.0.0.1', false],
+    ['fd00::2', false],
+    ['::', false],
+    ['0.0.0.0', false],
+    ['128.0.0.1', false],
+    ['1127.0.0.1', false],
+    ['127.0.0.1.evil', false],
+    ['', false],
+    [undefined, false],
+  ])('when the peer is %p, then loopback is %p', (address, expected) => {
+    expect(isLoopback(address)).toBe(expected);
+  });
+});
+
+describe('authorizeMutation (CONTRACT §6)', () => {
+  const withToken: MutationPolicy = { tokenConfigured: true, tokenDigest: digest('s3cret'), allowRemoteUnauthenticated: false };
+  const tokenUnreadable: MutationPolicy = { tokenConfigured: true, tokenDigest: undefined, allowRemoteUnauthenticated: false };
+  const noToken: MutationPolicy = { tokenConfigured: false, allowRemoteUnauthenticated: false };
+  const openToAll: MutationPolicy = { tokenConfigured: false, allowRemoteUnauthenticated: true };
+  const tokenAndOpen: MutationPolicy = { tokenConfigured: true, tokenDigest: digest('s3cret'), allowRemoteUnauthenticated: true };
+
+  it.each<[string, MutationPolicy, string | undefined, string, string | undefined]>([
+    ['token set, right token, remote', withToken, 'Bearer s3cret', '192.0.2.2', undefined],
+    ['token set, right token, loopback', withToken, 'Bearer s3cret', '127.0.0.1', undefined],
+    ['token set, scheme in lower case', withToken, 'bearer s3cret', '192.0.2.2', undefined],
+    ['token set, no header, loopback', withToken, undefined, '127.0.0.1', 'unauthorized'],
+    ['token set, no header, remote', withToken, undefined, '192.0.2.2', 'unauthorized'],
+    ['token set, wrong token', withToken, 'Bearer s3cres', '127.0.0.1', 'unauthorized'],
+    ['token set, token with a suffix', withToken, 'Bearer s3cretX', '127.0.0.1', 'unauthorized'],
+    ['token set, prefix of the token', withToken, 'Bearer s3cre', '127.0.0.1', 'unauthorized'],
+    ['token set, Basic scheme', withToken, 'Basic s3cret', '127.0.0.1', 'unauthorized'],
+    ['token set, bare token', withToken, 's3cret', '127.0.0.1', 'unauthorized'],
+    ['token set, empty bearer', withToken, 'Bearer ', '127.0.0.1', 'unauthorized'],
+    ['token set, file unreadable', tokenUnreadable, 'Bearer s3cret', '127.0.0.1', 'unauthorized'],
+    ['token set and remote allowed, no header', tokenAndOpen, undefined, '192.0.2.2', 'unauthorized'],
+    ['token set and remote allowed, right token', tokenAndOpen, 'Bearer s3cret', '192.0.2.2', undefined],
+    ['no token, loopback v4', noToken, undefined, '127.0.0.1', undefined],
+    ['no token, loopback 127.0.0.2', noToken, undefined, '127.0.0.2', undefined],
+    ['no token, loopback v6', noToken, undefined, '::1', undefined],
+    ['no token, v4-mapped loopback', noToken, undefined, '::ffff:127.0.0.1', undefined],
+    ['no token, remote', noToken, undefined, '192.0.2.2', 'forbidden'],
+    ['no token, remote with a bearer header', noToken, 'Bearer anything', '192.0.2.2', 'forbidden'],
+    ['no token, unknown peer', noToken, undefined, undefined as unknown as string, 'forbidden'],
+    ['no token, remote allowed', openToAll, undefined, '192.0.2.2', undefined],
+  ])('when %s, then %p', (_case, policy, authorization, remoteAddress, expected) => {
+    const refusal = authorizeMutation(policy, { authorization, remoteAddress });
+    expect(refusal?.code).toBe(expected);
+    if (refusal !== undefined) {
+      expect(refusal.status).toBe(expected === 'unauthorized' ? 401 : 403);
+      expect(refusal.retryable).toBe(false);
+      expect(refusal.message).not.toContain('s3cret');
+    }
+  });
+});
+
+describe('TokenSource', () => {
+  let dir: string;
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'token-source-'));
+  });
+  afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('when the file ends with a newline, then the newline is not part of the token', () => {
+    const file = path.join(dir, 'token');
+    fs.writeFileSync(file, 'abc\n');
+    expect(new TokenSource(file).digest()).toEqual(digest('abc'));
+  });
+
+  it('when the file is rewritten in place, then the next call sees the new token', () => {
+    const file = path.join(dir, 'token');
+    fs.writeFileSync(file, 'first');
+    const source = new TokenSource(file);
+    expect(source.digest()).toEqual(digest('first'));
+    fs.writeFileSync(file, 'other'); // same size: only the times tell
+    expect(source.digest()).toEqual(digest('other'));
+  });
+
+  it('when the file is empty or missing, then there is no token (every call is refused)', () => {
+    const file = path.join(dir, 'token');
+    fs.writeFileSync(file, '\n');
+    const source = new TokenSource(file);
+    expect(source.digest()).toBeUndefined();
+    fs.rmSync(file);
+    expect(source.digest()).toBeUndefined();
+    fs.writeFileSync(file, 'back');
+    expect(source.digest()).toEqual(digest('back'));
+  });
+});
