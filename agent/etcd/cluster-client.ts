@@ -200,6 +200,9 @@ export class EtcdCluster {
       options.auth = {
         username: o.username,
         password: fs.readFileSync(o.passwordFile, 'utf8').replace(/\r?\n$/, ''),
+        // etcd3 sends Authenticate with no deadline and makes every call wait for it: a frozen
+        // member would hang the client for good without one.
+        callOptions: () => ({ deadline: new Date(Date.now() + this.attemptTimeoutMs) }),
       };
     }
     return options;
