@@ -4,6 +4,8 @@
  */
 import { ConfigError, loadConfig } from './config';
 import { startAgent } from './agent';
+import { isClientCommand, runCommand } from './cli/commands';
+import { runKubeInject } from './cli/kube-inject';
 import { createLogger } from './observability/logger';
 
 const USAGE = `usage: etcd-lifecycle-agent <command> [flags]
@@ -62,11 +64,18 @@ async function serve(argv: string[]): Promise<number> {
   });
 }
 
+const stdio = {
+  stdout: (s: string) => void process.stdout.write(s),
+  stderr: (s: string) => void process.stderr.write(s),
+};
+
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   switch (command) {
     case 'serve':
       return serve(rest);
+    case 'kube-inject':
+      return runKubeInject(rest, stdio);
     case undefined:
     case 'help':
     case '--help':
@@ -74,6 +83,7 @@ async function main(argv: string[]): Promise<number> {
       process.stdout.write(USAGE);
       return command === undefined ? 2 : 0;
     default:
+      if (isClientCommand(command)) return runCommand(command, rest, stdio);
       process.stderr.write(`etcd-lifecycle-agent: unknown command ${command}\n${USAGE}`);
       return 2;
   }

@@ -1,0 +1,69 @@
+import { EXIT, exitCodeFor, parseCommand, requestFor, summarize, UsageError } from '../../agent/cli/commands';
+
+describe('CLI argument parsing (CONTRACT §7)', () => {
+  it.each([
+    ['join', ['etcd-3'], { method: 'POST', path: '/v1/members/join', body: { name: 'etcd-3' } }],
+    [
+      'join',
+      ['etcd-3', '--peer-url', 'http://etcd-3:2380', '--wait', '--timeout-seconds', '5'],
+      { method: 'POST', path: '/v1/members/join', body: { name: 'etcd-3', peerURLs: ['http://etcd-3:2380'], wait: true, timeoutSeconds: 5 } },
+    ],
+    ['leave', ['etcd-3', '--force'], { method: 'POST', path: '/v1/members/leave', body: { name: 'etcd-3', force: true } }],
+    ['promote', ['etcd-3'], { method: 'POST', path: '/v1/members/promote', body: { name: 'etcd-3' } }],
+    ['transfer-leader', [], { method: 'POST', path: '/v1/leader/transfer', body: {} }],
+    ['transfer-leader', ['--to', 'etcd-1'], { method: 'POST', path: '/v1/leader/transfer', body: { to: 'etcd-1' } }],
+    ['members', [], { method: 'GET', path: '/v1/members' }],
+    ['health', ['--json'], { method: 'GET', path: '/v1/health' }],
+  ] as const)('when %s %j is parsed, then it calls %j', (command, argv, expected) => {
+    expect(requestFor(parseCommand(command, [...argv]))).toEqual(expected);
+  });
+
+  it.each([
+    ['join', [], /exactly one member NAME/],
+    ['join', ['a', 'b'], /exactly one member NAME/],
+    ['members', ['x'], /takes no argument/],
+    ['leave', ['etcd-3', '--wait'], /does not take --wait/],
+    ['join', ['etcd-3', '--force'], /does not take --force/],
+    ['join', ['etcd-3', '--bogus'], /Unknown option/],
+    ['join', ['etcd-3', '--timeout-seconds', '61'], /from 1 to 60/],
+    ['join', ['etcd-3', '--timeout-seconds', '1.5'], /from 1 to 60/],
+    ['members', ['--agent', 'ftp://x'], /not http/],
+  ] as const)('when %s %j is parsed, then it is a usage error (%s)', (command, argv, message) => {
+    expect(() => parseCommand(command, [...argv])).toThrow(UsageError);
+    expect(() => parseCommand(command, [...argv])).toThrow(message);
+  });
+
+  it('when no --agent is given, then ETCD_AGENT_URL, else the default, names the agent; ETCD_AGENT_TOKEN_FILE the token', () => {
+    expect(parseCommand('members', []).agent).toBe('http://127.0.0.1:3501');
+    const fromEnv = parseCommand('members', [], { ETCD_AGENT_URL: 'http://10.0.0.1:3501', ETCD_AGENT_TOKEN_FILE: '/t' });
+    expect(fromEnv).toMatchObject({ agent: 'http://10.0.0.1:3501', tokenFile: '/t' });
+    const flags = parseCommand('members', ['--agent', 'http://h:1', '--token-file', '/u'], { ETCD_AGENT_URL: 'http://x:2' });
+    expect(flags).toMatchObject({ agent: 'http://h:1', tokenFile: '/u' });
+  });
+});
+
+describe('CLI exit codes and summaries', () => {
+  it.each([
+    [200, { outcome: 'already-member', complete: true }, EXIT.complete],
+    [200, { members: [] }, EXIT.complete],
+    [202, { outcome: 'added', complete: false }, EXIT.inProgress],
+    [409, { error: { code: 'unsafe' } }, EXIT.refused],
+    [409, { error: { code: 'busy' } }, EXIT.refused],
+    [409, { error: { code: 'conflict' } }, EXIT.failed],
+    [400, { error: { code: 'bad-request' } }, EXIT.failed],
+    [503, { status: 'unavailable' }, EXIT.failed],
+    [504, { error: { code: 'timeout' } }, EXIT.failed],
+  ])('when the agent answers %i %j, then the exit code is %i', (status, body, exit) => {
+    expect(exitCodeFor({ status, body })).toBe(exit);
+  });
+
+  it.each([
+    ['join', { outcome: 'added', complete: false, phase: 'unstarted' }, 'etcd-3: added (unstarted, not complete: call again)'],
+    ['join', { outcome: 'promoted', complete: true, phase: 'voter' }, 'etcd-3: promoted (voter, complete)'],
+    ['leave', { outcome: 'removed', complete: true, leaderTransferred: true }, 'etcd-3: removed (leadership moved away first)'],
+    ['leave', { outcome: 'already-absent', complete: true }, 'etcd-3: already-absent'],
+    ['transfer-leader', { outcome: 'transferred', leader: { id: 'a', name: 'etcd-1' } }, 'transferred (leader: etcd-1)'],
+  ] as const)('when %s answers %j, then the summary reads "%s"', (command, body, line) => {
+    expect(summarize({ command, name: 'etcd-3' }, body)).toBe(line);
+  });
+});
