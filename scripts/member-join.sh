@@ -1,0 +1,111 @@
+#!/bin/sh
+# member-join.sh: drop-in replacement of the KubeBlocks etcd addon's memberJoin
+# script (CONTRACT §7). It runs no etcdctl: it asks this pod's etcd-lifecycle-agent
+# to make KB_JOIN_MEMBER_POD_NAME a voting member.
+#
+# Reads (as the addon's script): KB_JOIN_MEMBER_POD_NAME (required),
+#   KB_JOIN_MEMBER_POD_FQDN (optional: peer URL {scheme}://{fqdn}:2380, https when
+#   ETCD_AGENT_PEER_URL_TEMPLATE is https, as the agent's kbagent route does;
+#   without it the agent derives the peer URL from its template).
+#   Other KB_* variables KubeBlocks sets (KB_JOIN_MEMBER_POD_IP, LEADER_POD_FQDN,
+#   KB_MEMBER_ADDRESSES, ...) are accepted and ignored: the agent reads the member
+#   list itself.
+# Also: ETCD_AGENT_URL (default http://127.0.0.1:3501), ETCD_AGENT_TOKEN_FILE,
+#   ETCD_AGENT_TIMEOUT_SECONDS (the call's deadline, 1-60; default the agent's).
+#
+# It joins with wait: the agent adds the member (as a learner), waits inside the
+# deadline for its etcd to start and catch up, and promotes it. Exit 0 only once
+# the member is a started voter. If the deadline passes first, it exits 3 with
+# the reason on stderr: kbagent counts that as a failure and calls again (the
+# ComponentDefinition's retryPolicy), and the next call picks up where this one
+# stopped, since every join reads the member list first. Exit 4: refused as unsafe
+# or busy (call again later); 1: any other failure; 2: bad input.
+#
+# How it calls the agent: the agent's own CLI when `etcd-lifecycle-agent` is on
+# PATH (the agent image has node but no curl), else curl against /v1/members/join
+# (same call, same answers). The kbagent route /v1.0/action has no `wait`, so
+# neither path uses it.
+set -u
+
+me=member-join
+name="${KB_JOIN_MEMBER_POD_NAME:-}"
+fqdn="${KB_JOIN_MEMBER_POD_FQDN:-}"
+timeout="${ETCD_AGENT_TIMEOUT_SECONDS:-}"
+agent="${ETCD_AGENT_URL:-http://127.0.0.1:3501}"
+
+if [ -z "$name" ]; then
+  echo "$me: KB_JOIN_MEMBER_POD_NAME is not set" >&2
+  exit 2
+fi
+case "$timeout" in
+  '' | [1-9] | [1-5][0-9] | 60) ;;
+  *) echo "$me: ETCD_AGENT_TIMEOUT_SECONDS=$timeout is not a whole number from 1 to 60" >&2; exit 2 ;;
+esac
+peer_url=""
+if [ -n "$fqdn" ]; then
+  case "${ETCD_AGENT_PEER_URL_TEMPLATE:-}" in
+    [Hh][Tt][Tt][Pp][Ss]://*) peer_url="https://$fqdn:2380" ;;
+    *) peer_url="http://$fqdn:2380" ;;
+  esac
+fi
+
+if command -v etcd-lifecycle-agent >/dev/null 2>&1; then
+  set -- join "$name" --wait --agent "$agent"
+  [ -n "$peer_url" ] && set -- "$@" --peer-url "$peer_url"
+  [ -n "$timeout" ] && set -- "$@" --timeout-seconds "$timeout"
+  # The CLI reads ETCD_AGENT_TOKEN_FILE itself and says why it failed on stderr.
+  out=$(etcd-lifecycle-agent "$@")
+  rc=$?
+  case $rc in
+    0) echo "$out" ;;
+    3) echo "$me: $out" >&2 ;;
+  esac
+  exit $rc
+fi
+
+if ! command -v curl >/dev/null 2>&1; then
+  echo "$me: neither etcd-lifecycle-agent nor curl is on PATH; cannot call the agent" >&2
+  exit 1
+fi
+
+# Names and URLs are DNS names (the agent validates them); escape what would break JSON anyway.
+json_string() { printf '"%s"' "$(printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g')"; }
+field() { sed -n "s/.*\"$1\" *: *\"\\([^\"]*\\)\".*/\\1/p" "$2" | head -n 1; }
+
+body="{\"name\":$(json_string "$name"),\"wait\":true"
+[ -n "$peer_url" ] && body="$body,\"peerURLs\":[$(json_string "$peer_url")]"
+[ -n "$timeout" ] && body="$body,\"timeoutSeconds\":$timeout"
+body="$body}"
+
+answer=$(mktemp) || exit 1
+trap 'rm -f "$answer"' EXIT
+token=""
+if [ -n "${ETCD_AGENT_TOKEN_FILE:-}" ]; then
+  token=$(cat "$ETCD_AGENT_TOKEN_FILE") || { echo "$me: cannot read ETCD_AGENT_TOKEN_FILE" >&2; exit 1; }
+fi
+# The token goes through curl's config on stdin, never on the command line (ps shows that).
+status=$(
+  { [ -n "$token" ] && printf 'header = "Authorization: Bearer %s"\n' "$token"; } |
+    curl -s -K - -o "$answer" -w '%{http_code}' --max-time "$(( ${timeout:-60} + 5 ))" \
+      -X POST -H 'Content-Type: application/json' --data "$body" "${agent%/}/v1/members/join"
+)
+rc=$?
+if [ $rc -ne 0 ]; then
+  echo "$me: cannot reach the agent at $agent (curl exit code $rc)" >&2
+  exit 1
+fi
+
+case "$status" in
+  200)
+    echo "$name: $(field outcome "$answer") (complete)"
+    exit 0 ;;
+  202)
+    echo "$me: $name: $(field outcome "$answer") ($(field phase "$answer"), not complete: call again)" >&2
+    exit 3 ;;
+esac
+code=$(field code "$answer")
+echo "$me: ${code:-HTTP $status}: $(field message "$answer")" >&2
+case "$code" in
+  unsafe | busy) exit 4 ;;
+  *) exit 1 ;;
+esac

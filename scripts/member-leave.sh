@@ -1,0 +1,97 @@
+#!/bin/sh
+# member-leave.sh: drop-in replacement of the KubeBlocks etcd addon's memberLeave
+# script (CONTRACT §7). It runs no etcdctl: it asks this pod's etcd-lifecycle-agent
+# to remove KB_LEAVE_MEMBER_POD_NAME from the cluster.
+#
+# Reads (as the addon's script): KB_LEAVE_MEMBER_POD_NAME (required),
+#   KB_LEAVE_MEMBER_POD_FQDN (optional: peer URL {scheme}://{fqdn}:2380, https when
+#   ETCD_AGENT_PEER_URL_TEMPLATE is https, as the agent's kbagent route does; it
+#   also finds a member that never started, which has no name yet).
+#   Other KB_* variables KubeBlocks sets (KB_LEAVE_MEMBER_POD_IP, KB_MEMBER_ADDRESSES,
+#   ...) are accepted and ignored: the agent reads the member list itself.
+# Also: ETCD_AGENT_URL (default http://127.0.0.1:3501), ETCD_AGENT_TOKEN_FILE,
+#   ETCD_AGENT_TIMEOUT_SECONDS (the call's deadline, 1-60; default the agent's).
+#
+# Exit 0 when the member is gone (removed now, or already absent: a repeated call
+# succeeds). The agent never forces: a removal that would leave the remaining
+# voters without a healthy quorum exits 4 with the reason on stderr, and kbagent
+# calls again later (the ComponentDefinition's retryPolicy). 1: any other failure;
+# 2: bad input.
+#
+# How it calls the agent: the agent's own CLI when `etcd-lifecycle-agent` is on
+# PATH (the agent image has node but no curl), else curl against /v1/members/leave
+# (same call, same answers).
+set -u
+
+me=member-leave
+name="${KB_LEAVE_MEMBER_POD_NAME:-}"
+fqdn="${KB_LEAVE_MEMBER_POD_FQDN:-}"
+timeout="${ETCD_AGENT_TIMEOUT_SECONDS:-}"
+agent="${ETCD_AGENT_URL:-http://127.0.0.1:3501}"
+
+if [ -z "$name" ]; then
+  echo "$me: KB_LEAVE_MEMBER_POD_NAME is not set" >&2
+  exit 2
+fi
+case "$timeout" in
+  '' | [1-9] | [1-5][0-9] | 60) ;;
+  *) echo "$me: ETCD_AGENT_TIMEOUT_SECONDS=$timeout is not a whole number from 1 to 60" >&2; exit 2 ;;
+esac
+peer_url=""
+if [ -n "$fqdn" ]; then
+  case "${ETCD_AGENT_PEER_URL_TEMPLATE:-}" in
+    [Hh][Tt][Tt][Pp][Ss]://*) peer_url="https://$fqdn:2380" ;;
+    *) peer_url="http://$fqdn:2380" ;;
+  esac
+fi
+
+if command -v etcd-lifecycle-agent >/dev/null 2>&1; then
+  set -- leave "$name" --agent "$agent"
+  [ -n "$peer_url" ] && set -- "$@" --peer-url "$peer_url"
+  [ -n "$timeout" ] && set -- "$@" --timeout-seconds "$timeout"
+  # The CLI reads ETCD_AGENT_TOKEN_FILE itself and says why it failed on stderr.
+  exec etcd-lifecycle-agent "$@"
+fi
+
+if ! command -v curl >/dev/null 2>&1; then
+  echo "$me: neither etcd-lifecycle-agent nor curl is on PATH; cannot call the agent" >&2
+  exit 1
+fi
+
+# Names and URLs are DNS names (the agent validates them); escape what would break JSON anyway.
+json_string() { printf '"%s"' "$(printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g')"; }
+field() { sed -n "s/.*\"$1\" *: *\"\\([^\"]*\\)\".*/\\1/p" "$2" | head -n 1; }
+
+body="{\"name\":$(json_string "$name")"
+[ -n "$peer_url" ] && body="$body,\"peerURLs\":[$(json_string "$peer_url")]"
+[ -n "$timeout" ] && body="$body,\"timeoutSeconds\":$timeout"
+body="$body}"
+
+answer=$(mktemp) || exit 1
+trap 'rm -f "$answer"' EXIT
+token=""
+if [ -n "${ETCD_AGENT_TOKEN_FILE:-}" ]; then
+  token=$(cat "$ETCD_AGENT_TOKEN_FILE") || { echo "$me: cannot read ETCD_AGENT_TOKEN_FILE" >&2; exit 1; }
+fi
+# The token goes through curl's config on stdin, never on the command line (ps shows that).
+status=$(
+  { [ -n "$token" ] && printf 'header = "Authorization: Bearer %s"\n' "$token"; } |
+    curl -s -K - -o "$answer" -w '%{http_code}' --max-time "$(( ${timeout:-60} + 5 ))" \
+      -X POST -H 'Content-Type: application/json' --data "$body" "${agent%/}/v1/members/leave"
+)
+rc=$?
+if [ $rc -ne 0 ]; then
+  echo "$me: cannot reach the agent at $agent (curl exit code $rc)" >&2
+  exit 1
+fi
+
+if [ "$status" = 200 ]; then
+  echo "$name: $(field outcome "$answer")"
+  exit 0
+fi
+code=$(field code "$answer")
+echo "$me: ${code:-HTTP $status}: $(field message "$answer")" >&2
+case "$code" in
+  unsafe | busy) exit 4 ;;
+  *) exit 1 ;;
+esac
