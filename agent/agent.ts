@@ -6,10 +6,12 @@
 import type { Router } from 'express';
 import type { Config } from './config';
 import { EtcdCluster } from './etcd/cluster-client';
+import { MembershipService } from './membership/service';
 import type { Logger } from './observability/logger';
 import { createMetrics, Metrics } from './observability/metrics';
 import { createApp } from './server/app';
 import { listen, Listening, ListenOptions } from './server/listen';
+import { v1Router } from './server/v1-routes';
 
 /** A built agent: its parts, for tests to look into, and how to stop it. */
 export interface Agent {
@@ -40,6 +42,10 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
   );
   const routers: Router[] = [];
   const stoppers: Array<() => Promise<void> | void> = [];
+  // Membership (CONTRACT §4); its auto-promotion loop asks the local etcd for its Status once a second.
+  const membership = new MembershipService({ cluster, config, logger, metrics });
+  routers.push(v1Router(membership));
+  stoppers.push(membership.startAutoPromotion(), () => membership.close());
   const app = createApp({ config, logger, metrics, routers });
   return {
     config,

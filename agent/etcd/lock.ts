@@ -1,0 +1,296 @@
+/**
+ * The cluster-wide membership lock and the operation records beside it
+ * (CONTRACT §4 GET /v1/operations). Both keys live under the key prefix and are
+ * bound to one lease, kept alive while the lock is held: when an agent dies,
+ * its lock and its record expire with the lease, so nobody waits forever.
+ *
+ *   <prefix>lock              → {"operationId", "agent", "incarnation"}
+ *   <prefix>operations/<id>   → the OperationRecord (what, which member, which agent, which step)
+ */
+import { randomUUID } from 'node:crypto';
+import pRetry from 'p-retry';
+import type { Lease } from 'etcd3';
+import { Deadline, delay } from '../deadline';
+import { AgentError } from '../proto/errors';
+import type { ActionName, OperationRecord } from '../proto/types';
+import type { Logger } from '../observability/logger';
+import type { EtcdCluster } from './cluster-client';
+import { isTransient, toAgentError } from './errors';
+
+/** How the lock behaves; the defaults suit production. */
+export interface MembershipLockOptions {
+  /** `ETCD_AGENT_KEY_PREFIX`, ending in "/". */
+  keyPrefix: string;
+  /** This agent's member name, written into records and used to recognise this pod's previous incarnation. */
+  agent: string;
+  logger: Logger;
+  /** Lease TTL: how long a dead agent's lock outlives it. */
+  ttlSeconds?: number;
+  /** Longest wait for a lock held by someone else (CONTRACT §4: 5 s). */
+  maxWaitMs?: number;
+  /** Interval between attempts while the lock is held by someone else. */
+  pollMs?: number;
+}
+
+/** What an operation is about to do, recorded before it does it. */
+export interface OperationIntent {
+  action: ActionName;
+  member: { name: string; peerURLs: string[] };
+}
+
+interface LockValue {
+  operationId: string;
+  agent: string;
+  incarnation: string;
+}
+
+/** Time kept back from the call's deadline for the work done under the lock. */
+const RESERVE_MS = 1000;
+
+/** Takes and lists the cluster's membership lock; one per agent. */
+export class MembershipLock {
+  /** Distinguishes this process from an earlier (crashed) agent of the same pod. */
+  readonly incarnation = randomUUID();
+  private readonly held = new Set<HeldLock>();
+  private readonly ttlSeconds: number;
+  private readonly maxWaitMs: number;
+  private readonly pollMs: number;
+
+  constructor(
+    private readonly cluster: EtcdCluster,
+    private readonly options: MembershipLockOptions,
+  ) {
+    this.ttlSeconds = options.ttlSeconds ?? 10;
+    this.maxWaitMs = options.maxWaitMs ?? 5000;
+    this.pollMs = options.pollMs ?? 100;
+  }
+
+  private get lockKey(): string {
+    return `${this.options.keyPrefix}lock`;
+  }
+
+  private get operationsPrefix(): string {
+    return `${this.options.keyPrefix}operations/`;
+  }
+
+  /**
+   * Takes the lock and records `intent`. Waits for a lock held by another agent up to 5 s (less when
+   * the deadline is nearer, keeping time for the work itself), then throws `busy`.
+   */
+  async acquire(intent: OperationIntent, deadline: Deadline): Promise<HeldLock> {
+    const raw = this.cluster.raw;
+    const record: OperationRecord = {
+      id: randomUUID(),
+      action: intent.action,
+      member: { name: intent.member.name, peerURLs: [...intent.member.peerURLs] },
+      agent: this.options.agent,
+      startedAt: new Date().toISOString(),
+      step: 'locked',
+    };
+    const value: LockValue = { operationId: record.id, agent: this.options.agent, incarnation: this.incarnation };
+    const waitUntil = Date.now() + Math.min(this.maxWaitMs, Math.max(0, deadline.remainingMs() - RESERVE_MS));
+
+    let lease: Lease | undefined;
+    let lastHolder: OperationRecord | LockValue | undefined;
+    let lastError: unknown;
+    try {
+      for (;;) {
+        try {
+          if (lease === undefined || lease.revoked()) {
+            lease = raw.lease(this.ttlSeconds, { deadline: deadline.capped(3000) });
+            // 'lost' has no other listener: without one the lease is still torn down, which is what we want.
+            lease.on('lost', () => undefined);
+          }
+          const leaseId = await lease.grant();
+          const result = await raw
+            .if(this.lockKey, 'Create', '==', 0)
+            .then(
+              raw.put(this.lockKey).value(JSON.stringify(value)).lease(leaseId),
+              raw.put(this.recordKey(record.id)).value(JSON.stringify(record)).lease(leaseId),
+            )
+            .else(raw.get(this.lockKey))
+            .options({ deadline: deadline.capped(3000) })
+            .commit();
+          if (result.succeeded) {
+            const held = new HeldLock(this, lease, record, this.recordKey(record.id), this.options.logger);
+            this.held.add(held);
+            return held;
+          }
+          const kv = result.responses[0]?.response_range?.kvs[0];
+          if (kv !== undefined) {
+            const holder = parseJson<LockValue>(kv.value.toString());
+            lastHolder = holder;
+            if (holder?.operationId === record.id) {
+              // Our own put went through but its answer was lost: the lock is ours.
+              const held = new HeldLock(this, lease, record, this.recordKey(record.id), this.options.logger);
+              this.held.add(held);
+              return held;
+            }
+            if (holder !== undefined && holder.agent === this.options.agent && holder.incarnation !== this.incarnation) {
+              // The lock belongs to this pod's previous agent, which crashed (one agent runs per pod, so
+              // an agent with our name and another incarnation is dead). Waiting for its lease TTL would
+              // only delay the retry the controller makes after the crash; revoking its lease removes
+              // its lock and record now. What it left half done is found by reading the member list.
+              await raw.leaseClient.leaseRevoke({ ID: kv.lease }, { deadline: deadline.capped(3000) }).catch((err: unknown) => {
+                if (!isLeaseGone(err)) throw err; // already expired: the lock is free anyway
+              });
+              this.options.logger.warn('took over the membership lock from a previous agent of this pod', {
+                operationId: holder.operationId,
+                agent: holder.agent,
+              });
+              continue;
+            }
+            if (holder !== undefined) {
+              lastHolder = (await this.readRecord(holder.operationId, deadline)) ?? holder;
+            }
+          }
+        } catch (err) {
+          if (!isTransient(err) && !isLeaseGone(err)) throw toAgentError(err);
+          lastError = err;
+          if (isLeaseGone(err)) {
+            await revokeQuietly(lease);
+            lease = undefined;
+          }
+        }
+        if (Date.now() + this.pollMs > waitUntil) break;
+        await delay(this.pollMs);
+      }
+    } catch (err) {
+      await revokeQuietly(lease);
+      throw err;
+    }
+    await revokeQuietly(lease);
+    if (lastHolder === undefined && lastError !== undefined) throw toAgentError(lastError);
+    throw busyError(lastHolder);
+  }
+
+  /** Membership changes in flight, cluster-wide, oldest first. */
+  async listOperations(deadline: Deadline): Promise<OperationRecord[]> {
+    try {
+      const values = await pRetry(
+        () => this.cluster.raw.getAll().prefix(this.operationsPrefix).options({ deadline: deadline.capped(3000) }).strings(),
+        {
+          retries: 3,
+          minTimeout: 50,
+          maxTimeout: 400,
+          onFailedAttempt: (err) => {
+            if (!isTransient(err) || deadline.remainingMs() < 100) throw err;
+          },
+        },
+      );
+      return Object.values(values)
+        .map((v) => parseJson<OperationRecord>(v))
+        .filter((r): r is OperationRecord => r !== undefined && typeof r.id === 'string')
+        .sort((a, b) => a.startedAt.localeCompare(b.startedAt));
+    } catch (err) {
+      throw toAgentError(err);
+    }
+  }
+
+  /** Releases every lock this agent still holds (shutdown). */
+  async releaseAll(): Promise<void> {
+    await Promise.all([...this.held].map((h) => h.release()));
+  }
+
+  /** @internal Called by HeldLock.release. */
+  forget(held: HeldLock): void {
+    this.held.delete(held);
+  }
+
+  private recordKey(id: string): string {
+    return `${this.operationsPrefix}${id}`;
+  }
+
+  private async readRecord(id: string, deadline: Deadline): Promise<OperationRecord | undefined> {
+    try {
+      const value = await this.cluster.raw.get(this.recordKey(id)).options({ deadline: deadline.capped(1000) }).string();
+      return value === null ? undefined : parseJson<OperationRecord>(value);
+    } catch {
+      return undefined;
+    }
+  }
+}
+
+/** A taken lock: its operation record, `setStep` to say how far the operation got, and `release`. */
+export class HeldLock {
+  private released = false;
+  private lost = false;
+
+  constructor(
+    private readonly owner: MembershipLock,
+    private readonly lease: Lease,
+    readonly record: OperationRecord,
+    private readonly key: string,
+    private readonly logger: Logger,
+  ) {
+    lease.on('lost', () => {
+      this.lost = true;
+    });
+  }
+
+  /** Throws `unavailable` when the lease behind the lock is gone, so no change is sent without the lock. */
+  assertHeld(): void {
+    if (this.released || this.lost || this.lease.revoked()) {
+      throw new AgentError('unavailable', 'the membership lock was lost (its lease expired); call again', {
+        details: { operation: this.record.id },
+      });
+    }
+  }
+
+  /**
+   * Records the step reached. Before an RPC it must succeed (`bestEffort` false, the default);
+   * after one, a failure is only logged: the change is made and the record expires with the lease.
+   */
+  async setStep(step: string, deadline: Deadline, bestEffort = false): Promise<void> {
+    this.record.step = step;
+    try {
+      this.assertHeld();
+      await this.lease.put(this.key).value(JSON.stringify(this.record)).options({ deadline: deadline.capped(2000) });
+    } catch (err) {
+      if (!bestEffort) throw toAgentError(err);
+      this.logger.warn('could not record the operation step', { operation: this.record.id, step });
+    }
+  }
+
+  /** Revokes the lease, which removes the lock and the record; never throws. */
+  async release(): Promise<void> {
+    if (this.released) return;
+    this.released = true;
+    this.owner.forget(this);
+    await revokeQuietly(this.lease);
+  }
+}
+
+function busyError(holder: OperationRecord | LockValue | undefined): AgentError {
+  if (holder !== undefined && 'action' in holder) {
+    return new AgentError(
+      'busy',
+      `another membership change holds the cluster lock: ${holder.action} of ${holder.member.name || holder.member.peerURLs.join(',')} by agent ${holder.agent} (step ${holder.step})`,
+      { details: { operation: holder } },
+    );
+  }
+  return new AgentError('busy', 'another membership change holds the cluster lock', {
+    details: holder === undefined ? {} : { operation: holder },
+  });
+}
+
+function isLeaseGone(err: unknown): boolean {
+  return err instanceof Error && /lease not found|lease.*(expired|invalid)/i.test(err.message + err.name);
+}
+
+async function revokeQuietly(lease: Lease | undefined): Promise<void> {
+  if (lease === undefined) return;
+  try {
+    await lease.revoke({ deadline: new Date(Date.now() + 2000) });
+  } catch {
+    // The lease expires by itself within its TTL.
+  }
+}
+
+function parseJson<T>(text: string): T | undefined {
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    return undefined;
+  }
+}

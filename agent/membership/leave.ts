@@ -1,0 +1,127 @@
+/**
+ * POST /v1/members/leave (CONTRACT §4): remove a member, safely, any number of
+ * times. The member is found in the member list by id, name or peer URL; the
+ * leaving member itself is never needed (its etcd may be down or already gone).
+ *
+ *   no matching member                 → nothing                              already-absent
+ *   learner or unstarted member        → MemberRemove                         removed
+ *   voter, quorum stays healthy        → MoveLeader first if it leads, then MemberRemove   removed
+ *   voter, quorum would not            → nothing unless force                 409 unsafe
+ *   the last voter                     → nothing, even with force             409 unsafe
+ *
+ * A crash between the steps (the Cluster API incident) is recovered by the
+ * next call: it reads the list again and does only what is still missing.
+ */
+import { isMemberNotFound } from '../etcd/errors';
+import type { HeldLock } from '../etcd/lock';
+import { AgentError } from '../proto/errors';
+import type { LeaveRequest } from '../proto/requests';
+import type { ActionResult, Member, MemberList } from '../proto/types';
+import { matchMember, MatchWanted, toConflictError } from './match';
+import type { MemberProbe } from './probe';
+import { checkRemoval } from './quorum';
+import { ActionRun, Answer, describe, etcdSaid, requestedPeerURLs } from './run';
+
+/** Polling interval while waiting for the new leader to take over. */
+const LEADER_POLL_MS = 50;
+
+function find(list: MemberList, wanted: MatchWanted): Member | undefined {
+  const found = matchMember(list.members, wanted);
+  if (found.kind === 'conflict') throw toConflictError(found);
+  return found.kind === 'match' ? found.member : undefined;
+}
+
+/** Removes the member `req` names; see the table above. */
+export async function leave(run: ActionRun, req: LeaveRequest): Promise<ActionResult> {
+  const wanted: MatchWanted =
+    req.id !== undefined
+      ? { id: req.id, peerURLs: [] }
+      : { name: req.name, peerURLs: requestedPeerURLs(run.deps.config, req.name ?? '', req.peerURLs) };
+  const absent = (list: MemberList): Answer => ({
+    outcome: run.sent.has('remove') ? 'removed' : 'already-absent',
+    complete: true,
+    list,
+  });
+
+  const list = await run.readMembers();
+  const target = find(list, wanted);
+  if (target === undefined) return run.answer(absent(list));
+
+  const intent = { action: run.action, member: { name: target.name || (req.name ?? ''), peerURLs: target.peerURLs } };
+  return run.underLock(intent, (held) =>
+    run.converge(async () => {
+      const again = await run.readMembers();
+      const member = find(again, wanted);
+      if (member === undefined) return run.answer(absent(again));
+      if (member.started && !member.isLearner) await makeVoterRemovable(run, held, again, member, req.force === true);
+
+      const sentBefore = run.sent.has('remove');
+      try {
+        await run.send(held, 'remove', member, () => run.deps.cluster.removeMember(member.id, run.deadline));
+      } catch (err) {
+        // Gone between our read and our remove: someone else finished the job (or our own earlier
+        // attempt in this call did, and its answer was lost).
+        if (etcdSaid(err, isMemberNotFound)) {
+          return run.answer({ ...absent(again), outcome: sentBefore ? 'removed' : 'already-absent' });
+        }
+        throw err;
+      }
+      return run.answer({ outcome: 'removed', complete: true, member, list: { ...again, members: again.members.filter((m) => m.id !== member.id) } });
+    }),
+  );
+}
+
+/**
+ * Checks that removing voter `member` keeps a healthy quorum (or that `force` overrides it), and
+ * when it leads, hands leadership to the most up-to-date healthy voter first.
+ */
+async function makeVoterRemovable(run: ActionRun, held: HeldLock, list: MemberList, member: Member, force: boolean): Promise<void> {
+  const probe = await run.probe(list.members);
+  const verdict = checkRemoval({
+    voters: probe.voters.length,
+    healthyVoters: probe.healthyVoters,
+    target: { name: member.name || describe(member), isVoter: true, healthy: probe.isHealthy(member.id) },
+  });
+  if (!verdict.safe) {
+    if (!verdict.forceable || !force) {
+      const hint = verdict.forceable ? '; force: true removes it anyway' : '';
+      throw new AgentError('unsafe', `${verdict.message}${hint}`, { details: { ...verdict.details, forceable: verdict.forceable } });
+    }
+    run.deps.logger.warn('removing a voter without a healthy quorum, as forced', {
+      member: describe(member),
+      reason: verdict.message,
+      requestId: run.context.requestId,
+    });
+  }
+
+  const leader = probe.leader;
+  const from = probe.of(member.id);
+  if (leader?.member.id !== member.id || from?.status === undefined || from.url === undefined) return;
+  const to = probe.mostUpToDate(member.id);
+  // With no healthy voter to take over (only possible when forced) etcd elects one after the removal.
+  if (to === undefined) return;
+  await moveLeadership(run, held, from, to);
+}
+
+/**
+ * MoveLeader from `from` (the leader, asked at its own client URL as etcd requires) to `to`,
+ * then waits until `to` reports a leader other than `from`.
+ */
+export async function moveLeadership(run: ActionRun, held: HeldLock, from: MemberProbe, to: MemberProbe): Promise<void> {
+  const fromUrl = from.url;
+  const toUrl = to.url;
+  if (fromUrl === undefined || toUrl === undefined) {
+    throw new AgentError('unavailable', 'the leader or its successor has no client URL to reach it at');
+  }
+  await run.send(held, 'move-leader', to.member, () => run.deps.cluster.moveLeader(fromUrl, to.member.id, run.deadline));
+  run.leaderTransferred = true;
+  for (;;) {
+    try {
+      const status = await run.deps.cluster.memberStatus(toUrl, run.deps.config.statusTimeoutMs);
+      if (status.leaderId !== '0' && status.leaderId !== from.member.id) return;
+    } catch {
+      // not answering this instant: ask again
+    }
+    await run.deadline.sleep(LEADER_POLL_MS, `waiting for ${describe(to.member)} to take over leadership`);
+  }
+}

@@ -1,0 +1,101 @@
+/**
+ * A live look at the members before a membership change: every started member
+ * is asked for its Status at its own client URL, in parallel, each within
+ * `ETCD_AGENT_STATUS_TIMEOUT_MS`. "Healthy" means "answered just now" (CONTRACT
+ * §4); a pod being Ready is not evidence. From the answers: the leader, and the
+ * most up-to-date healthy voter to hand leadership to.
+ */
+import type { EtcdCluster } from '../etcd/cluster-client';
+import { toAgentError } from '../etcd/errors';
+import type { Member, MemberStatus } from '../proto/types';
+
+/** What one member said, or why it said nothing. */
+export interface MemberProbe {
+  member: Member;
+  /** The client URL it was asked at (undefined for a member with none, e.g. unstarted). */
+  url?: string;
+  status?: MemberStatus;
+  error?: string;
+}
+
+/** The answers of one probe round. */
+export class ClusterProbe {
+  private readonly byId: Map<string, MemberProbe>;
+
+  constructor(readonly probes: MemberProbe[]) {
+    this.byId = new Map(probes.map((p) => [p.member.id, p]));
+  }
+
+  /** Voting members (learners excluded; an unstarted voter counts, as etcd counts it in its quorum). */
+  get voters(): Member[] {
+    return this.probes.filter((p) => !p.member.isLearner).map((p) => p.member);
+  }
+
+  /** Voters that answered their status call. */
+  get healthyVoters(): number {
+    return this.probes.filter((p) => !p.member.isLearner && p.status !== undefined).length;
+  }
+
+  /** True when member `id` answered. */
+  isHealthy(id: string): boolean {
+    return this.byId.get(id)?.status !== undefined;
+  }
+
+  /** The probe of member `id`. */
+  of(id: string): MemberProbe | undefined {
+    return this.byId.get(id);
+  }
+
+  /**
+   * The leader as the answering members see it: the leader id reported in the highest raft term.
+   * Undefined when no one answered or no one knows a leader.
+   */
+  get leader(): MemberProbe | undefined {
+    const answered = this.probes.filter((p) => p.status !== undefined && p.status.leaderId !== '0');
+    answered.sort((a, b) => (b.status?.raftTerm ?? 0) - (a.status?.raftTerm ?? 0));
+    const leaderId = answered[0]?.status?.leaderId;
+    return leaderId === undefined ? undefined : this.byId.get(leaderId);
+  }
+
+  /**
+   * The healthy voter with the most applied log (ties: the higher committed index, then the lower
+   * id, so the choice is stable), other than `excludeId`; the best target for leadership.
+   */
+  mostUpToDate(excludeId?: string): MemberProbe | undefined {
+    const candidates = this.probes.filter(
+      (p) => !p.member.isLearner && p.status !== undefined && p.member.id !== excludeId && p.url !== undefined,
+    );
+    candidates.sort(
+      (a, b) =>
+        (b.status?.raftAppliedIndex ?? 0) - (a.status?.raftAppliedIndex ?? 0) ||
+        (b.status?.raftIndex ?? 0) - (a.status?.raftIndex ?? 0) ||
+        a.member.id.localeCompare(b.member.id),
+    );
+    return candidates[0];
+  }
+}
+
+/** Asks every member of `members` (with a client URL) for its status, in parallel. */
+export async function probeMembers(cluster: EtcdCluster, members: Member[], timeoutMs: number): Promise<ClusterProbe> {
+  const probes = await Promise.all(
+    members.map(async (member): Promise<MemberProbe> => {
+      const url = member.clientURLs[0];
+      if (url === undefined) return { member, error: 'no client URL (unstarted)' };
+      try {
+        return { member, url, status: await cluster.memberStatus(url, timeoutMs) };
+      } catch (err) {
+        return { member, url, error: toAgentError(err).message };
+      }
+    }),
+  );
+  return new ClusterProbe(probes);
+}
+
+/**
+ * etcd promotes a learner only once its log is within 10% of the leader's
+ * (etcd server's `isLearnerReady`, learnerReadyPercent = 0.9). The committed indexes
+ * of the two statuses approximate that check without sending a promote that would be refused.
+ */
+export function learnerLooksReady(learner: MemberStatus, leader: MemberStatus): boolean {
+  return learner.raftIndex >= leader.raftIndex * 0.9;
+}

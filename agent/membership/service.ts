@@ -1,0 +1,143 @@
+/**
+ * The membership service: the one door through which the HTTP routes (and the
+ * kbagent route) change cluster membership. Each call gets a deadline, shares
+ * its execution with identical calls in flight, and is counted and timed.
+ */
+import type { Config } from '../config';
+import { Deadline } from '../deadline';
+import type { EtcdCluster } from '../etcd/cluster-client';
+import { toAgentError } from '../etcd/errors';
+import { MembershipLock } from '../etcd/lock';
+import type { Logger } from '../observability/logger';
+import type { Metrics } from '../observability/metrics';
+import type { JoinRequest, LeaveRequest, PromoteRequest, TransferRequest } from '../proto/requests';
+import type { ActionName, ActionResult, ClusterSummary, Member, OperationRecord } from '../proto/types';
+import { AutoPromoter } from './auto-promote';
+import { join } from './join';
+import { leave } from './leave';
+import { summarizeCluster, type MatchWanted } from './match';
+import { promote } from './promote';
+import { ActionRun, CallContext, MembershipDeps, requestedPeerURLs } from './run';
+import { requestKey, SingleFlight } from './single-flight';
+import { transfer } from './transfer';
+
+/** What the service is built from. */
+export interface MembershipServiceDeps {
+  cluster: EtcdCluster;
+  config: Config;
+  logger: Logger;
+  metrics: Metrics;
+}
+
+/** Deadline of one auto-promotion pass: short, so shutdown never waits on it for long. */
+const AUTO_PROMOTE_TIMEOUT_MS = 5000;
+
+/** Join, leave, promote, transfer and the two lists, as CONTRACT §4 describes them. */
+export class MembershipService {
+  private readonly deps: MembershipDeps;
+  private readonly flights = new SingleFlight<ActionResult>();
+  private autoPromoter?: AutoPromoter;
+
+  constructor(deps: MembershipServiceDeps) {
+    const lock = new MembershipLock(deps.cluster, {
+      keyPrefix: deps.config.keyPrefix,
+      agent: deps.config.memberName,
+      logger: deps.logger,
+    });
+    this.deps = { ...deps, lock };
+  }
+
+  /** Makes `req.name` a voting member (202 `added`/`in-progress`, 200 `promoted`/`already-member`). */
+  join(req: JoinRequest, context?: CallContext): Promise<ActionResult> {
+    return this.execute('memberJoin', req, req.timeoutSeconds, context, (run) => join(run, req));
+  }
+
+  /** Removes the member `req` names (200 `removed`/`already-absent`). */
+  leave(req: LeaveRequest, context?: CallContext): Promise<ActionResult> {
+    return this.execute('memberLeave', req, req.timeoutSeconds, context, (run) => leave(run, req));
+  }
+
+  /** Promotes a learner (200 `promoted`/`already-member`, 202 `in-progress`). */
+  promote(req: PromoteRequest, context?: CallContext): Promise<ActionResult> {
+    const wanted: MatchWanted =
+      req.id !== undefined
+        ? { id: req.id, peerURLs: [] }
+        : { name: req.name, peerURLs: requestedPeerURLs(this.deps.config, req.name, req.peerURLs) };
+    return this.execute('memberPromote', req, req.timeoutSeconds, context, (run) => promote(run, wanted));
+  }
+
+  /** Moves leadership (200 `transferred`/`already-leader`/`not-leader`). */
+  transfer(req: TransferRequest, context?: CallContext): Promise<ActionResult> {
+    return this.execute('leaderTransfer', req, req.timeoutSeconds, context, (run) => transfer(run, req));
+  }
+
+  /** The member list, read through a quorum, with its summary. */
+  async listMembers(timeoutSeconds?: number): Promise<{ cluster: ClusterSummary; members: Member[] }> {
+    const list = await this.deps.cluster.listMembers(this.deadline(timeoutSeconds));
+    return { cluster: summarizeCluster(list.clusterId, list.members), members: list.members };
+  }
+
+  /** Membership changes in flight, cluster-wide (CONTRACT §4 GET /v1/operations). */
+  listOperations(timeoutSeconds?: number): Promise<OperationRecord[]> {
+    return this.deps.lock.listOperations(this.deadline(timeoutSeconds));
+  }
+
+  /**
+   * Starts promoting this pod's own learner in the background (see auto-promote.ts); returns the
+   * function that stops it.
+   */
+  startAutoPromotion(intervalMs = 1000): () => Promise<void> {
+    if (this.autoPromoter === undefined) {
+      this.autoPromoter = new AutoPromoter({
+        cluster: this.deps.cluster,
+        config: this.deps.config,
+        logger: this.deps.logger,
+        intervalMs,
+        promote: (memberId) =>
+          this.execute('memberPromote', { id: memberId, auto: true }, AUTO_PROMOTE_TIMEOUT_MS / 1000, { requestId: 'auto-promote' }, (run) =>
+            promote(run, { id: memberId, peerURLs: [] }),
+          ),
+      });
+      this.autoPromoter.start();
+    }
+    const promoter = this.autoPromoter;
+    return () => promoter.stop();
+  }
+
+  /** Stops the background loop and releases any lock still held. */
+  async close(): Promise<void> {
+    await this.autoPromoter?.stop();
+    await this.deps.lock.releaseAll();
+  }
+
+  private deadline(timeoutSeconds?: number): Deadline {
+    return Deadline.in((timeoutSeconds ?? this.deps.config.timeoutSeconds) * 1000);
+  }
+
+  /** Single-flight by (action, request), then one ActionRun; counts and times every answer. */
+  private async execute(
+    action: ActionName,
+    request: object,
+    timeoutSeconds: number | undefined,
+    context: CallContext | undefined,
+    body: (run: ActionRun) => Promise<ActionResult>,
+  ): Promise<ActionResult> {
+    const started = performance.now();
+    const { metrics } = this.deps;
+    const observe = (outcome: string): void => {
+      metrics.actionsTotal.inc({ action, outcome });
+      metrics.actionDuration.observe({ action }, (performance.now() - started) / 1000);
+    };
+    try {
+      const result = await this.flights.do(requestKey(action, request), () =>
+        body(new ActionRun(this.deps, action, this.deadline(timeoutSeconds), context)),
+      );
+      observe(result.outcome);
+      return result;
+    } catch (err) {
+      // Rethrown as is: the error middleware maps it again and logs an internal one with its own stack.
+      observe(toAgentError(err).code);
+      throw err;
+    }
+  }
+}

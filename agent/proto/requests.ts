@@ -1,0 +1,101 @@
+/**
+ * Request bodies of the mutating v1 calls (CONTRACT §4), as zod schemas. Every
+ * schema is strict: an unknown field is a `bad-request`, so a typo such as
+ * `"froce": true` is refused instead of silently ignored.
+ */
+import { z } from 'zod';
+import { AgentError, isAgentError } from './errors';
+import { isValidMemberName, validatePeerUrl } from '../membership/match';
+
+const memberName = z
+  .string()
+  .refine(isValidMemberName, { message: 'must be a DNS-1123 subdomain of at most 253 characters' });
+
+const peerUrl = z.string().superRefine((value, ctx) => {
+  try {
+    validatePeerUrl(value);
+  } catch (err) {
+    ctx.addIssue({ code: z.ZodIssueCode.custom, message: isAgentError(err) ? err.message : 'is not a valid peer URL' });
+  }
+});
+
+const peerURLs = z.array(peerUrl).min(1, 'must list at least one peer URL').max(16, 'must list at most 16 peer URLs');
+
+const memberId = z.string().regex(/^(0x)?[0-9a-fA-F]{1,16}$/, 'must be a member id in hex, as etcdctl prints it');
+
+const timeoutSeconds = z.number().int('must be a whole number').min(1).max(60);
+
+/** `POST /v1/members/join`. */
+export const joinRequestSchema = z
+  .object({
+    name: memberName,
+    peerURLs: peerURLs.optional(),
+    learner: z.boolean().optional(),
+    wait: z.boolean().optional(),
+    timeoutSeconds: timeoutSeconds.optional(),
+  })
+  .strict();
+
+/** `POST /v1/members/leave`: a member by `name` (optionally with `peerURLs`) or by `id`. */
+export const leaveRequestSchema = z
+  .object({
+    name: memberName.optional(),
+    peerURLs: peerURLs.optional(),
+    id: memberId.optional(),
+    force: z.boolean().optional(),
+    timeoutSeconds: timeoutSeconds.optional(),
+  })
+  .strict()
+  .refine((body) => body.name !== undefined || body.id !== undefined, {
+    message: 'name the member to remove by name or id',
+    path: ['name'],
+  });
+
+/** `POST /v1/members/promote`. */
+export const promoteRequestSchema = z
+  .object({
+    name: memberName,
+    peerURLs: peerURLs.optional(),
+    id: memberId.optional(),
+    timeoutSeconds: timeoutSeconds.optional(),
+  })
+  .strict();
+
+/** `POST /v1/leader/transfer`: to a named voter, or `{}` for "away from this pod's member". */
+export const transferRequestSchema = z
+  .object({
+    to: memberName.optional(),
+    timeoutSeconds: timeoutSeconds.optional(),
+  })
+  .strict();
+
+/** A parsed join request. */
+export type JoinRequest = z.infer<typeof joinRequestSchema>;
+/** A parsed leave request. */
+export type LeaveRequest = z.infer<typeof leaveRequestSchema>;
+/** A parsed promote request. */
+export type PromoteRequest = z.infer<typeof promoteRequestSchema>;
+/** A parsed leader-transfer request. */
+export type TransferRequest = z.infer<typeof transferRequestSchema>;
+
+/** One problem of a refused body, as listed in `details.issues`. */
+export interface RequestIssue {
+  path: string;
+  message: string;
+}
+
+/**
+ * Validates `body` against `schema`; throws AgentError `bad-request` whose message names the
+ * first problem and whose `details.issues` lists every one.
+ */
+export function parseRequest<S extends z.ZodTypeAny>(schema: S, body: unknown): z.infer<S> {
+  const parsed = schema.safeParse(body);
+  if (parsed.success) return parsed.data as z.infer<S>;
+  const issues: RequestIssue[] = parsed.error.issues.map((issue) => ({
+    path: issue.path.join('.'),
+    message: issue.message,
+  }));
+  const first = issues[0];
+  const message = first === undefined ? 'invalid body' : first.path === '' ? first.message : `${first.path}: ${first.message}`;
+  throw new AgentError('bad-request', message, { details: { issues } });
+}

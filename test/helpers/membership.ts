@@ -1,0 +1,76 @@
+/**
+ * Helpers of the membership integration tests: an in-process agent bound to a
+ * local etcd cluster, calls to its v1 routes, and the counters that prove
+ * which membership RPCs were (not) sent.
+ */
+import { RunningAgent, startAgent } from '../../agent/agent';
+import { loadConfig } from '../../agent/config';
+import { createLogger } from '../../agent/observability/logger';
+import { createMetrics, Metrics } from '../../agent/observability/metrics';
+import type { LocalEtcdCluster } from './etcd-cluster';
+import { Answer, call } from './http-call';
+
+/** Starts an agent in this process on a free port, with a silent logger and its own metrics. */
+export async function startMemberAgent(
+  cluster: LocalEtcdCluster,
+  memberName: string,
+  env: Record<string, string> = {},
+): Promise<RunningAgent> {
+  const own = cluster.members.find((m) => m.name === memberName);
+  const { config } = loadConfig({
+    ETCD_AGENT_LISTEN: '127.0.0.1:0',
+    ETCD_AGENT_ENDPOINTS: cluster.clientURLs().join(','),
+    ETCD_AGENT_LOCAL_ENDPOINT: own?.clientURL ?? 'http://127.0.0.1:1',
+    ETCD_AGENT_MEMBER_NAME: memberName,
+    ETCD_AGENT_KEY_PREFIX: '/etcd-lifecycle-agent/',
+    ...env,
+  });
+  return startAgent(config, { logger: createLogger({ silent: true }), metrics: createMetrics({ defaultMetrics: false }) });
+}
+
+/** POSTs `body` as JSON to `path` of `agent` (loopback, so no token is needed). */
+export function post(agent: RunningAgent | string, path: string, body: object, timeoutMs = 70_000): Promise<Answer> {
+  return call(typeof agent === 'string' ? agent : agent.listening.url, { method: 'POST', path, body, timeoutMs });
+}
+
+/** GETs `path` of `agent`. */
+export function get(agent: RunningAgent | string, path: string): Promise<Answer> {
+  return call(typeof agent === 'string' ? agent : agent.listening.url, { method: 'GET', path });
+}
+
+/** `etcd_agent_membership_changes_total` by kind (add, remove, promote, move-leader): RPCs actually sent. */
+export async function changesSent(metrics: Metrics): Promise<Record<string, number>> {
+  const counts: Record<string, number> = { add: 0, remove: 0, promote: 0, 'move-leader': 0 };
+  for (const v of (await metrics.membershipChanges.get()).values) counts[String(v.labels.kind)] = v.value;
+  return counts;
+}
+
+/** `etcd_agent_actions_total{action,outcome}` as "action outcome" → count. */
+export async function actionsAnswered(metrics: Metrics): Promise<Record<string, number>> {
+  const counts: Record<string, number> = {};
+  for (const v of (await metrics.actionsTotal.get()).values) counts[`${v.labels.action} ${v.labels.outcome}`] = v.value;
+  return counts;
+}
+
+/** The hex id of the current leader, as the member list and one member's status say (via etcdctl). */
+export async function leaderOf(cluster: LocalEtcdCluster): Promise<{ id: string; name: string; clientURL: string }> {
+  const out = await cluster.etcdctl(['endpoint', 'status', '-w', 'json']);
+  const statuses = JSON.parse(out.replace(/"(leader|member_id|cluster_id|ID)":(\d+)/g, '"$1":"$2"')) as Array<{
+    Endpoint: string;
+    Status: { leader: string; header: { member_id: string } };
+  }>;
+  const leaderId = BigInt(statuses[0].Status.leader).toString(16);
+  const members = await cluster.listMembers();
+  const leader = members.find((m) => m.id === leaderId);
+  if (leader === undefined) throw new Error(`leader ${leaderId} is not in the member list`);
+  return { id: leader.id, name: leader.name, clientURL: leader.clientURLs[0] };
+}
+
+/**
+ * etcd (strict reconfiguration check, the default) refuses membership changes as "unhealthy cluster"
+ * until every peer has been connected for 5 s (etcdserver's HealthInterval); a cluster that has just
+ * started must settle that long before a test changes its membership.
+ */
+export function settle(ms = 5200): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
