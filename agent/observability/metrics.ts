@@ -18,6 +18,16 @@ export interface Metrics {
   statusRpcs: Counter;
   memberReachable: Gauge<'member'>;
   httpRequests: Counter<'method' | 'route' | 'status'>;
+  /** Brings the health gauges up to date when a scrape reads them (set by the health observer). */
+  healthScrape: HealthScrapeHook;
+}
+
+/**
+ * Called by the health gauges' `collect()` at scrape time. The health observer sets `refresh` so
+ * that a scrape shows a fresh observation (shared with /v1/health), never a stale "healthy".
+ */
+export interface HealthScrapeHook {
+  refresh: () => Promise<void>;
 }
 
 /** Creates a fresh registry with the agent's metrics and Node's default process metrics. */
@@ -25,6 +35,9 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
   const registry = new Registry();
   if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
   const registers = [registry];
+  const healthScrape: HealthScrapeHook = { refresh: async () => undefined };
+  // Each gauge awaits the refresh itself: prom-client reads all metrics of a scrape in parallel.
+  const collect = (): Promise<void> => healthScrape.refresh();
   return {
     registry,
     actionsTotal: new Counter({
@@ -50,21 +63,25 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       name: 'etcd_agent_cluster_healthy',
       help: '1 when the last observation was healthy, else 0.',
       registers,
+      collect,
     }),
     quorumHealthyVoters: new Gauge({
       name: 'etcd_agent_quorum_healthy_voters',
-      help: 'Voters that answered a status call in the last observation.',
+      help: 'Voters that answered a status call and agree on the leader, in the last observation.',
       registers,
+      collect,
     }),
     quorumVoters: new Gauge({
       name: 'etcd_agent_quorum_voters',
       help: 'Voting members in the last observation.',
       registers,
+      collect,
     }),
     healthObservationAge: new Gauge({
       name: 'etcd_agent_health_observation_age_seconds',
       help: 'Age of the newest finished health observation.',
       registers,
+      collect,
     }),
     healthObservations: new Counter({
       name: 'etcd_agent_health_observations_total',
@@ -82,6 +99,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       help: '1 when the member answered a status call in the last observation, else 0.',
       labelNames: ['member'] as const,
       registers,
+      collect,
     }),
     httpRequests: new Counter({
       name: 'etcd_agent_http_requests_total',
@@ -89,5 +107,6 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       labelNames: ['method', 'route', 'status'] as const,
       registers,
     }),
+    healthScrape,
   };
 }

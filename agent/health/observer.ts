@@ -1,0 +1,274 @@
+/**
+ * The health observer (CONTRACT §4 GET /v1/health, /v1/health/local, /metrics): live, shared,
+ * bounded-age observations of the cluster. This is the answer to an operator that reported a
+ * cluster "ready" for a day while every member was down: nothing here repeats an old answer.
+ *
+ * One observation, all calls in parallel and each bounded by `ETCD_AGENT_STATUS_TIMEOUT_MS` and by
+ * the observation's budget (a little under `ETCD_AGENT_HEALTH_MAX_AGE_MS`):
+ * - the member list (through the configured endpoints);
+ * - a Status call to every member's own client URL (its first one). The URLs come from the last
+ *   member list read, so the calls start beside the list read instead of after it; members the new
+ *   list adds are asked as soon as it arrives. Before any list was read, the list comes first;
+ * - the alarm list, and the operation records when the membership lock is wired in.
+ * So an observation costs at most one Status call per member, whatever the request rate.
+ *
+ * When the list cannot be read, the last one read only directs the Status calls and counts the
+ * quorum: `classify` never calls that `healthy` (see classify.ts).
+ *
+ * `observedAt` is when the observation started, and `ageMs` is measured from there: that is the
+ * oldest moment any of its evidence can be from.
+ *
+ * No timers run when nobody asks. A Prometheus scrape asks too: the health gauges' `collect()`
+ * shares a fresh observation, so `etcd_agent_cluster_healthy` is never a stale 1.
+ */
+import { Deadline } from '../deadline';
+import type { Config } from '../config';
+import type { EtcdCluster } from '../etcd/cluster-client';
+import { toAgentError } from '../etcd/errors';
+import type { Logger } from '../observability/logger';
+import type { Metrics } from '../observability/metrics';
+import type { Member, OperationRecord } from '../proto/types';
+import {
+  canonicalUrl,
+  classify,
+  classifyLocal,
+  ClusterHealth,
+  LocalHealth,
+  ObservedFacts,
+  StatusProbe,
+} from './classify';
+import { Observed, SharedObservation } from './shared-observation';
+
+/** What the observer needs; `operations` lists the membership lock's records (GET /v1/operations). */
+export interface HealthObserverDeps {
+  cluster: Pick<EtcdCluster, 'listMembers' | 'memberStatus' | 'alarms'>;
+  config: Pick<Config, 'localEndpoint' | 'memberName' | 'healthMaxAgeMs' | 'statusTimeoutMs'>;
+  metrics: Metrics;
+  logger: Logger;
+  operations?: (deadline: Deadline) => Promise<OperationRecord[]>;
+}
+
+/** One finished observation: what it saw and how that classifies. */
+export interface Observation {
+  facts: ObservedFacts;
+  health: ClusterHealth;
+}
+
+/** `/v1/health`'s answer; `observedAt`/`ageMs` are null when it is `unknown`. */
+export interface ClusterAnswer {
+  health: ClusterHealth;
+  observedAt: string | null;
+  ageMs: number | null;
+}
+
+/** `/v1/health/local`'s answer; `observedAt`/`ageMs` are those of its oldest evidence. */
+export interface LocalAnswer {
+  local: LocalHealth;
+  observedAt: string | null;
+  ageMs: number | null;
+}
+
+/** Observes the cluster on demand and shares each observation among its callers. */
+export class HealthObserver {
+  private readonly clusterView: SharedObservation<Observation>;
+  private readonly localView: SharedObservation<StatusProbe>;
+  private readonly maxAgeMs: number;
+  private readonly statusTimeoutMs: number;
+  /** Budget kept back from the max age for classifying and answering. */
+  private readonly marginMs: number;
+  private lastList?: { members: Member[]; readAt: string };
+  private lastStatus?: ClusterHealth['status'];
+  private reachableLabels = new Set<string>();
+  private refreshing?: Promise<void>;
+  private closed = false;
+
+  constructor(private readonly deps: HealthObserverDeps) {
+    this.maxAgeMs = deps.config.healthMaxAgeMs;
+    this.statusTimeoutMs = deps.config.statusTimeoutMs;
+    this.marginMs = Math.min(100, Math.round(this.maxAgeMs / 10));
+    this.clusterView = new SharedObservation(this.maxAgeMs, (startedAt) => this.observe(startedAt));
+    this.localView = new SharedObservation(this.maxAgeMs, (startedAt) =>
+      this.probe(deps.config.localEndpoint, this.callMs(startedAt)),
+    );
+    deps.metrics.healthScrape.refresh = () => this.refreshGauges();
+  }
+
+  /** The cluster's health, from an observation no older than the max age, else `unknown`. */
+  async cluster(arrival = performance.now()): Promise<ClusterAnswer> {
+    const observed = await this.clusterView.get(arrival);
+    if (observed === undefined) return { health: this.unknown(), observedAt: null, ageMs: null };
+    return { health: observed.value.health, ...age(observed) };
+  }
+
+  /** This pod's own member, asked at `ETCD_AGENT_LOCAL_ENDPOINT`, beside a fresh cluster observation. */
+  async local(arrival = performance.now()): Promise<LocalAnswer> {
+    const [cluster, local] = await Promise.all([this.clusterView.get(arrival), this.localView.get(arrival)]);
+    const probe: StatusProbe = local?.value ?? {
+      url: this.deps.config.localEndpoint,
+      error: `no status answer within ${this.maxAgeMs} ms`,
+    };
+    const health = classifyLocal(probe, cluster?.value, this.deps.config.memberName);
+    const oldest = [cluster, local].filter((o) => o !== undefined).sort((a, b) => a.startedAt - b.startedAt)[0];
+    return { local: health, ...(oldest === undefined ? { observedAt: null, ageMs: null } : age(oldest)) };
+  }
+
+  /** Stops updating metrics; observations in flight end by their own deadlines. */
+  close(): void {
+    this.closed = true;
+    this.deps.metrics.healthScrape.refresh = async () => undefined;
+  }
+
+  private unknown(): ClusterHealth {
+    return {
+      status: 'unknown',
+      quorum: null,
+      leader: null,
+      members: [],
+      alarms: [],
+      errors: [`no observation finished within ${this.maxAgeMs} ms (ETCD_AGENT_HEALTH_MAX_AGE_MS)`],
+    };
+  }
+
+  /** Milliseconds a call started now may take: the status timeout, cut to what is left of the budget. */
+  private callMs(startedAt: number): number {
+    const left = startedAt + this.maxAgeMs - this.marginMs - performance.now();
+    return Math.max(0, Math.floor(Math.min(this.statusTimeoutMs, left)));
+  }
+
+  private async observe(startedAt: number): Promise<Observation> {
+    const { cluster, operations } = this.deps;
+    const probes = new Map<string, Promise<StatusProbe>>();
+    const ask = (member: Member): void => {
+      const url = member.clientURLs[0];
+      if (url === undefined || probes.has(canonicalUrl(url))) return;
+      probes.set(canonicalUrl(url), this.probe(url, this.callMs(startedAt)));
+    };
+    const known = this.lastList;
+    known?.members.forEach(ask);
+
+    const listing = settle((ms) => cluster.listMembers(Deadline.in(ms)), this.callMs(startedAt));
+    const alarming = settle((ms) => cluster.alarms(Deadline.in(ms)), this.callMs(startedAt));
+    const recording = operations === undefined ? undefined : settle((ms) => operations(Deadline.in(ms)), this.callMs(startedAt));
+
+    const list = await listing;
+    let memberList: ObservedFacts['memberList'];
+    if (list.ok) {
+      const fresh = list.value;
+      this.lastList = { members: fresh.members, readAt: new Date().toISOString() };
+      fresh.members.forEach(ask);
+      memberList = { members: fresh.members, fresh: true, readAt: this.lastList.readAt };
+    } else if (known !== undefined) {
+      memberList = { members: known.members, fresh: false, readAt: known.readAt };
+    }
+    const [answers, alarms, records] = await Promise.all([Promise.all(probes.values()), alarming, recording]);
+    const facts: ObservedFacts = {
+      memberList,
+      probes: answers,
+      ...(list.ok ? {} : { memberListError: list.error }),
+      ...(alarms.ok ? { alarms: alarms.value } : { alarmsError: alarms.error }),
+      ...(records === undefined ? {} : records.ok ? { operations: records.value } : { operationsError: records.error }),
+    };
+    const observation = { facts, health: classify(facts) };
+    this.record(observation, performance.now() - startedAt > this.maxAgeMs);
+    return observation;
+  }
+
+  /** One Status call, never throwing: an error becomes the probe's `error`. */
+  private async probe(url: string, timeoutMs: number): Promise<StatusProbe> {
+    if (timeoutMs <= 0) return { url, error: 'not asked: the observation had no time left' };
+    const answer = await settle((ms) => this.deps.cluster.memberStatus(url, ms), timeoutMs);
+    return answer.ok ? { url, status: answer.value } : { url, error: answer.error };
+  }
+
+  /** Counts the observation, updates the gauges and logs a change of status. */
+  private record(observation: Observation, late: boolean): void {
+    const { metrics, logger } = this.deps;
+    const { health } = observation;
+    metrics.healthObservations.inc({ result: late ? 'unknown' : health.status });
+    if (this.closed) return;
+    if (late) {
+      this.setUnknownGauges();
+    } else {
+      metrics.clusterHealthy.set(health.status === 'healthy' ? 1 : 0);
+      metrics.quorumHealthyVoters.set(health.quorum?.healthyVoters ?? 0);
+      metrics.quorumVoters.set(health.quorum?.voters ?? 0);
+      metrics.memberReachable.reset();
+      this.reachableLabels = new Set(health.members.map((m) => m.name || m.id));
+      for (const m of health.members) metrics.memberReachable.set({ member: m.name || m.id }, m.reachable ? 1 : 0);
+    }
+    const status = late ? 'unknown' : health.status;
+    if (status !== this.lastStatus) {
+      logger.log(status === 'healthy' ? 'info' : 'warn', 'cluster health changed', {
+        from: this.lastStatus ?? 'none',
+        to: status,
+        quorum: health.quorum,
+        errors: health.errors.slice(0, 5),
+      });
+      this.lastStatus = status;
+    }
+  }
+
+  private setUnknownGauges(): void {
+    const { metrics } = this.deps;
+    metrics.clusterHealthy.set(0);
+    metrics.quorumHealthyVoters.set(0);
+    for (const member of this.reachableLabels) metrics.memberReachable.set({ member }, 0);
+  }
+
+  /** At scrape time: a fresh (shared) observation for the gauges, and the age of the newest one. */
+  private refreshGauges(): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    this.refreshing ??= (async () => {
+      try {
+        const answer = await this.cluster();
+        if (answer.health.status === 'unknown' && !this.closed) this.setUnknownGauges();
+        const newest: Observed<Observation> | undefined = this.clusterView.newest;
+        this.deps.metrics.healthObservationAge.set(
+          newest === undefined ? Number.NaN : (performance.now() - newest.startedAt) / 1000,
+        );
+      } finally {
+        this.refreshing = undefined;
+      }
+    })();
+    return this.refreshing;
+  }
+}
+
+function age(observed: Observed<unknown>): { observedAt: string; ageMs: number } {
+  return {
+    observedAt: observed.observedAt.toISOString(),
+    ageMs: Math.max(0, Math.round(performance.now() - observed.startedAt)),
+  };
+}
+
+type Settled<T> = { ok: true; value: T } | { ok: false; error: string };
+
+/**
+ * Runs `call` with `ms` to spend and settles by then, whatever the call does: etcd3's own deadlines
+ * normally end it first, but an observation must not depend on that (or on etcd3's retries).
+ */
+function settle<T>(call: (ms: number) => Promise<T>, ms: number): Promise<Settled<T>> {
+  if (ms <= 0) return Promise.resolve({ ok: false, error: 'not asked: the observation had no time left' });
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve({ ok: false, error: `no answer within ${ms} ms` }), ms + 20);
+    const done = (result: Settled<T>): void => {
+      clearTimeout(timer);
+      resolve(result);
+    };
+    Promise.resolve()
+      .then(() => call(ms))
+      .then(
+        (value) => done({ ok: true, value }),
+        (err: unknown) => done({ ok: false, error: describe(err, ms) }),
+      );
+  });
+}
+
+function describe(err: unknown, ms: number): string {
+  const error = toAgentError(err);
+  if (error.message === 'etcd did not answer in time') return `no answer within ${ms} ms`;
+  const etcd = error.details?.etcd;
+  return typeof etcd === 'string' && error.code === 'unavailable' && !error.message.includes(etcd)
+    ? `${error.message} (${etcd})`
+    : error.message;
+}

@@ -1,0 +1,164 @@
+/**
+ * The observer's own mechanics (budgets, sharing, fallback, gauges) with a scripted cluster client.
+ * What etcd actually answers is shown by test/integration/health.test.ts against real etcd.
+ */
+import { HealthObserver, HealthObserverDeps } from '../../agent/health/observer';
+import { createLogger } from '../../agent/observability/logger';
+import { createMetrics, Metrics } from '../../agent/observability/metrics';
+import type { Member, MemberList, MemberStatus } from '../../agent/proto/types';
+
+const members: Member[] = [0, 1, 2].map((n) => ({
+  id: `a${n}`,
+  name: `etcd-${n}`,
+  peerURLs: [`http://10.0.0.${n}:2380`],
+  clientURLs: [`http://10.0.0.${n}:2379`],
+  isLearner: false,
+  started: true,
+}));
+
+function statusOf(url: string): MemberStatus {
+  const n = Number(/10\.0\.0\.(\d+)/.exec(url)?.[1]);
+  return {
+    memberId: `a${n}`,
+    leaderId: 'a0',
+    raftTerm: 2,
+    raftIndex: 10,
+    raftAppliedIndex: 10,
+    dbSizeBytes: 20480,
+    isLearner: false,
+    version: '3.4.23',
+    errors: [],
+    latencyMs: 1,
+  };
+}
+
+const never = <T>(): Promise<T> => new Promise<T>(() => undefined);
+
+/** A cluster client whose answers the test scripts; `hang` lists URLs (or "list") that never answer. */
+function scripted(hang: Set<string> = new Set()) {
+  const calls = { status: 0, list: 0 };
+  const cluster: HealthObserverDeps['cluster'] = {
+    listMembers: async (): Promise<MemberList> => {
+      calls.list++;
+      if (hang.has('list')) return never();
+      return { clusterId: 'c1', answeredBy: 'a0', raftTerm: 2, members };
+    },
+    memberStatus: async (url: string): Promise<MemberStatus> => {
+      calls.status++;
+      // Ignores its deadline on purpose: the observer must not depend on the client keeping it.
+      if (hang.has(url)) return never();
+      return statusOf(url);
+    },
+    alarms: async () => [],
+  };
+  return { cluster, calls, hang };
+}
+
+function observer(cluster: HealthObserverDeps['cluster'], metrics: Metrics = createMetrics({ defaultMetrics: false })): HealthObserver {
+  return new HealthObserver({
+    cluster,
+    metrics,
+    logger: createLogger({ silent: true }),
+    config: { localEndpoint: 'http://10.0.0.1:2379', memberName: 'etcd-1', healthMaxAgeMs: 300, statusTimeoutMs: 150 },
+  });
+}
+
+describe('HealthObserver', () => {
+  it('when every member answers, then the cluster is healthy and its age is within the max age', async () => {
+    const answer = await observer(scripted().cluster).cluster();
+
+    expect(answer.health.status).toBe('healthy');
+    expect(answer.ageMs).toBeLessThanOrEqual(300);
+    expect(Date.parse(answer.observedAt ?? '')).toBeLessThanOrEqual(Date.now());
+  });
+
+  it('when one member never answers (not even at its deadline), then the answer is degraded within the max age, not unknown', async () => {
+    const s = scripted(new Set(['http://10.0.0.2:2379']));
+    const o = observer(s.cluster);
+    await o.cluster(); // learns the member list
+    await new Promise((resolve) => setTimeout(resolve, 310));
+
+    const asked = performance.now();
+    const answer = await o.cluster(asked);
+
+    expect(answer.health.status).toBe('degraded');
+    expect(answer.health.members[2]).toMatchObject({ reachable: false, errors: ['http://10.0.0.2:2379: no answer within 150 ms'] });
+    expect(performance.now() - asked).toBeLessThan(300);
+  });
+
+  it('when no member answers at all, then it is unavailable within the max age', async () => {
+    const s = scripted(new Set(members.map((m) => m.clientURLs[0])));
+
+    const answer = await observer(s.cluster).cluster();
+
+    expect(answer.health.status).toBe('unavailable');
+    expect(answer.health.errors[0]).toBe('no endpoint answered');
+  });
+
+  it('when the member list stops answering, then the last one directs the status calls and the answer is at best degraded', async () => {
+    const s = scripted();
+    const o = observer(s.cluster);
+    expect((await o.cluster()).health.status).toBe('healthy');
+    s.hang.add('list');
+    await new Promise((resolve) => setTimeout(resolve, 310));
+
+    const answer = await o.cluster();
+
+    expect(answer.health.status).toBe('degraded');
+    expect(answer.health.quorum).toMatchObject({ healthyVoters: 3, hasQuorum: true });
+    expect(answer.health.errors[0]).toMatch(/^member list: no answer within \d+ ms$/);
+  });
+
+  it('when no member list was ever read, then status calls wait for it, and with none it is unavailable', async () => {
+    const s = scripted(new Set(['list']));
+
+    const answer = await observer(s.cluster).cluster();
+
+    expect(answer.health.status).toBe('unavailable');
+    expect(s.calls.status).toBe(0);
+  });
+
+  it('when 300 callers ask at once, then one observation makes one status call per member', async () => {
+    const s = scripted();
+    const o = observer(s.cluster);
+
+    const answers = await Promise.all(Array.from({ length: 300 }, () => o.cluster()));
+
+    expect(new Set(answers.map((a) => a.health.status))).toEqual(new Set(['healthy']));
+    expect(s.calls).toEqual({ status: 3, list: 1 });
+  });
+
+  it('when /metrics is scraped, then the health gauges come from a fresh observation and the age is computed then', async () => {
+    const metrics = createMetrics({ defaultMetrics: false });
+    const s = scripted();
+    const o = observer(s.cluster, metrics);
+
+    const text = await metrics.registry.metrics();
+
+    expect(text).toMatch(/^etcd_agent_cluster_healthy 1$/m);
+    expect(text).toMatch(/^etcd_agent_quorum_healthy_voters 3$/m);
+    expect(text).toMatch(/^etcd_agent_quorum_voters 3$/m);
+    expect(text).toMatch(/^etcd_agent_member_reachable\{member="etcd-2"\} 1$/m);
+    const age = Number(/^etcd_agent_health_observation_age_seconds (\S+)$/m.exec(text)?.[1]);
+    expect(age).toBeGreaterThanOrEqual(0);
+    expect(age).toBeLessThanOrEqual(0.3);
+    expect(s.calls.status).toBe(3); // five gauges, one observation
+
+    s.hang.add('http://10.0.0.1:2379');
+    s.hang.add('http://10.0.0.2:2379');
+    await new Promise((resolve) => setTimeout(resolve, 310));
+    const later = await metrics.registry.metrics();
+
+    expect(later).toMatch(/^etcd_agent_cluster_healthy 0$/m);
+    expect(later).toMatch(/^etcd_agent_quorum_healthy_voters 1$/m);
+    expect(later).toMatch(/^etcd_agent_member_reachable\{member="etcd-2"\} 0$/m);
+    o.close();
+  });
+
+  it('when the local endpoint answers as a listed follower, then /v1/health/local is ready with role follower', async () => {
+    const answer = await observer(scripted().cluster).local();
+
+    expect(answer.local.ready).toBe(true);
+    expect(answer.local.member).toMatchObject({ name: 'etcd-1', role: 'follower', reachable: true });
+  });
+});

@@ -1,0 +1,122 @@
+import { SharedObservation, within } from '../../agent/health/shared-observation';
+import { delay } from '../../agent/deadline';
+
+/** An observe function whose calls are counted and each resolves when the test says so. */
+function controlled(): {
+  observe: () => Promise<number>;
+  calls: () => number;
+  finish: (value: number) => void;
+} {
+  const pending: Array<(value: number) => void> = [];
+  let calls = 0;
+  return {
+    observe: () => {
+      calls++;
+      return new Promise<number>((resolve) => pending.push(resolve));
+    },
+    calls: () => calls,
+    finish: (value) => pending.shift()?.(value),
+  };
+}
+
+describe('SharedObservation', () => {
+  it('when 100 callers ask at once, then one observation answers them all', async () => {
+    const c = controlled();
+    const shared = new SharedObservation(1000, c.observe);
+
+    const answers = Promise.all(Array.from({ length: 100 }, () => shared.get()));
+    await delay(5);
+    c.finish(7);
+
+    expect((await answers).map((a) => a?.value)).toEqual(Array(100).fill(7));
+    expect(c.calls()).toBe(1);
+  });
+
+  it('when a finished observation is younger than the max age, then it is served without a new one', async () => {
+    let calls = 0;
+    const shared = new SharedObservation(200, async () => ++calls);
+
+    await shared.get();
+    const again = await shared.get();
+
+    expect(again?.value).toBe(1);
+    expect(calls).toBe(1);
+  });
+
+  it('when the last observation started more than the max age ago, then a new one is made', async () => {
+    let calls = 0;
+    const shared = new SharedObservation(50, async () => ++calls);
+
+    await shared.get();
+    await delay(70);
+    const again = await shared.get();
+
+    expect(again?.value).toBe(2);
+    expect(performance.now() - (again?.startedAt ?? 0)).toBeLessThanOrEqual(50);
+  });
+
+  it('when the next observation hangs, then the caller gets undefined at the max age, never the previous result', async () => {
+    let calls = 0;
+    const shared = new SharedObservation(100, () => (++calls === 1 ? Promise.resolve('healthy') : new Promise<string>(() => undefined)));
+    expect((await shared.get())?.value).toBe('healthy');
+    await delay(120);
+
+    const asked = performance.now();
+    const answer = await shared.get(asked);
+
+    expect(answer).toBeUndefined();
+    expect(performance.now() - asked).toBeGreaterThanOrEqual(95);
+    expect(performance.now() - asked).toBeLessThan(300);
+    expect(shared.newest?.value).toBe('healthy'); // kept for the age gauge, but not served
+  });
+
+  it('when an observation finishes later than the max age after it started, then it is not served', async () => {
+    const c = controlled();
+    const shared = new SharedObservation(60, c.observe);
+
+    const first = shared.get();
+    await delay(80);
+    c.finish(1);
+    await delay(1);
+
+    expect(await first).toBeUndefined();
+    expect(shared.newest?.value).toBe(1);
+  });
+
+  it('when a caller joins an observation in flight, then it waits for that one instead of starting another', async () => {
+    const c = controlled();
+    const shared = new SharedObservation(500, c.observe);
+
+    const early = shared.get();
+    await delay(20);
+    const late = shared.get();
+    c.finish(3);
+
+    expect((await early)?.value).toBe(3);
+    expect((await late)?.value).toBe(3);
+    expect(c.calls()).toBe(1);
+  });
+
+  it('when an observation fails, then its callers see the failure and the next caller starts afresh', async () => {
+    let calls = 0;
+    const shared = new SharedObservation(500, async () => {
+      if (++calls === 1) throw new Error('bug');
+      return 'ok';
+    });
+
+    await expect(shared.get()).rejects.toThrow('bug');
+    expect((await shared.get())?.value).toBe('ok');
+  });
+});
+
+describe('within', () => {
+  it('when the promise is slower than the limit, then it resolves undefined at the limit', async () => {
+    const started = performance.now();
+    expect(await within(new Promise(() => undefined), 30)).toBeUndefined();
+    expect(performance.now() - started).toBeGreaterThanOrEqual(25);
+  });
+
+  it('when the promise is faster, then it resolves its value', async () => {
+    expect(await within(Promise.resolve(5), 1000)).toBe(5);
+  });
+});
