@@ -4,6 +4,7 @@
  */
 import * as fs from 'node:fs';
 import * as os from 'node:os';
+import { peerUrlFromTemplate, validatePeerUrl } from './membership/match';
 
 /** The agent's validated configuration. */
 export interface Config {
@@ -121,7 +122,8 @@ export function loadConfig(env: NodeJS.ProcessEnv, argv: readonly string[] = [])
 }
 
 function buildConfig(raw: Raw, env: NodeJS.ProcessEnv): Config {
-  const memberName = raw('ETCD_AGENT_MEMBER_NAME') ?? env.POD_NAME?.trim() ?? os.hostname();
+  // An empty POD_NAME counts as unset, like an empty ETCD_AGENT_* variable.
+  const memberName = raw('ETCD_AGENT_MEMBER_NAME') ?? (env.POD_NAME?.trim() || os.hostname());
   if (!isDnsSubdomain(memberName)) {
     throw new ConfigError('ETCD_AGENT_MEMBER_NAME', `"${memberName}" is not a DNS-1123 subdomain`);
   }
@@ -231,14 +233,14 @@ function peerTemplate(value: string | undefined): string | undefined {
   if (!value.includes('{name}') && !value.includes('{fqdn}')) {
     throw new ConfigError(variable, `"${value}" contains neither {name} nor {fqdn}`);
   }
-  let url: URL;
+  // Checked as join checks the peer URLs it makes (CONTRACT §4), so a template that can only make
+  // refused URLs (a path, no port) stops start-up instead of failing every join.
+  const sample = peerUrlFromTemplate(value, 'member-0');
   try {
-    url = new URL(value.replace(/\{name\}|\{fqdn\}/g, 'member-0'));
-  } catch {
-    throw new ConfigError(variable, `"${value}" does not make a URL`);
-  }
-  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.port === '') {
-    throw new ConfigError(variable, `"${value}" must make an http or https URL with an explicit port`);
+    validatePeerUrl(sample);
+  } catch (err) {
+    const why = err instanceof Error ? err.message : String(err);
+    throw new ConfigError(variable, `"${value}" must make an http or https URL with a host and an explicit port only (${why})`);
   }
   return value;
 }

@@ -39,12 +39,6 @@ async function serve(argv: string[]): Promise<number> {
   const { config } = loaded;
   const logger = createLogger({ level: config.logLevel });
   const agent = await startAgent(config, { logger });
-  logger.info('listening', {
-    url: agent.listening.url,
-    address: `${config.listen.host}:${agent.listening.port}`,
-    member: config.memberName,
-    endpoints: config.endpoints,
-  });
   return new Promise<number>((resolve) => {
     let stopping = false;
     const stop = (signal: string): void => {
@@ -59,8 +53,17 @@ async function serve(argv: string[]): Promise<number> {
           resolve(1);
         });
     };
-    process.once('SIGTERM', () => stop('SIGTERM'));
-    process.once('SIGINT', () => stop('SIGINT'));
+    // `on`, not `once`: a second signal during shutdown must meet the guard above, not Node's
+    // default action (death by signal instead of exit 0).
+    process.on('SIGTERM', () => stop('SIGTERM'));
+    process.on('SIGINT', () => stop('SIGINT'));
+    // Announced only once a signal stops it cleanly: whoever waits for this line may stop it at once.
+    logger.info('listening', {
+      url: agent.listening.url,
+      address: `${config.listen.host}:${agent.listening.port}`,
+      member: config.memberName,
+      endpoints: config.endpoints,
+    });
   });
 }
 

@@ -87,7 +87,8 @@ export function toAgentError(err: unknown): AgentError {
   if (classRule !== undefined) {
     return new AgentError(classRule.code, classRule.say, { cause: err, details: { etcd: firstLine(message) } });
   }
-  if (err instanceof Error && (isRecoverableError(err) || /^GRPC|^Etcd/.test(err.name) || err.constructor.name.startsWith('GRPC'))) {
+  // etcd3's classes leave `name` as "Error"; only the constructor tells an EtcdError apart.
+  if (err instanceof Error && (isRecoverableError(err) || /^GRPC|^Etcd/.test(err.name) || /^(GRPC|Etcd)/.test(err.constructor.name))) {
     return new AgentError('unavailable', `etcd failed: ${firstLine(message)}`, { cause: err });
   }
   return new AgentError('internal', 'internal error', { cause: err });
