@@ -1,0 +1,222 @@
+import { BrokenCircuitError } from 'cockatiel';
+import {
+  ClientClosedError,
+  EtcdAuthenticationFailedError,
+  EtcdError,
+  EtcdInvalidAuthTokenError,
+  EtcdPermissionDeniedError,
+  GRPCCancelledError,
+  GRPCDeadlineExceededError,
+  GRPCInternalError,
+  GRPCUnauthenticatedError,
+  GRPCUnavailableError,
+  castGrpcError,
+} from 'etcd3';
+import { isLearnerNotReady, isMemberNotFound, isNotLearner, isTransient, toAgentError } from '../../agent/etcd/errors';
+import { AgentError, ERROR_CODES, ErrorCode, isAgentError } from '../../agent/proto/errors';
+
+/** gRPC status names of the codes etcd answers with (grpc-js prefixes the message with "<code> <NAME>: "). */
+const GRPC_NAMES: Record<number, string> = {
+  1: 'CANCELLED',
+  4: 'DEADLINE_EXCEEDED',
+  5: 'NOT_FOUND',
+  8: 'RESOURCE_EXHAUSTED',
+  9: 'FAILED_PRECONDITION',
+  14: 'UNAVAILABLE',
+};
+
+/** An etcd refusal as etcd3 hands it over: grpc-js's untyped error, cast by etcd3 into its typed class. */
+function grpc(code: number, text: string): Error {
+  return castGrpcError(Object.assign(new Error(`${code} ${GRPC_NAMES[code]}: ${text}`), { code }));
+}
+
+/** The contract's error table (CONTRACT §4 "Errors"), copied here so that a change to ERROR_CODES must be deliberate. */
+const CONTRACT_TABLE: Array<[ErrorCode, number, boolean]> = [
+  ['bad-request', 400, false],
+  ['unauthorized', 401, false],
+  ['forbidden', 403, false],
+  ['not-found', 404, false],
+  ['method-not-allowed', 405, false],
+  ['conflict', 409, false],
+  ['unsafe', 409, true],
+  ['busy', 409, true],
+  ['payload-too-large', 413, false],
+  ['unsupported-media-type', 415, false],
+  ['unavailable', 503, true],
+  ['timeout', 504, true],
+  ['internal', 500, false],
+];
+
+describe('ERROR_CODES', () => {
+  it('when the codes are listed, then they are exactly the contract table', () => {
+    expect(Object.keys(ERROR_CODES).sort()).toEqual(CONTRACT_TABLE.map(([code]) => code).sort());
+  });
+
+  it.each(CONTRACT_TABLE)('when the code is %s, then HTTP is %i and retryable is %s', (code, status, retryable) => {
+    expect(ERROR_CODES[code]).toEqual({ status, retryable });
+    const error = new AgentError(code, 'what happened');
+    expect(error).toMatchObject({ code, status, retryable, message: 'what happened', name: 'AgentError' });
+    expect(error.toBody()).toEqual({ code, message: 'what happened', retryable });
+  });
+
+  it('when an AgentError overrides retryable and carries details, then its body shows both', () => {
+    const error = new AgentError('unavailable', 'no quorum', { retryable: false, details: { voters: 3 } });
+
+    expect(error.status).toBe(503);
+    expect(error.toBody()).toEqual({ code: 'unavailable', message: 'no quorum', retryable: false, details: { voters: 3 } });
+    expect(isAgentError(error, 'unavailable')).toBe(true);
+    expect(isAgentError(error, 'busy')).toBe(false);
+  });
+});
+
+describe('toAgentError: etcd refusals by message text', () => {
+  // [etcd's text (rpctypes/error.go), gRPC code etcd sends it with, contract code, agent message]
+  it.each<[string, number, ErrorCode, string]>([
+    ['etcdserver: unhealthy cluster', 14, 'unsafe', 'etcd refused the change: the cluster is unhealthy'],
+    [
+      'etcdserver: re-configuration failed due to not enough started members',
+      9,
+      'unsafe',
+      'etcd refused the change: not enough started members',
+    ],
+    ['etcdserver: too many learner members in cluster', 9, 'busy', 'etcd allows one learner at a time and has one'],
+    [
+      'etcdserver: can only promote a learner member which is in sync with leader',
+      9,
+      'busy',
+      'the learner is not yet in sync with the leader',
+    ],
+    ['etcdserver: Peer URLs already exists', 9, 'conflict', 'the peer URL belongs to another member'],
+    ['etcdserver: member ID already exist', 9, 'conflict', 'the member id already exists'],
+    ['etcdserver: member not found', 5, 'not-found', 'etcd has no such member'],
+    ['etcdserver: leader changed', 14, 'unavailable', 'the etcd leader changed during the call'],
+    ['etcdserver: request timed out', 14, 'unavailable', 'etcd timed out the request'],
+    [
+      'etcdserver: request timed out, possibly due to previous leader failure',
+      14,
+      'unavailable',
+      'etcd timed out the request',
+    ],
+    ['etcdserver: no leader', 14, 'unavailable', 'etcd has no leader'],
+    ['etcdserver: not capable', 14, 'unavailable', 'etcd is not capable of this yet'],
+  ])('when etcd answers "%s" (gRPC %i), then the code is %s', (text, grpcCode, code, message) => {
+    for (const thrown of [new Error(text), grpc(grpcCode, text)]) {
+      const error = toAgentError(thrown);
+
+      expect(error).toBeInstanceOf(AgentError);
+      expect(error).toMatchObject({ code, message, status: ERROR_CODES[code].status, retryable: ERROR_CODES[code].retryable });
+      expect(error.details).toEqual({ etcd: thrown.message });
+      expect(error.cause).toBe(thrown);
+    }
+  });
+
+  it('when etcd\'s message spans several lines, then details keep only the first', () => {
+    const error = toAgentError(new Error('etcdserver: member not found\n    at stack frame'));
+
+    expect(error.details).toEqual({ etcd: 'etcdserver: member not found' });
+  });
+});
+
+describe('toAgentError: etcd3 error classes', () => {
+  const credentials = 'etcd rejected the agent credentials (ETCD_AGENT_ETCD_USERNAME / _PASSWORD_FILE)';
+  it.each<[string, Error, string]>([
+    ['GRPCUnavailableError', new GRPCUnavailableError('14 UNAVAILABLE: No connection established'), 'etcd is unreachable'],
+    ['GRPCDeadlineExceededError', new GRPCDeadlineExceededError('4 DEADLINE_EXCEEDED: Deadline exceeded'), 'etcd did not answer in time'],
+    ['EtcdAuthenticationFailedError', new EtcdAuthenticationFailedError('etcdserver: authentication failed, invalid user ID or password'), credentials],
+    ['GRPCUnauthenticatedError', new GRPCUnauthenticatedError('16 UNAUTHENTICATED: bad credentials'), credentials],
+    ['EtcdInvalidAuthTokenError', new EtcdInvalidAuthTokenError('etcdserver: invalid auth token'), credentials],
+    ['EtcdPermissionDeniedError', new EtcdPermissionDeniedError('etcdserver: permission denied'), 'etcd denied permission to the agent user'],
+    ['ClientClosedError', new ClientClosedError('cluster'), 'the agent is shutting down'],
+    ['BrokenCircuitError', new BrokenCircuitError(), 'etcd is unreachable (recent calls failed)'],
+  ])('when etcd3 throws a %s, then it is unavailable and says why', (_name, thrown, message) => {
+    const error = toAgentError(thrown);
+
+    expect(error).toMatchObject({ code: 'unavailable', status: 503, retryable: true, message });
+    expect(error.details).toEqual({ etcd: thrown.message });
+    expect(error.cause).toBe(thrown);
+  });
+
+  it.each<[string, Error]>([
+    ['GRPCInternalError', new GRPCInternalError('13 INTERNAL: stream reset')],
+    ['GRPCCancelledError', new GRPCCancelledError('1 CANCELLED: Call cancelled')],
+    ['a cast RESOURCE_EXHAUSTED', grpc(8, 'etcdserver: too many requests')],
+    ['a cast FAILED_PRECONDITION etcd has no rule for', grpc(9, 'etcdserver: can only promote a learner member')],
+    // etcd3 makes an EtcdError of an etcdserver message that came without a gRPC code (e.g. a cancelled watch).
+    ['an EtcdError', new EtcdError('etcdserver: too many requests')],
+  ])('when etcd3 throws %s that no rule names, then it is unavailable with etcd\'s text', (_name, thrown) => {
+    const error = toAgentError(thrown);
+
+    expect(error).toMatchObject({ code: 'unavailable', status: 503, retryable: true, message: `etcd failed: ${thrown.message}` });
+    expect(error.cause).toBe(thrown);
+  });
+});
+
+describe('toAgentError: everything else', () => {
+  it.each<[string, unknown]>([
+    ['a TypeError', new TypeError("Cannot read properties of undefined (reading 'members')")],
+    ['a plain Error', new Error('something unexpected')],
+    ['a thrown string', 'boom'],
+    ['undefined', undefined],
+  ])('when %s is thrown, then it is internal (500, not retryable) and keeps the cause', (_name, thrown) => {
+    const error = toAgentError(thrown);
+
+    expect(error).toMatchObject({ code: 'internal', status: 500, retryable: false, message: 'internal error' });
+    expect(error.details).toBeUndefined();
+    expect(error.cause).toBe(thrown);
+  });
+
+  it.each<[ErrorCode]>([['busy'], ['timeout'], ['bad-request'], ['internal']])(
+    'when an AgentError %s is thrown, then it passes through as the same object',
+    (code) => {
+      const thrown = new AgentError(code, 'already mapped', { details: { step: 'x' } });
+
+      expect(toAgentError(thrown)).toBe(thrown);
+    },
+  );
+});
+
+describe('predicates', () => {
+  const notInSync = 'etcdserver: can only promote a learner member which is in sync with leader';
+  const notLearner = 'etcdserver: can only promote a learner member';
+  // [what, value, isTransient, isLearnerNotReady, isNotLearner, isMemberNotFound]
+  it.each<[string, unknown, boolean, boolean, boolean, boolean]>([
+    ['a learner-not-in-sync refusal', grpc(9, notInSync), false, true, false, false],
+    ['a bare learner-not-in-sync message', new Error(notInSync), false, true, false, false],
+    ['a not-a-learner refusal', grpc(9, notLearner), false, false, true, false],
+    ['a member-not-found refusal', grpc(5, 'etcdserver: member not found'), false, false, false, true],
+    ['a bare member-not-found message', new Error('etcdserver: member not found'), false, false, false, true],
+    ['GRPCUnavailableError', new GRPCUnavailableError('14 UNAVAILABLE: No connection established'), true, false, false, false],
+    ['GRPCDeadlineExceededError', new GRPCDeadlineExceededError('4 DEADLINE_EXCEEDED: Deadline exceeded'), true, false, false, false],
+    ['BrokenCircuitError', new BrokenCircuitError(), true, false, false, false],
+    ['a cast leader-changed', grpc(14, 'etcdserver: leader changed'), true, false, false, false],
+    ['a bare leader-changed message', new Error('etcdserver: leader changed'), true, false, false, false],
+    ['a bare no-leader message', new Error('etcdserver: no leader'), true, false, false, false],
+    ['a bare request-timed-out message', new Error('etcdserver: request timed out'), true, false, false, false],
+    ['EtcdAuthenticationFailedError', new EtcdAuthenticationFailedError('etcdserver: authentication failed'), false, false, false, false],
+    ['GRPCUnauthenticatedError', new GRPCUnauthenticatedError('16 UNAUTHENTICATED'), false, false, false, false],
+    ['EtcdPermissionDeniedError', new EtcdPermissionDeniedError('etcdserver: permission denied'), false, false, false, false],
+    ['an unavailable AgentError', new AgentError('unavailable', 'etcd is unreachable'), true, false, false, false],
+    ['a mapped GRPCUnavailableError', toAgentError(new GRPCUnavailableError('14 UNAVAILABLE')), true, false, false, false],
+    [
+      'an unavailable AgentError caused by bad credentials',
+      toAgentError(new EtcdAuthenticationFailedError('etcdserver: authentication failed')),
+      false,
+      false,
+      false,
+      false,
+    ],
+    ['an unavailable AgentError marked not retryable', new AgentError('unavailable', 'x', { retryable: false }), false, false, false, false],
+    ['a busy AgentError', new AgentError('busy', 'lock held'), false, false, false, false],
+    ['a timeout AgentError', new AgentError('timeout', 'deadline'), false, false, false, false],
+    ['a TypeError', new TypeError('x is not a function'), false, false, false, false],
+    ['a thrown string naming a refusal', notInSync, false, false, false, false],
+    ['null', null, false, false, false, false],
+  ])('when the value is %s, then the predicates answer as the table says', (_what, value, transient, notReady, notALearner, notFound) => {
+    expect({
+      isTransient: isTransient(value),
+      isLearnerNotReady: isLearnerNotReady(value),
+      isNotLearner: isNotLearner(value),
+      isMemberNotFound: isMemberNotFound(value),
+    }).toEqual({ isTransient: transient, isLearnerNotReady: notReady, isNotLearner: notALearner, isMemberNotFound: notFound });
+  });
+});
