@@ -3,10 +3,7 @@
  * Entry point: argv → `serve` or a client command. Wiring only; no logic.
  */
 import { ConfigError, loadConfig } from './config';
-import { startAgent } from './agent';
 import { isClientCommand, runCommand } from './cli/commands';
-import { runKubeInject } from './cli/kube-inject';
-import { createLogger } from './observability/logger';
 
 const USAGE = `usage: etcd-lifecycle-agent <command> [flags]
 
@@ -37,6 +34,9 @@ async function serve(argv: string[]): Promise<number> {
     return 2;
   }
   const { config } = loaded;
+  // Loaded here, not at the top: a client command (run by kbagent every few seconds) then starts
+  // without loading express, etcd3 and gRPC, in a third of the time.
+  const [{ startAgent }, { createLogger }] = await Promise.all([import('./agent'), import('./observability/logger')]);
   const logger = createLogger({ level: config.logLevel });
   const agent = await startAgent(config, { logger });
   return new Promise<number>((resolve) => {
@@ -78,7 +78,7 @@ async function main(argv: string[]): Promise<number> {
     case 'serve':
       return serve(rest);
     case 'kube-inject':
-      return runKubeInject(rest, stdio);
+      return (await import('./cli/kube-inject')).runKubeInject(rest, stdio);
     case undefined:
     case 'help':
     case '--help':
