@@ -1,0 +1,42 @@
+import { LocalClusterOptions, LocalEtcdCluster } from '../../scripts/local-cluster';
+
+export { freePort, freePorts } from '../../scripts/ports';
+export { LocalEtcdCluster } from '../../scripts/local-cluster';
+export type { LocalMember, ListedMember, MemberSpec } from '../../scripts/local-cluster';
+
+/** Starts a local etcd cluster of `size` members; the caller destroys it (e.g. in afterAll). */
+export function startTestCluster(size: number, opts: Omit<LocalClusterOptions, 'size'> = {}): Promise<LocalEtcdCluster> {
+  // Each jest worker gets its own ports and run directory, so test files may run in parallel.
+  return LocalEtcdCluster.start({ size, logDir: process.env.LOCAL_ETCD_LOG_DIR, ...opts });
+}
+
+/**
+ * Starts a cluster before the enclosing describe's tests and destroys it after them.
+ * Returns a getter, because the cluster only exists once beforeAll has run.
+ */
+export function withCluster(size: number, opts: Omit<LocalClusterOptions, 'size'> = {}): () => LocalEtcdCluster {
+  let cluster: LocalEtcdCluster | undefined;
+  beforeAll(async () => {
+    cluster = await startTestCluster(size, opts);
+  }, 30_000);
+  afterAll(async () => {
+    await cluster?.destroy();
+  });
+  return () => {
+    if (!cluster) throw new Error('the cluster has not started (is this called outside a test?)');
+    return cluster;
+  };
+}
+
+/** Calls `fn` until it resolves (returning its value) or `timeoutMs` passes (rethrowing its last error). */
+export async function eventually<T>(fn: () => Promise<T>, timeoutMs = 10_000, intervalMs = 200): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (Date.now() + intervalMs > deadline) throw err;
+      await new Promise((resolve) => setTimeout(resolve, intervalMs));
+    }
+  }
+}
