@@ -123,7 +123,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, argv: readonly string[] = [])
 
 function buildConfig(raw: Raw, env: NodeJS.ProcessEnv): Config {
   // An empty POD_NAME counts as unset, like an empty ETCD_AGENT_* variable.
-  const memberName = raw('ETCD_AGENT_MEMBER_NAME') ?? (env.POD_NAME?.trim() || os.hostname());
+  const memberName = raw('ETCD_AGENT_MEMBER_NAME') ?? (env.POD_NAME?.trim() || os.hostname().toLowerCase());
   if (!isDnsSubdomain(memberName)) {
     throw new ConfigError('ETCD_AGENT_MEMBER_NAME', `"${memberName}" is not a DNS-1123 subdomain`);
   }

@@ -310,6 +310,12 @@ describe('member name sources', () => {
     expect(loadConfig(env).config.memberName).toBe(name);
   });
 
+  it('when the host name is upper case, then the member name is its lower-case form', () => {
+    jest.spyOn(os, 'hostname').mockReturnValue('ETCD-Host-7');
+
+    expect(loadConfig({}).config.memberName).toBe('etcd-host-7');
+  });
+
   it('when --member-name is given, then it wins over ETCD_AGENT_MEMBER_NAME and POD_NAME', () => {
     const { config } = loadConfig({ ETCD_AGENT_MEMBER_NAME: 'etcd-1', POD_NAME: 'etcd-2' }, ['--member-name', 'etcd-9']);
 
