@@ -10,6 +10,7 @@ import { MembershipService } from './membership/service';
 import type { Logger } from './observability/logger';
 import { createMetrics, Metrics } from './observability/metrics';
 import { createApp } from './server/app';
+import { kbAgentErrorHandler, kbAgentRouter } from './server/kbagent-routes';
 import { listen, Listening, ListenOptions } from './server/listen';
 import { v1Router } from './server/v1-routes';
 
@@ -46,7 +47,9 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
   const membership = new MembershipService({ cluster, config, logger, metrics });
   routers.push(v1Router(membership));
   stoppers.push(membership.startAutoPromotion(), () => membership.close());
-  const app = createApp({ config, logger, metrics, routers });
+  // kbagent's wire format (CONTRACT §5): an adapter over the same membership service.
+  routers.push(kbAgentRouter({ config, cluster, membership, logger }));
+  const app = createApp({ config, logger, metrics, routers, errorHandlers: [kbAgentErrorHandler(logger)] });
   return {
     config,
     logger,

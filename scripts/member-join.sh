@@ -97,7 +97,7 @@ fi
 
 case "$status" in
   200)
-    echo "$name: $(field outcome "$answer") (complete)"
+    echo "$name: $(field outcome "$answer") ($(field phase "$answer"), complete)"
     exit 0 ;;
   202)
     echo "$me: $name: $(field outcome "$answer") ($(field phase "$answer"), not complete: call again)" >&2

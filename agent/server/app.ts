@@ -3,7 +3,7 @@
  * process routes, the routers of the services, then 404/405 and the one error
  * renderer.
  */
-import express, { Router } from 'express';
+import express, { ErrorRequestHandler, Router } from 'express';
 import type { Config } from '../config';
 import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
@@ -16,6 +16,8 @@ export interface AppDeps {
   logger: Logger;
   metrics: Metrics;
   routers: Router[];
+  /** Error renderers tried before the contract's envelope (the kbagent route answers in its own format). */
+  errorHandlers?: ErrorRequestHandler[];
 }
 
 /** Builds the HTTP app; the caller decides where it listens. */
@@ -41,6 +43,7 @@ export function createApp(deps: AppDeps): express.Express {
   for (const router of deps.routers) app.use(router);
 
   app.use(notFound());
+  for (const handler of deps.errorHandlers ?? []) app.use(handler);
   app.use(errorHandler(deps.logger));
   return app;
 }

@@ -1,0 +1,221 @@
+/**
+ * `POST /v1.0/action`, KubeBlocks kbagent's wire format (CONTRACT §5). An
+ * adapter only: `memberJoin`, `memberLeave` and `switchover` call the same
+ * membership service as the v1 routes, and `roleProbe` asks this pod's own
+ * etcd. Every answer is HTTP 200, `{output}` (base64) or `{error, message}`.
+ */
+import { Router } from 'express';
+import type { ErrorRequestHandler, Request, Response } from 'express';
+import type { Config } from '../config';
+import { Deadline } from '../deadline';
+import type { EtcdCluster } from '../etcd/cluster-client';
+import { toAgentError } from '../etcd/errors';
+import { peerUrlFromFqdn } from '../membership/match';
+import type { MembershipService } from '../membership/service';
+import type { Logger } from '../observability/logger';
+import { AgentError } from '../proto/errors';
+import {
+  describeIssues,
+  encodeOutput,
+  KB_PARAMETERS,
+  KbAgentAction,
+  KBAGENT_ACTIONS,
+  kbAgentErrorType,
+  KbAgentRequest,
+  kbAgentRequestSchema,
+  KbAgentResponse,
+} from '../proto/kbagent';
+import {
+  JoinRequest,
+  joinRequestSchema,
+  LeaveRequest,
+  leaveRequestSchema,
+  parseRequest,
+  TransferRequest,
+  transferRequestSchema,
+} from '../proto/requests';
+import type { ActionResult } from '../proto/types';
+import { requestId } from './middleware';
+
+const PATH = '/v1.0/action';
+
+/** The membership operations the route adapts: the same service behind the v1 routes. */
+export type KbAgentMembership = Pick<MembershipService, 'join' | 'leave' | 'transfer'>;
+
+/** What the route needs. */
+export interface KbAgentDeps {
+  config: Config;
+  cluster: EtcdCluster;
+  membership: KbAgentMembership;
+  logger: Logger;
+}
+
+/** The bare role `roleProbe` answers (CONTRACT §5). */
+export type Role = 'leader' | 'follower' | 'learner';
+
+/** The router of `POST /v1.0/action`. */
+export function kbAgentRouter(deps: KbAgentDeps): Router {
+  const router = Router();
+  router.post(PATH, async (req, res) => {
+    let answer: KbAgentResponse;
+    try {
+      answer = await perform(deps, req.body, requestId(res));
+    } catch (err) {
+      answer = failure(err, deps.logger, req, res);
+    }
+    res.status(200).json(answer);
+  });
+  return router;
+}
+
+/**
+ * Errors raised before the route runs (a body that is not JSON, too large, of
+ * another media type) answer on this path as kbagent would: HTTP 200 with
+ * `{error: "badRequest"}`, since a kbagent caller reads the body, not the status.
+ * Auth refusals (401, 403) and 404/405 keep the contract's envelope and status:
+ * a caller without credentials, or one that GETs, is not speaking kbagent, and
+ * a 200 would hide the refusal from it.
+ */
+export function kbAgentErrorHandler(logger: Logger): ErrorRequestHandler {
+  return (err: unknown, req, res, next) => {
+    if (req.method !== 'POST' || req.path !== PATH || res.headersSent) return next(err);
+    const code = err instanceof AgentError ? err.code : undefined;
+    if (code === 'unauthorized' || code === 'forbidden' || code === 'method-not-allowed' || code === 'not-found') {
+      return next(err);
+    }
+    res.status(200).json(failure(fromBodyError(err) ?? err, logger, req, res));
+  };
+}
+
+async function perform(deps: KbAgentDeps, body: unknown, id: string): Promise<KbAgentResponse> {
+  const parsed = kbAgentRequestSchema.safeParse(body);
+  if (!parsed.success) throw new AgentError('bad-request', describeIssues(parsed.error));
+  const request = parsed.data;
+  if (!isKnownAction(request.action)) {
+    return { error: 'notDefined', message: `action ${request.action} is not defined; this agent performs ${KBAGENT_ACTIONS.join(', ')}` };
+  }
+  const context = { requestId: id };
+  switch (request.action) {
+    case 'memberJoin': {
+      const result = await deps.membership.join(joinRequest(deps.config, request), context);
+      if (!result.complete) {
+        const name = parameter(request, KB_PARAMETERS.joinName) ?? '';
+        return {
+          error: 'inProgress',
+          message: `${name}: ${result.outcome} (${result.phase ?? 'unknown phase'}), not yet a started voter; call again`,
+        };
+      }
+      return success(result, id);
+    }
+    case 'memberLeave':
+      return success(await deps.membership.leave(leaveRequest(deps.config, request), context), id);
+    case 'switchover':
+      return success(await deps.membership.transfer(transferRequest(request), context), id);
+    case 'roleProbe': {
+      const deadline = Deadline.in((request.timeoutSeconds ?? deps.config.timeoutSeconds) * 1000);
+      return { output: encodeOutput(await localRole(deps, deadline)) };
+    }
+  }
+}
+
+function isKnownAction(action: string): action is KbAgentAction {
+  return (KBAGENT_ACTIONS as readonly string[]).includes(action);
+}
+
+function success(result: ActionResult, id: string): KbAgentResponse {
+  return { output: encodeOutput({ requestId: id, ...result }) };
+}
+
+/** Any failure → `{error, message}`; internal errors are logged with their stack. */
+function failure(err: unknown, logger: Logger, req: Request, res: Response): KbAgentResponse {
+  const error = toAgentError(err);
+  if (error.code === 'internal') {
+    logger.error('internal error', {
+      requestId: requestId(res),
+      path: req.path,
+      error: err instanceof Error ? err.stack : String(err),
+    });
+  }
+  return { error: kbAgentErrorType(error.code), message: error.message };
+}
+
+/** Body-parser failures carry a `type` (raw-body's error types); all are the caller's fault. */
+function fromBodyError(err: unknown): AgentError | undefined {
+  if (typeof err !== 'object' || err === null || !('type' in err)) return undefined;
+  const type = String((err as { type: unknown }).type);
+  if (type === 'entity.parse.failed') return new AgentError('bad-request', 'the body is not valid JSON');
+  if (type === 'entity.too.large') return new AgentError('bad-request', 'the body is larger than 64 KiB');
+  return new AgentError('bad-request', `the body could not be read (${type})`);
+}
+
+function parameter(request: KbAgentRequest, name: string): string | undefined {
+  const value = request.parameters?.[name]?.trim();
+  return value === undefined || value === '' ? undefined : value;
+}
+
+function required(request: KbAgentRequest, name: string): string {
+  const value = parameter(request, name);
+  if (value === undefined) throw new AgentError('bad-request', `parameters.${name} is required for ${request.action}`);
+  return value;
+}
+
+/** The peer URL a kbagent call names: from the pod's FQDN when given (CONTRACT §5), else the template decides. */
+function peerURLs(config: Config, request: KbAgentRequest, fqdnParameter: string): string[] | undefined {
+  const fqdn = parameter(request, fqdnParameter);
+  return fqdn === undefined ? undefined : [peerUrlFromFqdn(fqdn, config.peerUrlTemplate)];
+}
+
+function joinRequest(config: Config, request: KbAgentRequest): JoinRequest {
+  const urls = peerURLs(config, request, KB_PARAMETERS.joinFqdn);
+  return parseRequest(joinRequestSchema, {
+    name: required(request, KB_PARAMETERS.joinName),
+    ...(urls === undefined ? {} : { peerURLs: urls }),
+    ...timeout(request),
+  });
+}
+
+function leaveRequest(config: Config, request: KbAgentRequest): LeaveRequest {
+  const urls = peerURLs(config, request, KB_PARAMETERS.leaveFqdn);
+  return parseRequest(leaveRequestSchema, {
+    name: required(request, KB_PARAMETERS.leaveName),
+    ...(urls === undefined ? {} : { peerURLs: urls }),
+    ...timeout(request),
+  });
+}
+
+function transferRequest(request: KbAgentRequest): TransferRequest {
+  const to = parameter(request, KB_PARAMETERS.switchoverCandidate);
+  return parseRequest(transferRequestSchema, { ...(to === undefined ? {} : { to }), ...timeout(request) });
+}
+
+function timeout(request: KbAgentRequest): { timeoutSeconds?: number } {
+  return request.timeoutSeconds === undefined ? {} : { timeoutSeconds: request.timeoutSeconds };
+}
+
+/**
+ * This pod's member's role, from its own etcd (ETCD_AGENT_LOCAL_ENDPOINT): its
+ * Status says who it is and who leads; the member list confirms it is still a
+ * member and whether it is a learner.
+ */
+export async function localRole(deps: Pick<KbAgentDeps, 'config' | 'cluster'>, deadline: Deadline): Promise<Role> {
+  const { config, cluster } = deps;
+  const timeoutMs = Math.max(1, Math.min(deadline.remainingMs(), Math.max(1000, config.statusTimeoutMs)));
+  let status;
+  try {
+    status = await cluster.memberStatus(config.localEndpoint, timeoutMs);
+  } catch (err) {
+    const cause = toAgentError(err);
+    throw new AgentError('unavailable', `this pod's etcd at ${config.localEndpoint} does not answer: ${cause.message}`, {
+      cause: err,
+    });
+  }
+  const list = await cluster.listMembers(deadline);
+  const member = list.members.find((m) => m.id === status.memberId);
+  if (member === undefined) {
+    throw new AgentError('not-found', `this pod's etcd (member ${status.memberId}) is not in the member list`, {
+      details: { memberId: status.memberId },
+    });
+  }
+  if (member.isLearner || status.isLearner) return 'learner';
+  return status.leaderId === status.memberId ? 'leader' : 'follower';
+}

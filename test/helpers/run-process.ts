@@ -1,0 +1,70 @@
+/**
+ * Runs the built command line (dist/agent/main.js) or a shell script as a
+ * child process and collects its exit code and output, for the CLI and script
+ * tests. The binary comes from `npx tsc -p tsconfig.build.json` (`npm run build`).
+ */
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+/** The repository root. */
+export const ROOT = path.resolve(__dirname, '../..');
+/** The built entry point of `etcd-lifecycle-agent`. */
+export const MAIN_JS = path.join(ROOT, 'dist/agent/main.js');
+
+/** What a process did. */
+export interface Ran {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Throws a clear error when the CLI has not been built (or is older than its sources). */
+export function requireBuiltCli(): void {
+  const sources = ['agent/main.ts', 'agent/cli/commands.ts', 'agent/cli/client.ts'].map((f) => path.join(ROOT, f));
+  const built = fs.existsSync(MAIN_JS) ? fs.statSync(MAIN_JS).mtimeMs : 0;
+  const stale = sources.filter((s) => fs.statSync(s).mtimeMs > built);
+  if (built === 0 || stale.length > 0) {
+    throw new Error(`dist/agent/main.js is missing or older than ${stale.join(', ')}: run npx tsc -p tsconfig.build.json`);
+  }
+}
+
+/** The environment of a child: this one without the ETCD_AGENT_* variables, plus `env`. */
+export function childEnv(env: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('ETCD_AGENT_') && !k.startsWith('KB_')));
+  return { ...base, ...env };
+}
+
+/** Runs `file` with `args`; resolves when it exits (killed after `timeoutMs`). */
+export function run(file: string, args: string[], env: NodeJS.ProcessEnv, timeoutMs = 60_000): Promise<Ran> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(file, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
+    child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.once('error', reject);
+    child.once('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** Runs `etcd-lifecycle-agent args…` from dist with `env` (ETCD_AGENT_* of this process removed). */
+export function runCli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Ran> {
+  return run(process.execPath, [MAIN_JS, ...args], childEnv(env));
+}
+
+/**
+ * A directory holding an `etcd-lifecycle-agent` launcher for dist/agent/main.js, as
+ * `npm install -g` or the image's symlink would put on PATH. The caller removes it.
+ */
+export function cliOnPath(): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'etcd-agent-bin-'));
+  const launcher = path.join(dir, 'etcd-lifecycle-agent');
+  fs.writeFileSync(launcher, `#!/bin/sh\nexec "${process.execPath}" "${MAIN_JS}" "$@"\n`, { mode: 0o755 });
+  return dir;
+}

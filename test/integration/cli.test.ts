@@ -1,0 +1,163 @@
+/**
+ * The command line of CONTRACT §7, run as the built binary against an agent
+ * (in this process) and a real 3-member etcd: each exit code reached for real.
+ * 0 complete, 1 failed (also: agent unreachable), 2 usage, 3 in progress,
+ * 4 refused as unsafe or busy.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { RunningAgent } from '../../agent/agent';
+import { eventually, freePort, withCluster, type MemberSpec } from '../helpers/etcd-cluster';
+import { startMemberAgent } from '../helpers/membership';
+import { requireBuiltCli, runCli, type Ran } from '../helpers/run-process';
+
+describe('etcd-lifecycle-agent CLI against a running agent and a real 3-member etcd', () => {
+  const cluster = withCluster(3);
+  let agent: RunningAgent;
+  let etcd3: MemberSpec;
+  let etcd4: MemberSpec;
+  const cli = (...args: string[]): Promise<Ran> => runCli([...args, '--agent', agent.listening.url]);
+
+  beforeAll(async () => {
+    requireBuiltCli();
+    agent = await startMemberAgent(cluster(), 'etcd-0');
+    etcd3 = await cluster().reserveMember('etcd-3');
+    etcd4 = await cluster().reserveMember('etcd-4');
+  }, 30_000);
+
+  afterAll(async () => {
+    await agent?.stop(100);
+  });
+
+  it.each([
+    [['join'], /join needs exactly one member NAME/],
+    [['leave', 'etcd-3', '--wait'], /leave does not take --wait/],
+    [['members', '--timeout-seconds', '0'], /from 1 to 60/],
+    [['members', '--agent', 'not-a-url'], /not http\(s\):\/\/host:port/],
+    [['frobnicate'], /unknown command frobnicate/],
+  ])('when the command line is %j, then exit 2 with the reason and the usage', async (args, reason) => {
+    const ran = await runCli(args);
+
+    expect(ran.code).toBe(2);
+    expect(ran.stderr).toMatch(reason);
+    expect(ran.stderr).toContain('usage:');
+    expect(ran.stdout).toBe('');
+  });
+
+  it('when no agent listens at --agent, then exit 1 with one line saying why', async () => {
+    const url = `http://127.0.0.1:${await freePort()}`;
+
+    const ran = await runCli(['members', '--agent', url]);
+
+    expect(ran.code).toBe(1);
+    expect(ran.stderr).toBe(`etcd-lifecycle-agent members: cannot reach the agent at ${url}/v1/members: ECONNREFUSED\n`);
+  });
+
+  it('when ETCD_AGENT_URL names the agent, then members lists the three members (exit 0), and --json prints the full answer', async () => {
+    const human = await runCli(['members'], { ETCD_AGENT_URL: agent.listening.url });
+    const json = await cli('members', '--json');
+
+    expect(human.code).toBe(0);
+    expect(human.stdout).toMatch(/^cluster [0-9a-f]+: 3 members \(3 voters, 0 learners\)\n/);
+    for (const name of ['etcd-0', 'etcd-1', 'etcd-2']) expect(human.stdout).toMatch(new RegExp(`^  ${name}\\t[0-9a-f]+\\tvoter\\thttp://`, 'm'));
+    expect(json.code).toBe(0);
+    const body = JSON.parse(json.stdout);
+    expect(body).toMatchObject({ requestId: expect.any(String), cluster: { members: 3 } });
+    expect(body.members).toHaveLength(3);
+  });
+
+  it('when health is asked of a healthy cluster, then exit 0 with a summary line', async () => {
+    const ran = await eventually(async () => {
+      const r = await cli('health');
+      if (r.code !== 0) throw new Error(r.stderr || r.stdout);
+      return r;
+    }, 10_000);
+
+    expect(ran.stdout).toMatch(/^healthy: 3\/3 voters healthy \(quorum 2\), leader etcd-\d\n/);
+  });
+
+  it('when a member is joined whose etcd has not started, then exit 3 (added), and again exit 3 (in-progress)', async () => {
+    // etcd refuses member adds ("unhealthy cluster", exit 4) until its peers have been connected for 5 s.
+    const first = await eventually(async () => {
+      const r = await cli('join', 'etcd-3', '--peer-url', etcd3.peerURL);
+      if (r.code === 4) throw new Error(r.stderr);
+      return r;
+    }, 15_000, 300);
+    const second = await cli('join', 'etcd-3', '--peer-url', etcd3.peerURL);
+
+    expect(first).toEqual({ code: 3, stdout: 'etcd-3: added (unstarted, not complete: call again)\n', stderr: '' });
+    expect(second).toEqual({ code: 3, stdout: 'etcd-3: in-progress (unstarted, not complete: call again)\n', stderr: '' });
+  }, 30_000);
+
+  it('when another member joins while etcd-3 is a learner, then busy: exit 4 with the reason', async () => {
+    const ran = await cli('join', 'etcd-4', '--peer-url', etcd4.peerURL);
+
+    expect(ran.code).toBe(4);
+    expect(ran.stdout).toBe('');
+    expect(ran.stderr).toMatch(/^etcd-lifecycle-agent join: busy: .*learner.*\(refused; call again later\)\n$/);
+  });
+
+  it('when promote names no member, then not-found: exit 1', async () => {
+    const ran = await cli('promote', 'etcd-9');
+
+    expect(ran.code).toBe(1);
+    expect(ran.stderr).toMatch(/^etcd-lifecycle-agent promote: not-found: .*etcd-9/);
+  });
+
+  it('when its etcd starts and join --wait is called, then exit 0 once it is a voter', async () => {
+    await cluster().addMemberProcess('etcd-3', { wait: false });
+
+    const ran = await cli('join', 'etcd-3', '--peer-url', etcd3.peerURL, '--wait', '--timeout-seconds', '30');
+
+    expect(ran.code).toBe(0);
+    expect(ran.stdout).toMatch(/^etcd-3: (promoted|already-member) \(voter, complete\)\n$/);
+    const listed = (await cluster().listMembers()).find((m) => m.name === 'etcd-3');
+    expect(listed).toMatchObject({ isLearner: false, started: true });
+  }, 40_000);
+
+  it('when etcd-3 is asked to leave twice, then exit 0 both times: removed, then already-absent', async () => {
+    const first = await cli('leave', 'etcd-3', '--timeout-seconds', '20');
+    const second = await cli('leave', 'etcd-3');
+
+    expect(first).toMatchObject({ code: 0, stdout: expect.stringMatching(/^etcd-3: removed/) });
+    expect(second).toEqual({ code: 0, stdout: 'etcd-3: already-absent\n', stderr: '' });
+  }, 30_000);
+
+  it('when a token is configured, then --token-file carries it (exit 0) and a call without it is refused (exit 1)', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cli-token-'));
+    const tokenFile = path.join(dir, 'token');
+    fs.writeFileSync(tokenFile, 'cli-s3cret\n');
+    const guarded = await startMemberAgent(cluster(), 'etcd-0', { ETCD_AGENT_TOKEN_FILE: tokenFile });
+    try {
+      const withToken = await runCli(['transfer-leader', '--agent', guarded.listening.url, '--token-file', tokenFile]);
+      const fromEnv = await runCli(['transfer-leader', '--agent', guarded.listening.url], { ETCD_AGENT_TOKEN_FILE: tokenFile });
+      const without = await runCli(['transfer-leader', '--agent', guarded.listening.url]);
+
+      expect(withToken.code).toBe(0);
+      expect(withToken.stdout).toMatch(/^(transferred|not-leader) \(leader: etcd-\d\)\n$/);
+      expect(fromEnv.code).toBe(0);
+      expect(without.code).toBe(1);
+      expect(without.stderr).toMatch(/^etcd-lifecycle-agent transfer-leader: unauthorized: /);
+    } finally {
+      await guarded.stop(100);
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 30_000);
+
+  it('when removing a voter would leave too few healthy voters, then unsafe: exit 4, and --json prints the error envelope', async () => {
+    // Through etcd-0 alone, so the paused member costs one status timeout and no more.
+    const steady = await startMemberAgent(cluster(), 'etcd-0', { ETCD_AGENT_ENDPOINTS: cluster().member('etcd-0').clientURL });
+    cluster().pause('etcd-1');
+    try {
+      const ran = await runCli(['leave', 'etcd-2', '--json', '--agent', steady.listening.url]);
+
+      expect(ran.code).toBe(4);
+      expect(JSON.parse(ran.stdout)).toMatchObject({ error: { code: 'unsafe', retryable: true } });
+      expect(ran.stderr).toMatch(/^etcd-lifecycle-agent leave: unsafe: removing etcd-2 .*\(refused; call again later\)\n$/);
+    } finally {
+      cluster().resume('etcd-1');
+      await steady.stop(100);
+    }
+  }, 30_000);
+});
