@@ -23,7 +23,12 @@ export interface EtcdConnectionOptions {
   passwordFile?: string;
   /** Longest single attempt of a cluster-wide call; the call's deadline caps it further. */
   attemptTimeoutMs?: number;
+  /** ETCD_AGENT_KEY_PREFIX: the linearizable barrier read of `listMembers` reads a key below it. */
+  keyPrefix?: string;
 }
+
+/** How long one endpoint may take before the next is asked as well. */
+const HEDGE_MS = 200;
 
 /** A membership RPC kind, as counted by `etcd_agent_membership_changes_total{kind}`. */
 export type ChangeKind = 'add' | 'remove' | 'promote' | 'move-leader';
@@ -65,6 +70,11 @@ export class EtcdCluster {
   private readonly main: Etcd3;
   private readonly perEndpoint = new Map<string, Etcd3>();
   private readonly attemptTimeoutMs: number;
+  private readonly barrierKey: Buffer;
+  /** Client URLs of the voters in the last member list: more doors to the same cluster. */
+  private reported: string[] = [];
+  /** The endpoint that answered last; asked first next time, and sent membership changes. */
+  private preferred?: string;
   private closed = false;
 
   constructor(
@@ -73,6 +83,7 @@ export class EtcdCluster {
     private readonly onStatusCall: () => void = () => undefined,
   ) {
     this.attemptTimeoutMs = options.attemptTimeoutMs ?? 3000;
+    this.barrierKey = Buffer.from(`${options.keyPrefix ?? '/etcd-lifecycle-agent/'}barrier`);
     this.main = new Etcd3({
       ...this.baseOptions(options.endpoints),
       faultHandling: {
@@ -93,36 +104,69 @@ export class EtcdCluster {
     return this.main;
   }
 
-  /** The linearizable member list (served through the leader, so never stale). */
+  /**
+   * The linearizable member list. etcd 3.4 answers MemberList from the asked
+   * member's own applied state (the `linearizable` flag only works from 3.5,
+   * etcd-io/etcd#11639), so a linearizable read on the same member comes first:
+   * once it returns, that member has applied everything committed before it,
+   * membership changes included. Asked of one endpoint at a time, a further one
+   * joining every 200 ms without an answer, so one frozen member costs 200 ms,
+   * not a whole attempt.
+   */
   async listMembers(deadline: Deadline): Promise<MemberList> {
-    return this.retrying(deadline, async (at) => {
-      const res = await this.main.cluster.memberList({ linearizable: true }, { deadline: at });
+    return this.retrying(deadline, () =>
+      this.hedged(deadline, async (client, at) => {
+        await client.kv.range({ key: this.barrierKey, count_only: true }, { deadline: at });
+        const res = await client.cluster.memberList({ linearizable: true }, { deadline: at });
+        const list: MemberList = {
+          clusterId: hexId(res.header.cluster_id),
+          answeredBy: hexId(res.header.member_id),
+          raftTerm: Number(res.header.raft_term),
+          members: res.members.map(toMember),
+        };
+        this.reported = list.members.filter((m) => m.started && !m.isLearner).flatMap((m) => m.clientURLs);
+        return list;
+      }),
+    );
+  }
+
+  /**
+   * The member list as the member at `clientURL` reports it, asked there alone within `timeoutMs`
+   * (no retries). For when the configured endpoints cannot answer: down, or a learner, which etcd
+   * 3.4 refuses MemberList ("rpc not supported for learner").
+   */
+  async memberListAt(clientURL: string, timeoutMs: number): Promise<MemberList> {
+    const client = this.endpointClient(clientURL);
+    try {
+      const res = await client.cluster.memberList({ linearizable: true }, { deadline: new Date(Date.now() + timeoutMs) });
       return {
         clusterId: hexId(res.header.cluster_id),
         answeredBy: hexId(res.header.member_id),
         raftTerm: Number(res.header.raft_term),
         members: res.members.map(toMember),
       };
-    });
+    } catch (err) {
+      throw toAgentError(err);
+    }
   }
 
   /** MemberAdd; answers the new member as etcd reports it (unstarted). */
   async addMember(peerURLs: string[], isLearner: boolean, deadline: Deadline): Promise<Member> {
     // Not retried: a lost answer is recovered by the caller's next read of the member list.
     return this.once(deadline, 'add', async (at) => {
-      const res = await this.main.cluster.memberAdd({ peerURLs, isLearner }, { deadline: at });
+      const res = await this.changeClient().cluster.memberAdd({ peerURLs, isLearner }, { deadline: at });
       return toMember(res.member);
     });
   }
 
   /** MemberRemove by hex id. */
   async removeMember(id: string, deadline: Deadline): Promise<void> {
-    await this.once(deadline, 'remove', (at) => this.main.cluster.memberRemove({ ID: wireId(id) }, { deadline: at }));
+    await this.once(deadline, 'remove', (at) => this.changeClient().cluster.memberRemove({ ID: wireId(id) }, { deadline: at }));
   }
 
   /** MemberPromote by hex id (etcd refuses until the learner is in sync). */
   async promoteMember(id: string, deadline: Deadline): Promise<void> {
-    await this.once(deadline, 'promote', (at) => this.main.cluster.memberPromote({ ID: wireId(id) }, { deadline: at }));
+    await this.once(deadline, 'promote', (at) => this.changeClient().cluster.memberPromote({ ID: wireId(id) }, { deadline: at }));
   }
 
   /** MoveLeader, sent to the current leader's own endpoint as etcd requires. */
@@ -172,6 +216,71 @@ export class EtcdCluster {
     this.main.close();
     for (const client of this.perEndpoint.values()) client.close();
     this.perEndpoint.clear();
+  }
+
+  /**
+   * Where membership changes go: the endpoint whose linearizable read just
+   * succeeded (a voter that answers), else the pool of configured endpoints.
+   */
+  private changeClient(): Etcd3 {
+    return this.preferred === undefined ? this.main : this.endpointClient(this.preferred);
+  }
+
+  /** Endpoints to try, most recently good first: configured ones, then those the members report. */
+  private candidates(): string[] {
+    const first = this.preferred === undefined ? [] : [this.preferred];
+    return [...new Set([...first, ...this.options.endpoints, ...this.reported])];
+  }
+
+  /** Runs `fn` on one endpoint after another (hedged every HEDGE_MS, at once after a failure); first answer wins. */
+  private hedged<T>(deadline: Deadline, fn: (client: Etcd3, at: Date) => Promise<T>): Promise<T> {
+    const urls = this.candidates();
+    return new Promise<T>((resolve, reject) => {
+      const errors: unknown[] = [];
+      let next = 0;
+      let pending = 0;
+      let settled = false;
+      let timer: NodeJS.Timeout | undefined;
+      const finish = (): void => {
+        settled = true;
+        clearTimeout(timer);
+      };
+      const launch = (): void => {
+        clearTimeout(timer);
+        if (settled || next >= urls.length) return;
+        const url = urls[next++];
+        pending++;
+        let client: Etcd3;
+        try {
+          client = this.endpointClient(url);
+        } catch (err) {
+          finish();
+          reject(err);
+          return;
+        }
+        fn(client, deadline.capped(this.attemptTimeoutMs)).then(
+          (value) => {
+            if (settled) return;
+            finish();
+            this.preferred = url;
+            resolve(value);
+          },
+          (err: unknown) => {
+            pending--;
+            errors.push(err);
+            if (settled) return;
+            if (next < urls.length && !deadline.expired()) return launch();
+            if (pending === 0) {
+              finish();
+              // A refusal that says why (bad credentials) beats "unreachable".
+              reject(errors.find((e) => !isTransient(e)) ?? errors[errors.length - 1]);
+            }
+          },
+        );
+        if (next < urls.length) timer = setTimeout(launch, HEDGE_MS);
+      };
+      launch();
+    });
   }
 
   /** A client bound to exactly one endpoint, with no retries and no circuit breaker. */
