@@ -194,8 +194,8 @@ function timeout(request: KbAgentRequest): { timeoutSeconds?: number } {
 
 /**
  * This pod's member's role, from its own etcd (ETCD_AGENT_LOCAL_ENDPOINT): its
- * Status says who it is and who leads; the member list confirms it is still a
- * member and whether it is a learner.
+ * Status says who it is, whether it is a learner, and who leads; for a voter the
+ * member list confirms it is still a member.
  */
 export async function localRole(deps: Pick<KbAgentDeps, 'config' | 'cluster'>, deadline: Deadline): Promise<Role> {
   const { config, cluster } = deps;
@@ -209,6 +209,9 @@ export async function localRole(deps: Pick<KbAgentDeps, 'config' | 'cluster'>, d
       cause: err,
     });
   }
+  // A learner answers Status but refuses MemberList ("rpc not supported for learner"), and its
+  // own Status is authoritative on that point: no list needed to say `learner`.
+  if (status.isLearner) return 'learner';
   const list = await cluster.listMembers(deadline);
   const member = list.members.find((m) => m.id === status.memberId);
   if (member === undefined) {
@@ -216,6 +219,6 @@ export async function localRole(deps: Pick<KbAgentDeps, 'config' | 'cluster'>, d
       details: { memberId: status.memberId },
     });
   }
-  if (member.isLearner || status.isLearner) return 'learner';
+  if (member.isLearner) return 'learner';
   return status.leaderId === status.memberId ? 'leader' : 'follower';
 }
