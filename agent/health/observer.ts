@@ -12,8 +12,10 @@
  * - the alarm list, and the operation records when the membership lock is wired in.
  * So an observation costs at most one Status call per member, whatever the request rate.
  *
- * When the list cannot be read, the last one read only directs the Status calls and counts the
- * quorum: `classify` never calls that `healthy` (see classify.ts).
+ * When the configured endpoints cannot give the list (down, or a learner: etcd 3.4 refuses it
+ * MemberList), it is read at a voter that answered its Status call. When no one gives it, the last
+ * one read only directs the Status calls and counts the quorum: `classify` never calls that
+ * `healthy` (see classify.ts).
  *
  * `observedAt` is when the observation started, and `ageMs` is measured from there: that is the
  * oldest moment any of its evidence can be from.
@@ -41,8 +43,8 @@ import { Observed, SharedObservation } from './shared-observation';
 
 /** What the observer needs; `operations` lists the membership lock's records (GET /v1/operations). */
 export interface HealthObserverDeps {
-  cluster: Pick<EtcdCluster, 'listMembers' | 'memberStatus' | 'alarms'>;
-  config: Pick<Config, 'localEndpoint' | 'memberName' | 'healthMaxAgeMs' | 'statusTimeoutMs'>;
+  cluster: Pick<EtcdCluster, 'listMembers' | 'memberListAt' | 'memberStatus' | 'alarms'>;
+  config: Pick<Config, 'endpoints' | 'localEndpoint' | 'memberName' | 'healthMaxAgeMs' | 'statusTimeoutMs'>;
   metrics: Metrics;
   logger: Logger;
   operations?: (deadline: Deadline) => Promise<OperationRecord[]>;
@@ -136,27 +138,36 @@ export class HealthObserver {
   }
 
   private async observe(startedAt: number): Promise<Observation> {
-    const { cluster, operations } = this.deps;
+    const { cluster, operations, config } = this.deps;
     const probes = new Map<string, Promise<StatusProbe>>();
-    const ask = (member: Member): void => {
-      const url = member.clientURLs[0];
+    const ask = (url: string | undefined): void => {
       if (url === undefined || probes.has(canonicalUrl(url))) return;
       probes.set(canonicalUrl(url), this.probe(url, this.callMs(startedAt)));
     };
     const known = this.lastList;
-    known?.members.forEach(ask);
+    known?.members.forEach((m) => ask(m.clientURLs[0]));
 
     const listing = settle((ms) => cluster.listMembers(Deadline.in(ms)), this.callMs(startedAt));
     const alarming = settle((ms) => cluster.alarms(Deadline.in(ms)), this.callMs(startedAt));
     const recording = operations === undefined ? undefined : settle((ms) => operations(Deadline.in(ms)), this.callMs(startedAt));
 
-    const list = await listing;
+    let list = await listing;
+    if (!list.ok) {
+      // Read it where a voter answers instead: the configured endpoints may be down, or a learner
+      // (etcd 3.4 refuses MemberList on one). With no list known yet, ask the configured endpoints
+      // for their status first, to find such a voter.
+      if (known === undefined) config.endpoints.forEach(ask);
+      const voter = (await Promise.all(probes.values())).find((p) => p.status !== undefined && !p.status.isLearner);
+      if (voter !== undefined) {
+        const fallback = await settle((ms) => cluster.memberListAt(voter.url, ms), this.callMs(startedAt));
+        if (fallback.ok) list = fallback;
+      }
+    }
     let memberList: ObservedFacts['memberList'];
     if (list.ok) {
-      const fresh = list.value;
-      this.lastList = { members: fresh.members, readAt: new Date().toISOString() };
-      fresh.members.forEach(ask);
-      memberList = { members: fresh.members, fresh: true, readAt: this.lastList.readAt };
+      this.lastList = { members: list.value.members, readAt: new Date().toISOString() };
+      list.value.members.forEach((m) => ask(m.clientURLs[0]));
+      memberList = { members: list.value.members, fresh: true, readAt: this.lastList.readAt };
     } else if (known !== undefined) {
       memberList = { members: known.members, fresh: false, readAt: known.readAt };
     }

@@ -36,12 +36,18 @@ const never = <T>(): Promise<T> => new Promise<T>(() => undefined);
 
 /** A cluster client whose answers the test scripts; `hang` lists URLs (or "list") that never answer. */
 function scripted(hang: Set<string> = new Set()) {
-  const calls = { status: 0, list: 0 };
+  const calls = { status: 0, list: 0, listAt: 0 };
   const cluster: HealthObserverDeps['cluster'] = {
     listMembers: async (): Promise<MemberList> => {
       calls.list++;
       if (hang.has('list')) return never();
+      if (hang.has('list-refused')) throw new Error('etcdserver: rpc not supported for learner');
       return { clusterId: 'c1', answeredBy: 'a0', raftTerm: 2, members };
+    },
+    memberListAt: async (url: string): Promise<MemberList> => {
+      calls.listAt++;
+      if (hang.has('list') || hang.has(url)) return never();
+      return { clusterId: 'c1', answeredBy: statusOf(url).memberId, raftTerm: 2, members };
     },
     memberStatus: async (url: string): Promise<MemberStatus> => {
       calls.status++;
@@ -59,7 +65,12 @@ function observer(cluster: HealthObserverDeps['cluster'], metrics: Metrics = cre
     cluster,
     metrics,
     logger: createLogger({ silent: true }),
-    config: { localEndpoint: 'http://10.0.0.1:2379', memberName: 'etcd-1', healthMaxAgeMs: 300, statusTimeoutMs: 150 },
+    config: {
+      endpoints: ['http://10.0.0.0:2379', 'http://10.0.0.2:2379'],
+      localEndpoint: 'http://10.0.0.1:2379',       memberName: 'etcd-1',
+      healthMaxAgeMs: 300,
+      statusTimeoutMs: 150,
+    },
   });
 }
 
@@ -109,13 +120,27 @@ describe('HealthObserver', () => {
     expect(answer.health.errors[0]).toMatch(/^member list: no answer within \d+ ms$/);
   });
 
-  it('when no member list was ever read, then status calls wait for it, and with none it is unavailable', async () => {
-    const s = scripted(new Set(['list']));
+  it('when the configured endpoints refuse the member list (a learner), then it is read at a voter that answered, and all is healthy', async () => {
+    const s = scripted(new Set(['list-refused']));
 
     const answer = await observer(s.cluster).cluster();
 
+    expect(answer.health.status).toBe('healthy');
+    expect(answer.health.errors).toEqual([]);
+    expect(s.calls.listAt).toBe(1);
+    expect(s.calls.status).toBe(3); // the two configured endpoints, then the one member they did not cover
+  });
+
+  it('when no member list was ever read and none can be, then it is unavailable within the max age, though voters answer', async () => {
+    const s = scripted(new Set(['list']));
+    const asked = performance.now();
+
+    const answer = await observer(s.cluster).cluster(asked);
+
     expect(answer.health.status).toBe('unavailable');
-    expect(s.calls.status).toBe(0);
+    expect(answer.health.errors[0]).toBe('the member list could not be read, and none was read before');
+    expect(s.calls.status).toBe(2); // only the configured endpoints: there is no list to direct more
+    expect(performance.now() - asked).toBeLessThan(300);
   });
 
   it('when 300 callers ask at once, then one observation makes one status call per member', async () => {
@@ -125,7 +150,7 @@ describe('HealthObserver', () => {
     const answers = await Promise.all(Array.from({ length: 300 }, () => o.cluster()));
 
     expect(new Set(answers.map((a) => a.health.status))).toEqual(new Set(['healthy']));
-    expect(s.calls).toEqual({ status: 3, list: 1 });
+    expect(s.calls).toEqual({ status: 3, list: 1, listAt: 0 });
   });
 
   it('when /metrics is scraped, then the health gauges come from a fresh observation and the age is computed then', async () => {
