@@ -46,6 +46,12 @@ interface LockValue {
 
 /** Time kept back from the call's deadline for the work done under the lock. */
 const RESERVE_MS = 1000;
+/**
+ * Longest single attempt of a lock call. Each call goes to one endpoint; a frozen member (SIGSTOP,
+ * a hung node) accepts the connection and never answers, so a short attempt followed by another
+ * (on another endpoint) beats one long wait. A lock call on a working etcd takes milliseconds.
+ */
+const ATTEMPT_MS = 1000;
 
 /** Takes and lists the cluster's membership lock; one per agent. */
 export class MembershipLock {
@@ -97,7 +103,7 @@ export class MembershipLock {
       for (;;) {
         try {
           if (lease === undefined || lease.revoked()) {
-            lease = raw.lease(this.ttlSeconds, { deadline: deadline.capped(3000) });
+            lease = raw.lease(this.ttlSeconds, { deadline: deadline.capped(ATTEMPT_MS) });
             // 'lost' has no other listener: without one the lease is still torn down, which is what we want.
             lease.on('lost', () => undefined);
           }
@@ -109,10 +115,10 @@ export class MembershipLock {
               raw.put(this.recordKey(record.id)).value(JSON.stringify(record)).lease(leaseId),
             )
             .else(raw.get(this.lockKey))
-            .options({ deadline: deadline.capped(3000) })
+            .options({ deadline: deadline.capped(ATTEMPT_MS) })
             .commit();
           if (result.succeeded) {
-            const held = new HeldLock(this, lease, record, this.recordKey(record.id), this.options.logger);
+            const held = new HeldLock(this, lease, record, this.recordKey(record.id));
             this.held.add(held);
             return held;
           }
@@ -122,19 +128,21 @@ export class MembershipLock {
             lastHolder = holder;
             if (holder?.operationId === record.id) {
               // Our own put went through but its answer was lost: the lock is ours.
-              const held = new HeldLock(this, lease, record, this.recordKey(record.id), this.options.logger);
+              const held = new HeldLock(this, lease, record, this.recordKey(record.id));
               this.held.add(held);
               return held;
             }
-            if (holder !== undefined && holder.agent === this.options.agent && holder.incarnation !== this.incarnation) {
-              // The lock belongs to this pod's previous agent, which crashed (one agent runs per pod, so
-              // an agent with our name and another incarnation is dead). Waiting for its lease TTL would
-              // only delay the retry the controller makes after the crash; revoking its lease removes
-              // its lock and record now. What it left half done is found by reading the member list.
-              await raw.leaseClient.leaseRevoke({ ID: kv.lease }, { deadline: deadline.capped(3000) }).catch((err: unknown) => {
+            if (holder !== undefined && holder.agent === this.options.agent && !this.isRunning(holder)) {
+              // The lock carries our name but no operation this process is running: it belongs to this
+              // pod's previous agent, which crashed (one agent runs per pod, so an agent with our name
+              // and another incarnation is dead), or to an operation of ours whose release could not
+              // reach etcd (e.g. while quorum was lost). Waiting for its lease TTL would only delay the
+              // retry a controller makes after the crash; revoking its lease removes lock and record
+              // now. What the dead operation left half done is found by reading the member list.
+              await raw.leaseClient.leaseRevoke({ ID: kv.lease }, { deadline: deadline.capped(ATTEMPT_MS) }).catch((err: unknown) => {
                 if (!isLeaseGone(err)) throw err; // already expired: the lock is free anyway
               });
-              this.options.logger.warn('took over the membership lock from a previous agent of this pod', {
+              this.options.logger.warn('took over a membership lock left by a dead operation of this agent', {
                 operationId: holder.operationId,
                 agent: holder.agent,
               });
@@ -168,15 +176,8 @@ export class MembershipLock {
   async listOperations(deadline: Deadline): Promise<OperationRecord[]> {
     try {
       const values = await pRetry(
-        () => this.cluster.raw.getAll().prefix(this.operationsPrefix).options({ deadline: deadline.capped(3000) }).strings(),
-        {
-          retries: 3,
-          minTimeout: 50,
-          maxTimeout: 400,
-          onFailedAttempt: (err) => {
-            if (!isTransient(err) || deadline.remainingMs() < 100) throw err;
-          },
-        },
+        () => this.cluster.raw.getAll().prefix(this.operationsPrefix).options({ deadline: deadline.capped(ATTEMPT_MS) }).strings(),
+        retryTransient(deadline),
       );
       return Object.values(values)
         .map((v) => parseJson<OperationRecord>(v))
@@ -185,6 +186,12 @@ export class MembershipLock {
     } catch (err) {
       throw toAgentError(err);
     }
+  }
+
+  /** True when `holder` is an operation this very process is running now. */
+  private isRunning(holder: LockValue): boolean {
+    if (holder.incarnation !== this.incarnation) return false;
+    return [...this.held].some((h) => h.record.id === holder.operationId);
   }
 
   /** Releases every lock this agent still holds (shutdown). */
@@ -203,7 +210,7 @@ export class MembershipLock {
 
   private async readRecord(id: string, deadline: Deadline): Promise<OperationRecord | undefined> {
     try {
-      const value = await this.cluster.raw.get(this.recordKey(id)).options({ deadline: deadline.capped(1000) }).string();
+      const value = await this.cluster.raw.get(this.recordKey(id)).options({ deadline: deadline.capped(ATTEMPT_MS) }).string();
       return value === null ? undefined : parseJson<OperationRecord>(value);
     } catch {
       return undefined;
@@ -221,7 +228,6 @@ export class HeldLock {
     private readonly lease: Lease,
     readonly record: OperationRecord,
     private readonly key: string,
-    private readonly logger: Logger,
   ) {
     lease.on('lost', () => {
       this.lost = true;
@@ -237,18 +243,17 @@ export class HeldLock {
     }
   }
 
-  /**
-   * Records the step reached. Before an RPC it must succeed (`bestEffort` false, the default);
-   * after one, a failure is only logged: the change is made and the record expires with the lease.
-   */
-  async setStep(step: string, deadline: Deadline, bestEffort = false): Promise<void> {
+  /** Records the step reached (before an RPC, so a record never claims less than was tried). */
+  async setStep(step: string, deadline: Deadline): Promise<void> {
+    this.assertHeld();
     this.record.step = step;
     try {
-      this.assertHeld();
-      await this.lease.put(this.key).value(JSON.stringify(this.record)).options({ deadline: deadline.capped(2000) });
+      await pRetry(
+        () => this.lease.put(this.key).value(JSON.stringify(this.record)).options({ deadline: deadline.capped(ATTEMPT_MS) }).exec(),
+        retryTransient(deadline),
+      );
     } catch (err) {
-      if (!bestEffort) throw toAgentError(err);
-      this.logger.warn('could not record the operation step', { operation: this.record.id, step });
+      throw toAgentError(err);
     }
   }
 
@@ -278,12 +283,26 @@ function isLeaseGone(err: unknown): boolean {
   return err instanceof Error && /lease not found|lease.*(expired|invalid)/i.test(err.message + err.name);
 }
 
+/** p-retry options: transient failures only, a few quick attempts, never past `deadline`. */
+function retryTransient(deadline: Deadline): pRetry.Options {
+  return {
+    retries: 4,
+    minTimeout: 20,
+    maxTimeout: 200,
+    onFailedAttempt: (err) => {
+      if (!isTransient(err) || deadline.remainingMs() < 50) throw err;
+    },
+  };
+}
+
+/** Revokes `lease` (a few quick attempts, 3 s at most, whatever the call's deadline); never throws. */
 async function revokeQuietly(lease: Lease | undefined): Promise<void> {
   if (lease === undefined) return;
+  const deadline = Deadline.in(3000);
   try {
-    await lease.revoke({ deadline: new Date(Date.now() + 2000) });
+    await pRetry(() => lease.revoke({ deadline: deadline.capped(ATTEMPT_MS) }), retryTransient(deadline));
   } catch {
-    // The lease expires by itself within its TTL.
+    // It expires by itself within its TTL, and a later acquire by this agent takes it over.
   }
 }
 

@@ -113,9 +113,10 @@ function peerUrlsExist(err: unknown): boolean {
 
 /**
  * Makes `req.name` a voting member. With `wait: true`, repeats the pass every 200 ms inside the
- * deadline until the member is a started voter, also through `busy` (another learner or another
- * change ahead of this one), and answers the last row reached: a deadline met while waiting is
- * that row's answer (e.g. 202 in-progress), not a `timeout` error.
+ * deadline until the member is a started voter, also through retryable refusals (`busy`, `unsafe`,
+ * `unavailable`), and answers the last row reached: a deadline met while waiting answers the last
+ * outcome found (e.g. 202 in-progress), not a `timeout` error; only when no pass found one does the
+ * last refusal answer.
  */
 export async function join(run: ActionRun, req: JoinRequest): Promise<ActionResult> {
   const wanted: Wanted = {
@@ -128,18 +129,24 @@ export async function join(run: ActionRun, req: JoinRequest): Promise<ActionResu
 
   let last: ActionResult | undefined;
   let lastError: unknown;
+  let refusals = 0;
   for (;;) {
     try {
       last = await joinOnce(run, wanted);
       lastError = undefined;
+      refusals = 0;
       if (last.complete) return last;
     } catch (err) {
-      const waitable = isAgentError(err, 'busy') || (isAgentError(err, 'timeout') && last !== undefined);
-      if (!waitable) throw err;
+      refusals++;
+      // Refusals that time can lift (another learner or change first, etcd's "unhealthy cluster" in
+      // the 5 s after a member connected, a lost quorum) are waited out; the others answer now.
+      if (!isAgentError(err) || !err.retryable) throw err;
       lastError = err;
     }
-    if (run.deadline.remainingMs() < WAIT_POLL_MS + WAIT_RESERVE_MS) break;
-    await delay(WAIT_POLL_MS);
+    // Refused again: back off (to 1.6 s), so a refusal that lasts seconds costs a few RPCs, not dozens.
+    const pause = Math.min(WAIT_POLL_MS * 2 ** Math.min(refusals, 3), 1600);
+    if (run.deadline.remainingMs() < pause + WAIT_RESERVE_MS) break;
+    await delay(pause);
   }
   if (last === undefined) throw lastError;
   return { ...last, durationMs: run.elapsedMs() };

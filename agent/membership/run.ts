@@ -107,7 +107,7 @@ export class ActionRun {
   }
 
   /**
-   * Sends one membership RPC under `held`: records `step` first (so `GET /v1/operations` shows
+   * Sends one membership RPC under `held`: records the step first (so `GET /v1/operations` shows
    * what is being done), then logs one line with the result. `member` is what the line names.
    */
   async send<T>(held: HeldLock, kind: ChangeKind, member: LoggedMember, rpc: () => Promise<T>): Promise<T> {
@@ -117,7 +117,6 @@ export class ActionRun {
     try {
       const result = await rpc();
       this.logChange(kind, member, 'done');
-      await held.setStep(`${kind} done`, this.deadline, true);
       return result;
     } catch (err) {
       this.logChange(kind, member, isAgentError(err) ? err.code : 'failed', err instanceof Error ? err.message : String(err));

@@ -25,7 +25,10 @@ export async function startMemberAgent(
     ETCD_AGENT_KEY_PREFIX: '/etcd-lifecycle-agent/',
     ...env,
   });
-  return startAgent(config, { logger: createLogger({ silent: true }), metrics: createMetrics({ defaultMetrics: false }) });
+  // MEMBERSHIP_TEST_LOG=debug shows the agent's own log lines, to see why a test failed.
+  const level = process.env.MEMBERSHIP_TEST_LOG;
+  const logger = level === undefined ? createLogger({ silent: true }) : createLogger({ level, stream: process.stderr });
+  return startAgent(config, { logger, metrics: createMetrics({ defaultMetrics: false }) });
 }
 
 /** POSTs `body` as JSON to `path` of `agent` (loopback, so no token is needed). */
@@ -69,8 +72,9 @@ export async function leaderOf(cluster: LocalEtcdCluster): Promise<{ id: string;
 /**
  * etcd (strict reconfiguration check, the default) refuses membership changes as "unhealthy cluster"
  * until every peer has been connected for 5 s (etcdserver's HealthInterval); a cluster that has just
- * started must settle that long before a test changes its membership.
+ * started must settle that long before a test changes its membership. `since` is when it started.
  */
-export function settle(ms = 5200): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+export async function settle(since = Date.now()): Promise<void> {
+  const left = since + 5200 - Date.now();
+  if (left > 0) await new Promise((resolve) => setTimeout(resolve, left));
 }
