@@ -68,6 +68,7 @@ describe('POST /v1.0/action (kbagent wire format) against a real 3-member etcd',
       ['the body is not JSON', { raw: '{"action": "roleProbe",' }, /not valid JSON/],
       ['the body is not application/json', { raw: 'action=roleProbe', contentType: 'text/plain' }, /application\/json/],
       ['the body is a JSON array', { raw: '[]' }, /JSON object/],
+      ['the body is larger than 64 KiB', { raw: JSON.stringify({ action: 'roleProbe', arguments: 'x'.repeat(70_000) }) }, /64 KiB/],
     ])('when %s, then HTTP 200 {error: badRequest} (not the v1 envelope)', async (_what, init, message) => {
       const answer = await kbCall(agentOf('etcd-0'), undefined, init);
 
