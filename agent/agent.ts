@@ -12,6 +12,7 @@ import { createMetrics, Metrics } from './observability/metrics';
 import { createApp } from './server/app';
 import { kbAgentErrorHandler, kbAgentRouter } from './server/kbagent-routes';
 import { listen, Listening, ListenOptions } from './server/listen';
+import { bodyErrors, requestGuard } from './server/request-guard';
 import { v1Router } from './server/v1-routes';
 
 /** A built agent: its parts, for tests to look into, and how to stop it. */
@@ -41,7 +42,8 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
     (kind) => metrics.membershipChanges.inc({ kind }),
     () => metrics.statusRpcs.inc(),
   );
-  const routers: Router[] = [];
+  // Methods, query strings and charsets are checked before any route sees them (CONTRACT §4).
+  const routers: Router[] = [requestGuard()];
   const stoppers: Array<() => Promise<void> | void> = [];
   // Membership (CONTRACT §4); its auto-promotion loop asks the local etcd for its Status once a second.
   const membership = new MembershipService({ cluster, config, logger, metrics });
@@ -49,7 +51,7 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
   stoppers.push(membership.startAutoPromotion(), () => membership.close());
   // kbagent's wire format (CONTRACT §5): an adapter over the same membership service.
   routers.push(kbAgentRouter({ config, cluster, membership, logger }));
-  const app = createApp({ config, logger, metrics, routers, errorHandlers: [kbAgentErrorHandler(logger)] });
+  const app = createApp({ config, logger, metrics, routers, errorHandlers: [bodyErrors(), kbAgentErrorHandler(logger)] });
   return {
     config,
     logger,

@@ -11,9 +11,28 @@ const memberName = z
   .string()
   .refine(isValidMemberName, { message: 'must be a DNS-1123 subdomain of at most 253 characters' });
 
+/** Longer than any real peer URL (a 253-character host, scheme and port), so a hostile one is not echoed back whole. */
+const MAX_PEER_URL_LENGTH = 512;
+
+/** What is wrong with the host of a valid peer URL's normal form, for hosts DNS could never resolve. */
+function hostProblem(normal: string): string | undefined {
+  const host = /^https?:\/\/(.*):\d+$/.exec(normal)?.[1] ?? '';
+  if (host.startsWith('[')) return undefined;
+  if (host.length > 253) return 'has a host longer than 253 characters';
+  const labels = host.split('.');
+  if (labels.some((l) => l === '')) return 'has an empty label in its host';
+  if (labels.some((l) => l.length > 63)) return 'has a host label longer than 63 characters';
+  return undefined;
+}
+
 const peerUrl = z.string().superRefine((value, ctx) => {
+  if (value.length > MAX_PEER_URL_LENGTH) {
+    ctx.addIssue({ code: z.ZodIssueCode.custom, message: `is longer than ${MAX_PEER_URL_LENGTH} characters` });
+    return;
+  }
   try {
-    validatePeerUrl(value);
+    const problem = hostProblem(validatePeerUrl(value));
+    if (problem !== undefined) ctx.addIssue({ code: z.ZodIssueCode.custom, message: `peer URL ${JSON.stringify(value)} ${problem}` });
   } catch (err) {
     ctx.addIssue({ code: z.ZodIssueCode.custom, message: isAgentError(err) ? err.message : 'is not a valid peer URL' });
   }

@@ -38,14 +38,22 @@ export async function listen(app: RequestListener, config: ListenConfig, options
   const requestTimeout = options.requestTimeoutMs ?? 15_000;
   const serverOptions: http.ServerOptions = {
     keepAliveTimeout: 5000,
+    // Checked by `requireHost` instead, so the refusal carries the contract's envelope.
+    requireHostHeader: false,
     // A 64 KiB body arrives in well under these; a slow sender cannot hold a connection for minutes.
     headersTimeout: Math.min(10_000, requestTimeout),
     requestTimeout,
     connectionsCheckingInterval: Math.min(1000, requestTimeout),
   };
   const files = tlsFilesOf(config);
-  const server = files === undefined ? http.createServer(serverOptions, app) : https.createServer({ ...serverOptions, ...httpsServerOptions(files) }, app);
+  const handler = requireHost(app);
+  const server =
+    files === undefined ? http.createServer(serverOptions, handler) : https.createServer({ ...serverOptions, ...httpsServerOptions(files) }, handler);
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => answerClientError(err, socket, options.logger));
+  // Node answers an unknown Expect with a bare 417; answer it as every other refusal instead.
+  server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) =>
+    refuse(res, `the Expect header ${JSON.stringify(String(req.headers.expect).slice(0, 64))} is not supported`),
+  );
   let reloader: TlsReloader | undefined;
   if (files !== undefined) {
     const secure = server as https.Server;
@@ -74,6 +82,25 @@ export async function listen(app: RequestListener, config: ListenConfig, options
       return closeServer(server, graceMs);
     },
   };
+}
+
+/** HTTP/1.1 requires a Host header (RFC 9112 §3.2); a request without one gets the contract's 400. */
+function requireHost(app: RequestListener): RequestListener {
+  return (req, res) => {
+    if (req.httpVersion === '1.1' && req.headers.host === undefined) {
+      refuse(res, 'an HTTP/1.1 request needs a Host header');
+      return;
+    }
+    app(req, res);
+  };
+}
+
+/** A 400 `bad-request` answered outside Express (no route has seen the request), closing the connection. */
+function refuse(res: http.ServerResponse, message: string): void {
+  const requestId = randomUUID();
+  res.shouldKeepAlive = false;
+  res.writeHead(400, { 'Content-Type': 'application/json; charset=utf-8', 'X-Request-Id': requestId, Connection: 'close' });
+  res.end(JSON.stringify({ requestId, error: { code: 'bad-request', message, retryable: false } }));
 }
 
 /**
