@@ -5,11 +5,15 @@
  */
 import type { Router } from 'express';
 import type { Config } from './config';
+import type { Deadline } from './deadline';
 import { EtcdCluster } from './etcd/cluster-client';
+import { HealthObserver } from './health/observer';
 import { MembershipService } from './membership/service';
 import type { Logger } from './observability/logger';
 import { createMetrics, Metrics } from './observability/metrics';
+import type { OperationRecord } from './proto/types';
 import { createApp } from './server/app';
+import { healthRouter } from './server/health-routes';
 import { kbAgentErrorHandler, kbAgentRouter } from './server/kbagent-routes';
 import { listen, Listening, ListenOptions } from './server/listen';
 import { bodyErrors, requestGuard } from './server/request-guard';
@@ -49,6 +53,11 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
   const membership = new MembershipService({ cluster, config, logger, metrics });
   routers.push(v1Router(membership));
   stoppers.push(membership.startAutoPromotion(), () => membership.close());
+  // Health (CONTRACT §4): shared bounded-age observations, with the membership changes in flight.
+  const operations = (d: Deadline): Promise<OperationRecord[]> => membership.listOperations(d.remainingMs() / 1000);
+  const health = new HealthObserver({ cluster, config, logger, metrics, operations });
+  routers.push(healthRouter(health));
+  stoppers.push(() => health.close());
   // kbagent's wire format (CONTRACT §5): an adapter over the same membership service.
   routers.push(kbAgentRouter({ config, cluster, membership, logger }));
   const app = createApp({ config, logger, metrics, routers, errorHandlers: [bodyErrors(), kbAgentErrorHandler(logger)] });

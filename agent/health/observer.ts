@@ -147,9 +147,17 @@ export class HealthObserver {
     const known = this.lastList;
     known?.members.forEach((m) => ask(m.clientURLs[0]));
 
-    const listing = settle((ms) => cluster.listMembers(Deadline.in(ms)), this.callMs(startedAt));
-    const alarming = settle((ms) => cluster.alarms(Deadline.in(ms)), this.callMs(startedAt));
-    const recording = operations === undefined ? undefined : settle((ms) => operations(Deadline.in(ms)), this.callMs(startedAt));
+    // When every known member has failed its status call, the answer is `unavailable` whatever
+    // the list says: do not wait for reads that retry until their deadline.
+    const silent = known === undefined ? undefined : Promise.all(probes.values()).then((ps) => ps.every((p) => p.status === undefined));
+    const cut = <T>(read: Promise<Settled<T>>): Promise<Settled<T>> =>
+      silent === undefined
+        ? read
+        : Promise.race([read, silent.then((none) => (none ? { ok: false as const, error: 'not waited for: no member answered' } : read))]);
+    const listing = cut(settle((ms) => cluster.listMembers(Deadline.in(ms)), this.callMs(startedAt)));
+    const alarming = cut(settle((ms) => cluster.alarms(Deadline.in(ms)), this.callMs(startedAt)));
+    const recording =
+      operations === undefined ? undefined : cut(settle((ms) => operations(Deadline.in(ms)), this.callMs(startedAt)));
 
     let list = await listing;
     if (!list.ok) {

@@ -1,0 +1,268 @@
+/**
+ * Truthful health against a real 3-member etcd (CONTRACT §4 GET /v1/health, /v1/health/local,
+ * /metrics): what the agent says while members run, hang (SIGSTOP), crash (SIGKILL), lose quorum
+ * and all die, and that the load on etcd does not grow with the request rate.
+ *
+ * One cluster tells the story; each test leaves it healthy for the next.
+ */
+import type { RunningAgent } from '../../agent/agent';
+import { eventually, withCluster } from '../helpers/etcd-cluster';
+import type { LocalEtcdCluster } from '../helpers/etcd-cluster';
+import { Answer, call } from '../helpers/http-call';
+import { get, startMemberAgent } from '../helpers/membership';
+
+const MAX_AGE_MS = 1000; // ETCD_AGENT_HEALTH_MAX_AGE_MS default
+const NAMES = ['etcd-0', 'etcd-1', 'etcd-2'];
+
+describe('GET /v1/health and /v1/health/local against real etcd', () => {
+  const cluster = withCluster(3);
+  let agent: RunningAgent;
+  const others: RunningAgent[] = [];
+
+  beforeAll(async () => {
+    agent = await startMemberAgent(cluster(), 'etcd-0');
+  });
+
+  afterAll(async () => {
+    await Promise.all([agent, ...others].map((a) => a?.stop(100)));
+  });
+
+  /** An agent beside member `name` (its local endpoint), stopped after the suite. */
+  async function agentOf(name: string): Promise<RunningAgent> {
+    const started = await startMemberAgent(cluster(), name);
+    others.push(started);
+    return started;
+  }
+
+  const health = (path = '/v1/health'): Promise<Answer> => get(agent, path);
+
+  async function waitFor(status: string, timeoutMs = 15_000): Promise<Answer> {
+    return eventually(async () => {
+      const answer = await health();
+      if (answer.json?.status !== status) throw new Error(`status is ${answer.json?.status}: ${answer.text.slice(0, 400)}`);
+      return answer;
+    }, timeoutMs, 100);
+  }
+
+  it('when all three members run, then 200 healthy with fault tolerance 1, one leader and an age within the max age', async () => {
+    const answer = await waitFor('healthy');
+    const body = answer.json;
+
+    expect(answer.status).toBe(200);
+    expect(answer.headers['cache-control']).toBe('no-store');
+    expect(typeof body.requestId).toBe('string');
+    expect(body.quorum).toEqual({ voters: 3, healthyVoters: 3, required: 2, hasQuorum: true, faultTolerance: 1 });
+    expect(body.ageMs).toBeGreaterThanOrEqual(0);
+    expect(body.ageMs).toBeLessThanOrEqual(MAX_AGE_MS);
+    expect(Date.now() - Date.parse(body.observedAt)).toBeLessThanOrEqual(MAX_AGE_MS + 200);
+    const leaders = body.members.filter((m: { isLeader: boolean }) => m.isLeader);
+    expect(leaders).toHaveLength(1);
+    expect(body.leader).toEqual({ id: leaders[0].id, name: leaders[0].name });
+    expect(body.members.map((m: { name: string }) => m.name).sort()).toEqual(NAMES);
+    for (const m of body.members) {
+      expect(m).toMatchObject({ isLearner: false, started: true, reachable: true, errors: [] });
+      expect(m.id).toMatch(/^[0-9a-f]+$/);
+      expect(m.raftTerm).toBeGreaterThan(0);
+      expect(m.raftIndex).toBeGreaterThan(0);
+      expect(m.raftAppliedIndex).toBeGreaterThan(0);
+      expect(m.dbSizeBytes).toBeGreaterThan(0);
+      expect(m.latencyMs).toBeGreaterThanOrEqual(0);
+    }
+    expect(body).toMatchObject({ alarms: [], errors: [], operations: [] });
+  });
+
+  it('when /metrics is scraped, then the health gauges show this moment and the age is computed at the scrape', async () => {
+    const text = (await get(agent, '/metrics')).text;
+
+    expect(text).toMatch(/^etcd_agent_cluster_healthy 1$/m);
+    expect(text).toMatch(/^etcd_agent_quorum_healthy_voters 3$/m);
+    expect(text).toMatch(/^etcd_agent_quorum_voters 3$/m);
+    for (const name of NAMES) expect(text).toContain(`etcd_agent_member_reachable{member="${name}"} 1`);
+    const age = Number(/^etcd_agent_health_observation_age_seconds (\S+)$/m.exec(text)?.[1]);
+    expect(age).toBeGreaterThanOrEqual(0);
+    expect(age).toBeLessThanOrEqual(MAX_AGE_MS / 1000);
+    expect(text).toMatch(/^etcd_agent_health_observations_total\{result="healthy"\} \d+$/m);
+  });
+
+  it.each<[string, number, string, object]>([
+    ['exactly the members', 200, 'etcd-2,etcd-0,etcd-1', { status: 'healthy', expected: { missing: [], unexpected: [] } }],
+    ['one more name', 200, 'etcd-0,etcd-1,etcd-2,etcd-3', { status: 'degraded', expected: { missing: ['etcd-3'], unexpected: [] } }],
+    ['one name fewer', 200, 'etcd-0,etcd-1', { status: 'degraded', expected: { missing: [], unexpected: ['etcd-2'] } }],
+    ['a name that is not DNS-1123', 400, 'etcd-0,Etcd_1', { error: { code: 'bad-request' } }],
+    ['an empty name', 400, 'etcd-0,,etcd-1', { error: { code: 'bad-request' } }],
+  ])('when ?expected= names %s, then %i', async (_what, status, expected, body) => {
+    const answer = await health(`/v1/health?expected=${encodeURIComponent(expected)}`);
+
+    expect(answer.status).toBe(status);
+    expect(answer.json).toMatchObject(body);
+  });
+
+  it.each([
+    ['/v1/health?verbose=1'],
+    ['/v1/health?expected=etcd-0&expected=etcd-1'],
+    ['/v1/health/local?expected=etcd-0'],
+  ])('when %s is asked, then 400 bad-request', async (path) => {
+    const answer = await health(path);
+
+    expect(answer.status).toBe(400);
+    expect(answer.json.error).toMatchObject({ code: 'bad-request', retryable: false });
+  });
+
+  it('when 500 requests arrive at once, then all answer and etcd sees no more Status calls than members × observations', async () => {
+    await new Promise((resolve) => setTimeout(resolve, MAX_AGE_MS + 50)); // nothing cached
+    const statusBefore = await counter(agent, 'statusRpcs');
+    const observationsBefore = await counter(agent, 'healthObservations');
+    const started = performance.now();
+
+    const answers = await Promise.all(Array.from({ length: 500 }, () => call(agent.listening.url, { path: '/v1/health', timeoutMs: 30_000 })));
+
+    const elapsedMs = performance.now() - started;
+    const statusCalls = (await counter(agent, 'statusRpcs')) - statusBefore;
+    const observations = (await counter(agent, 'healthObservations')) - observationsBefore;
+    expect(answers.map((a) => a.status)).toEqual(Array(500).fill(200));
+    expect(new Set(answers.map((a) => a.json.status))).toEqual(new Set(['healthy']));
+    expect(answers.every((a) => a.json.ageMs <= MAX_AGE_MS)).toBe(true);
+    // Load follows time, not requests: at most one observation per max age (plus the one in flight).
+    expect(observations).toBeGreaterThanOrEqual(1);
+    expect(observations).toBeLessThanOrEqual(Math.ceil(elapsedMs / MAX_AGE_MS) + 1);
+    // The membership service's auto-promotion asks the local etcd once a second; allow for it.
+    const autoPromotion = Math.ceil(elapsedMs / 1000) + 1;
+    expect(statusCalls).toBeLessThanOrEqual(3 * observations + autoPromotion);
+    process.stdout.write(`500 requests in ${Math.round(elapsedMs)} ms: ${observations} observation(s), ${statusCalls} Status RPCs\n`);
+  });
+
+  it('when /v1/health/local is asked beside the leader and beside a follower, then 200 with role leader and follower', async () => {
+    const leaderName = (await waitFor('healthy')).json.leader.name as string;
+    const followerName = NAMES.find((n) => n !== leaderName) as string;
+    const [beside, besideFollower] = await Promise.all([agentOf(leaderName), agentOf(followerName)]);
+
+    const [leader, follower] = await Promise.all([get(beside, '/v1/health/local'), get(besideFollower, '/v1/health/local')]);
+
+    expect(leader.status).toBe(200);
+    expect(leader.json).toMatchObject({ name: leaderName, role: 'leader', isLeader: true, reachable: true, isLearner: false, started: true });
+    expect(follower.status).toBe(200);
+    expect(follower.json).toMatchObject({ name: followerName, role: 'follower', isLeader: false, reachable: true, errors: [] });
+    for (const key of ['id', 'raftTerm', 'raftIndex', 'raftAppliedIndex', 'dbSizeBytes', 'latencyMs', 'ageMs']) {
+      expect(follower.json).toHaveProperty(key);
+    }
+    expect(follower.json.ageMs).toBeLessThanOrEqual(MAX_AGE_MS);
+  });
+
+  it('when a follower is frozen (SIGSTOP), then within 2 s degraded with it unreachable, and once resumed healthy again', async () => {
+    const c = cluster();
+    const frozen = await followerOf(c);
+    c.pause(frozen);
+    const paused = performance.now();
+    try {
+      const answer = await waitFor('degraded', 2000);
+      const tookMs = performance.now() - paused;
+
+      expect(answer.status).toBe(200);
+      expect(answer.json.members.find((m: { name: string }) => m.name === frozen)).toMatchObject({ reachable: false, raftIndex: null });
+      expect(answer.json.quorum).toMatchObject({ voters: 3, healthyVoters: 2, hasQuorum: true, faultTolerance: 0 });
+      expect(tookMs).toBeLessThanOrEqual(2000);
+      const local = await get(await agentOf(frozen), '/v1/health/local');
+      expect(local.status).toBe(503);
+      expect(local.json).toMatchObject({ name: frozen, reachable: false, role: null, error: { code: 'unavailable' } });
+    } finally {
+      c.resume(frozen);
+    }
+
+    const again = await waitFor('healthy', 10_000);
+    expect(again.json.members.every((m: { reachable: boolean }) => m.reachable)).toBe(true);
+  });
+
+  it('when the local member is stopped, then /v1/health/local is 503 and /v1/health degraded; restarted, 200 again', async () => {
+    const c = cluster();
+    const stopped = await followerOf(c);
+    const beside = await agentOf(stopped);
+    await c.kill(stopped);
+
+    const local = await eventually(async () => {
+      const answer = await get(beside, '/v1/health/local');
+      if (answer.status !== 503) throw new Error(`still ${answer.status}`);
+      return answer;
+    }, 3000, 100);
+    expect(local.json).toMatchObject({ name: stopped, reachable: false, role: null, raftIndex: null, error: { code: 'unavailable', retryable: true } });
+    expect(local.json.errors.join(' ')).toMatch(/did not answer/);
+    expect((await waitFor('degraded', 2000)).json.quorum).toMatchObject({ healthyVoters: 2, hasQuorum: true });
+
+    await c.restart(stopped);
+
+    await eventually(async () => {
+      const answer = await get(beside, '/v1/health/local');
+      if (answer.status !== 200) throw new Error(`still ${answer.status}: ${answer.text}`);
+      expect(answer.json).toMatchObject({ name: stopped, role: 'follower', reachable: true });
+    }, 10_000, 100);
+    await waitFor('healthy', 10_000);
+  });
+
+  it('when two of three members are stopped, then 503 unavailable with hasQuorum false; restarted, healthy again', async () => {
+    const c = cluster();
+    const gone = ['etcd-1', 'etcd-2'];
+    await Promise.all(gone.map((n) => c.kill(n)));
+
+    const answer = await waitFor('unavailable', 3000);
+
+    expect(answer.status).toBe(503);
+    expect(answer.json.quorum).toMatchObject({ voters: 3, required: 2, hasQuorum: false, faultTolerance: 0 });
+    expect(answer.json.quorum.healthyVoters).toBeLessThan(2);
+    expect(answer.json.error).toMatchObject({ code: 'unavailable', retryable: true });
+    expect(answer.json.error.message).toMatch(/quorum needs 2/);
+    for (const name of gone) {
+      expect(answer.json.members.find((m: { name: string }) => m.name === name)).toMatchObject({ reachable: false });
+    }
+
+    await Promise.all(gone.map((n) => c.restart(n)));
+    await waitFor('healthy', 15_000);
+  });
+
+  it('when all three members are killed (SIGKILL), then within 2 s and for the next 10 s every answer is 503 unavailable or unknown; restarted, healthy again', async () => {
+    const c = cluster();
+    await waitFor('healthy');
+    await health(); // a healthy observation is cached right now: it must not outlive the cluster
+    await Promise.all(NAMES.map((n) => c.kill(n)));
+    const killed = performance.now();
+
+    const seen: Array<{ atMs: number; status: number; body: string }> = [];
+    while (performance.now() - killed < 12_000) {
+      const answer = await health();
+      seen.push({ atMs: performance.now() - killed, status: answer.status, body: answer.json?.status });
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+
+    const firstDown = seen.find((s) => s.status === 503);
+    expect(firstDown?.atMs).toBeLessThanOrEqual(2000);
+    const after = seen.filter((s) => s.atMs > 2000);
+    expect(after.length).toBeGreaterThan(100);
+    expect(after.filter((s) => s.status !== 503 || !['unavailable', 'unknown'].includes(s.body))).toEqual([]);
+    // Nothing healthy at all after the first 503, not only after 2 s.
+    expect(seen.filter((s) => s.atMs >= (firstDown?.atMs ?? 0) && s.status === 200)).toEqual([]);
+    const metrics = (await get(agent, '/metrics')).text;
+    expect(metrics).toMatch(/^etcd_agent_cluster_healthy 0$/m);
+    expect(metrics).toMatch(/^etcd_agent_quorum_healthy_voters 0$/m);
+    process.stdout.write(`all killed: first 503 after ${Math.round(firstDown?.atMs ?? -1)} ms, then ${after.length} answers in 10 s, none 200\n`);
+
+    await Promise.all(NAMES.map((n) => c.restart(n)));
+    const back = await waitFor('healthy', 20_000);
+    expect(back.json.quorum).toMatchObject({ healthyVoters: 3, faultTolerance: 1 });
+  });
+});
+
+/** A member that is running and not the leader, by what etcd itself says. */
+async function followerOf(c: LocalEtcdCluster): Promise<string> {
+  const members = await c.listMembers();
+  const out = await c.etcdctl(['endpoint', 'status', '-w', 'json']);
+  const leader = /"leader":(\d+)/.exec(out)?.[1];
+  if (leader === undefined) throw new Error(`no leader in ${out}`);
+  const leaderId = BigInt(leader).toString(16);
+  const follower = members.find((m) => m.id !== leaderId && m.name !== 'etcd-0');
+  if (follower === undefined) throw new Error('no follower other than etcd-0');
+  return follower.name;
+}
+
+/** The sum of one of the agent's counters over its labels. */
+async function counter(agent: RunningAgent, name: 'statusRpcs' | 'healthObservations'): Promise<number> {
+  const values = (await agent.metrics[name].get()).values;
+  return values.reduce((sum, v) => sum + v.value, 0);
+}
