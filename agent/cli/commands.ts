@@ -212,13 +212,11 @@ export async function runCommand(command: Command, argv: string[], io: CliIo, en
   }
   const exit = exitCodeFor(answer);
   if (cmd.json) io.stdout(`${JSON.stringify(answer.body, null, 2)}\n`);
-  // `/v1/health` answers 503 with an observation, not an error envelope: show it like a 200.
+  // `/v1/health` answers 503 with the observation itself (and an error envelope): show both.
   const observation = cmd.command === 'health' && typeof answer.body.status === 'string';
-  const isError = answer.status >= 300 && !observation;
-  if (isError) {
+  if (!cmd.json && (answer.status < 300 || observation)) io.stdout(`${summarize(cmd, answer.body)}\n`);
+  if (answer.status >= 300 && (!observation || answer.body.error !== undefined)) {
     io.stderr(`etcd-lifecycle-agent ${command}: ${describeError(answer)}\n`);
-  } else if (!cmd.json) {
-    io.stdout(`${summarize(cmd, answer.body)}\n`);
   }
   return exit;
 }

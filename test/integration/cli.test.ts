@@ -145,6 +145,22 @@ describe('etcd-lifecycle-agent CLI against a running agent and a real 3-member e
     }
   }, 30_000);
 
+  it('when two of three members are paused, then health exits 1, printing the observation and why', async () => {
+    cluster().pause('etcd-1');
+    cluster().pause('etcd-2');
+    try {
+      const ran = await cli('health');
+
+      expect(ran.code).toBe(1);
+      expect(ran.stdout).toMatch(/^unavailable: 1\/3 voters healthy \(quorum 2\)/);
+      expect(ran.stdout).toMatch(/^ {2}etcd-1\t\w+\tunreachable/m);
+      expect(ran.stderr).toMatch(/^etcd-lifecycle-agent health: /);
+    } finally {
+      cluster().resume('etcd-1');
+      cluster().resume('etcd-2');
+    }
+  }, 30_000);
+
   it('when removing a voter would leave too few healthy voters, then unsafe: exit 4, and --json prints the error envelope', async () => {
     cluster().pause('etcd-1');
     try {
