@@ -12,10 +12,15 @@
  * - the alarm list, and the operation records when the membership lock is wired in.
  * So an observation costs at most one Status call per member, whatever the request rate.
  *
- * When the configured endpoints cannot give the list (down, or a learner: etcd 3.4 refuses it
+ * When the configured endpoints cannot give the list (down, or a learner, where etcd 3.4 refuses
  * MemberList), it is read at a voter that answered its Status call. When no one gives it, the last
  * one read only directs the Status calls and counts the quorum: `classify` never calls that
- * `healthy` (see classify.ts).
+ * `healthy` (see classify.ts). Once every known member has failed its Status call the observation
+ * ends without waiting for the other reads: the answer is `unavailable` whatever they say.
+ *
+ * A caller is served an observation only if it started at most the max age ago; otherwise it joins
+ * the one in flight or starts one, and if none is fresh by its arrival plus the max age it gets
+ * `unknown` (503), never the previous result (see shared-observation.ts).
  *
  * `observedAt` is when the observation started, and `ageMs` is measured from there: that is the
  * oldest moment any of its evidence can be from.
