@@ -69,6 +69,8 @@ export function toMember(m: IMember): Member {
 export class EtcdCluster {
   private readonly main: Etcd3;
   private readonly perEndpoint = new Map<string, Etcd3>();
+  /** Per-endpoint clients that send no etcd credentials, for Status (see `memberStatus`). */
+  private readonly anonymous = new Map<string, Etcd3>();
   private readonly attemptTimeoutMs: number;
   private readonly barrierKey: Buffer;
   /** Client URLs of the voters in the last member list: more doors to the same cluster. */
@@ -177,9 +179,14 @@ export class EtcdCluster {
     );
   }
 
-  /** Maintenance.Status of one member, asked at that member's own client URL, within `timeoutMs`. */
+  /**
+   * Maintenance.Status of one member, asked at that member's own client URL, within `timeoutMs`.
+   * Sent without etcd credentials: etcd (3.4) checks no permission on Status, while a learner
+   * refuses Authenticate ("rpc not supported for learner"), and an Authenticate to a frozen
+   * member would hold the call for a whole attempt instead of `timeoutMs`.
+   */
   async memberStatus(clientURL: string, timeoutMs: number): Promise<MemberStatus> {
-    const client = this.endpointClient(clientURL);
+    const client = this.endpointClient(clientURL, false);
     const started = performance.now();
     this.onStatusCall();
     try {
@@ -214,8 +221,9 @@ export class EtcdCluster {
     if (this.closed) return;
     this.closed = true;
     this.main.close();
-    for (const client of this.perEndpoint.values()) client.close();
+    for (const client of [...this.perEndpoint.values(), ...this.anonymous.values()]) client.close();
     this.perEndpoint.clear();
+    this.anonymous.clear();
   }
 
   /**
@@ -283,18 +291,19 @@ export class EtcdCluster {
     });
   }
 
-  /** A client bound to exactly one endpoint, with no retries and no circuit breaker. */
-  private endpointClient(url: string): Etcd3 {
+  /** A client bound to exactly one endpoint, with no retries and no circuit breaker; TLS always, etcd credentials unless `authenticated` is false. */
+  private endpointClient(url: string, authenticated = true): Etcd3 {
     if (this.closed) throw new AgentError('unavailable', 'the agent is shutting down');
-    let client = this.perEndpoint.get(url);
+    const clients = authenticated ? this.perEndpoint : this.anonymous;
+    let client = clients.get(url);
     if (client === undefined) {
-      client = new Etcd3({ ...this.baseOptions([url]), faultHandling: { global: noop, host: () => noop } });
-      this.perEndpoint.set(url, client);
+      client = new Etcd3({ ...this.baseOptions([url], authenticated), faultHandling: { global: noop, host: () => noop } });
+      clients.set(url, client);
     }
     return client;
   }
 
-  private baseOptions(hosts: string[]): IOptions {
+  private baseOptions(hosts: string[], authenticated = true): IOptions {
     const o = this.options;
     const options: IOptions = { hosts, dialTimeout: this.attemptTimeoutMs };
     if (o.caFile !== undefined) {
@@ -305,7 +314,7 @@ export class EtcdCluster {
           : {}),
       };
     }
-    if (o.username !== undefined && o.passwordFile !== undefined) {
+    if (authenticated && o.username !== undefined && o.passwordFile !== undefined) {
       options.auth = {
         username: o.username,
         password: fs.readFileSync(o.passwordFile, 'utf8').replace(/\r?\n$/, ''),

@@ -47,6 +47,22 @@ const MESSAGE_RULES: readonly MessageRule[] = [
   { text: 'request timed out', code: 'unavailable', say: 'etcd timed out the request' },
   { text: 'not capable', code: 'unavailable', say: 'etcd is not capable of this yet' },
   { text: 'rpc not supported for learner', code: 'unavailable', say: 'the member asked is a learner' },
+  // TLS handshakes that fail on configuration, not on the network (grpc-js/OpenSSL wording).
+  ...['alert bad certificate', 'alert certificate required', 'alert unknown ca'].map((text) => ({
+    text,
+    code: 'unavailable' as const,
+    say: 'etcd refused the agent TLS client certificate (ETCD_AGENT_ETCD_CERT_FILE / _KEY_FILE missing, or not signed by a CA etcd trusts)',
+  })),
+  ...['unable to verify the first certificate', 'self signed certificate', 'self-signed certificate', 'unable to get local issuer certificate'].map(
+    (text) => ({
+      text,
+      code: 'unavailable' as const,
+      say: 'the agent does not trust the TLS certificate of etcd (ETCD_AGENT_ETCD_CA_FILE is not the CA that signed it)',
+    }),
+  ),
+  { text: 'certificate has expired', code: 'unavailable', say: 'a TLS certificate between the agent and etcd has expired' },
+  { text: "does not match certificate's altnames", code: 'unavailable', say: 'the TLS certificate of etcd does not name the endpoint host' },
+  { text: 'wrong version number', code: 'unavailable', say: 'the etcd endpoint does not speak TLS (an https endpoint on an http port?)' },
 ];
 
 interface ClassRule {

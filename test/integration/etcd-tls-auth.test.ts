@@ -1,0 +1,272 @@
+/**
+ * The agent against a real etcd that demands TLS with client certificates, and
+ * against one with authentication enabled: join, leave and health work with
+ * the right credentials, and wrong ones answer `unavailable` naming the cause.
+ *
+ * etcd 3.4 with auth enabled (checked here by trying, see the "limited user"
+ * tests): MemberList, Status and Alarm need no permission at all, KV and
+ * leases need the key prefix, and MemberAdd/MemberRemove/MemberPromote need
+ * the root role (etcdserver's checkMembershipOperationPermission →
+ * IsAdminPermitted). So the agent's etcd user must hold `root`.
+ */
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Writable } from 'node:stream';
+import { RunningAgent, startAgent } from '../../agent/agent';
+import { loadConfig } from '../../agent/config';
+import { createLogger } from '../../agent/observability/logger';
+import { createMetrics } from '../../agent/observability/metrics';
+import { createPki, TestPki } from '../helpers/certs';
+import { findEtcdctl } from '../../scripts/local-cluster';
+import { LocalEtcdCluster, MemberSpec, startTestCluster } from '../helpers/etcd-cluster';
+import { changesSent, get, post, settle, startMemberAgent } from '../helpers/membership';
+
+const JOIN = '/v1/members/join';
+const LEAVE = '/v1/members/leave';
+
+/** Join a reserved member, start its etcd, wait until it is a voter, then make it leave: the whole lifecycle. */
+async function joinAndLeave(cluster: LocalEtcdCluster, agent: RunningAgent, name: string): Promise<void> {
+  const spec: MemberSpec = await cluster.reserveMember(name);
+  const added = await post(agent, JOIN, { name, peerURLs: [spec.peerURL] });
+  expect([added.status, added.json.outcome]).toEqual([202, 'added']);
+
+  await cluster.addMemberProcess(name, { wait: false });
+  const voter = await post(agent, JOIN, { name, peerURLs: [spec.peerURL], wait: true, timeoutSeconds: 30 });
+  expect(voter.status).toBe(200);
+  expect(voter.json).toMatchObject({ complete: true, phase: 'voter', member: { name, isLearner: false, started: true } });
+
+  const left = await post(agent, LEAVE, { name, peerURLs: [spec.peerURL], timeoutSeconds: 30 });
+  expect([left.status, left.json.outcome]).toEqual([200, 'removed']);
+  await cluster.kill(name);
+  expect((await cluster.listMembers()).map((m) => m.name).sort()).toEqual(['etcd-0', 'etcd-1', 'etcd-2']);
+}
+
+/** A refusal that names its cause: 503 `unavailable`, retryable, with a message matching `cause`. */
+function expectUnavailable(answer: { status: number; json: { error?: { code: string; message: string } } }, cause: RegExp): void {
+  expect(answer.status).toBe(503);
+  expect(answer.json.error?.code).toBe('unavailable');
+  expect(answer.json.error?.message).toMatch(cause);
+}
+
+describe('when etcd serves its clients over TLS and requires client certificates', () => {
+  let pki: TestPki;
+  let cluster: LocalEtcdCluster;
+  const agents: RunningAgent[] = [];
+  const startAgentWith = async (env: Record<string, string>): Promise<RunningAgent> => {
+    const agent = await startMemberAgent(cluster, 'etcd-0', env);
+    agents.push(agent);
+    return agent;
+  };
+
+  beforeAll(async () => {
+    pki = await createPki();
+    cluster = await startTestCluster(3, {
+      clientTls: { ca: pki.ca.cert, serverCert: pki.server.cert, serverKey: pki.server.key, clientCert: pki.client.cert, clientKey: pki.client.key },
+    });
+    await settle();
+  }, 60_000);
+  afterAll(async () => {
+    await Promise.all(agents.map((a) => a.stop(100)));
+    await cluster?.destroy();
+    await pki?.cleanup();
+  });
+
+  it('then its client URLs are https and a client without a certificate is refused by etcd itself', async () => {
+    expect(cluster.clientURLs().every((u) => u.startsWith('https://'))).toBe(true);
+    await expect(memberListWithoutClientCert(cluster, pki)).rejects.toThrow(/bad certificate|certificate required|context deadline/i);
+  });
+
+  it('when the agent has the CA and a client certificate, then health, join and leave work', async () => {
+    const agent = await startAgentWith({
+      ETCD_AGENT_ETCD_CA_FILE: pki.ca.cert,
+      ETCD_AGENT_ETCD_CERT_FILE: pki.client.cert,
+      ETCD_AGENT_ETCD_KEY_FILE: pki.client.key,
+    });
+    const health = await get(agent, '/v1/health');
+    expect(health.status).toBe(200);
+    expect(health.json).toMatchObject({ status: 'healthy', quorum: { voters: 3, healthyVoters: 3 } });
+    expect((await get(agent, '/v1/health/local')).status).toBe(200);
+
+    await joinAndLeave(cluster, agent, 'etcd-3');
+    expect(await changesSent(agent.metrics)).toMatchObject({ add: 1, remove: 1 });
+  }, 60_000);
+
+  it('when the agent shows no client certificate, then calls answer 503 unavailable and say why', async () => {
+    const agent = await startAgentWith({ ETCD_AGENT_ETCD_CA_FILE: pki.ca.cert });
+    expectUnavailable(await get(agent, '/v1/members'), /refused the agent TLS client certificate/);
+    const join = await post(agent, JOIN, { name: 'etcd-9', peerURLs: ['http://127.0.0.1:9'], timeoutSeconds: 3 });
+    expectUnavailable(join, /refused the agent TLS client certificate/);
+  });
+
+  it('when the agent shows a client certificate of another CA, then calls answer 503 unavailable and say why', async () => {
+    const agent = await startAgentWith({
+      ETCD_AGENT_ETCD_CA_FILE: pki.ca.cert,
+      ETCD_AGENT_ETCD_CERT_FILE: pki.rogueClient.cert,
+      ETCD_AGENT_ETCD_KEY_FILE: pki.rogueClient.key,
+    });
+    expectUnavailable(await get(agent, '/v1/members'), /refused the agent TLS client certificate/);
+  });
+
+  it('when the agent does not trust the CA of etcd, then calls answer 503 unavailable and say why', async () => {
+    const agent = await startAgentWith({
+      ETCD_AGENT_ETCD_CA_FILE: pki.rogueCa.cert,
+      ETCD_AGENT_ETCD_CERT_FILE: pki.client.cert,
+      ETCD_AGENT_ETCD_KEY_FILE: pki.client.key,
+    });
+    expectUnavailable(await get(agent, '/v1/members'), /does not trust the TLS certificate of etcd/);
+    // Health reports the cluster unavailable from where the agent stands; it never claims it healthy.
+    const health = await get(agent, '/v1/health');
+    expect(health.status).toBe(503);
+    expect(health.json.status).toBe('unavailable');
+  });
+});
+
+/** etcdctl with the CA but without the client pair (the harness always presents it). */
+function memberListWithoutClientCert(cluster: LocalEtcdCluster, pki: TestPki): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile(
+      findEtcdctl(),
+      [`--endpoints=${cluster.clientURLs()[0]}`, `--cacert=${pki.ca.cert}`, '--dial-timeout=2s', '--command-timeout=3s', 'member', 'list'],
+      { env: { ETCDCTL_API: '3', PATH: process.env.PATH }, timeout: 10_000 },
+      (err, stdout, stderr) => (err ? reject(new Error(String(stderr))) : resolve(String(stdout))),
+    );
+  });
+}
+
+describe('when etcd has authentication enabled', () => {
+  let cluster: LocalEtcdCluster;
+  let dir: string;
+  const secrets = { root: randomBytes(12).toString('hex'), limited: randomBytes(12).toString('hex') };
+  const files = { root: '', limited: '', wrong: '' };
+  const started: Array<{ agent: RunningAgent; logs: () => string }> = [];
+  const as = (user: 'root' | 'limited', file: string): Record<string, string> => ({
+    ETCD_AGENT_ETCD_USERNAME: user,
+    ETCD_AGENT_ETCD_PASSWORD_FILE: file,
+  });
+  const startWith = async (env: Record<string, string>, endpoints?: string[]): Promise<{ agent: RunningAgent; logs: () => string }> => {
+    const one = await startLoggedAgent(cluster, env, endpoints);
+    started.push(one);
+    return one;
+  };
+
+  beforeAll(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'etcd-auth-'));
+    files.root = path.join(dir, 'root-password');
+    files.limited = path.join(dir, 'limited-password');
+    files.wrong = path.join(dir, 'wrong-password');
+    fs.writeFileSync(files.root, `${secrets.root}\n`, { mode: 0o600 });
+    fs.writeFileSync(files.limited, `${secrets.limited}\n`, { mode: 0o600 });
+    fs.writeFileSync(files.wrong, 'not-the-password\n', { mode: 0o600 });
+    cluster = await startTestCluster(3);
+    // As an operator would: root, a role on the agent's key prefix, a user with only that role, then auth on.
+    await cluster.etcdctl(['user', 'add', `root:${secrets.root}`]);
+    await cluster.etcdctl(['user', 'grant-role', 'root', 'root']).catch(() => undefined); // 3.4 makes the role at auth enable
+    await cluster.etcdctl(['role', 'add', 'agent-keys']);
+    await cluster.etcdctl(['role', 'grant-permission', 'agent-keys', '--prefix=true', 'readwrite', '/etcd-lifecycle-agent/']);
+    await cluster.etcdctl(['user', 'add', `limited:${secrets.limited}`]);
+    await cluster.etcdctl(['user', 'grant-role', 'limited', 'agent-keys']);
+    await cluster.etcdctl(['auth', 'enable']);
+    await settle();
+  }, 60_000);
+  afterAll(async () => {
+    await Promise.all(started.map((s) => s.agent.stop(100)));
+    await cluster?.destroy();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('then etcd refuses a client without credentials', async () => {
+    await expect(cluster.etcdctl(['put', '/etcd-lifecycle-agent/x', '1'])).rejects.toThrow(/user name is empty|permission denied|invalid auth/i);
+  });
+
+  it('when the agent authenticates as a user with the root role, then health, join and leave work', async () => {
+    const { agent } = await startWith(as('root', files.root));
+    const health = await get(agent, '/v1/health');
+    expect(health.status).toBe(200);
+    expect(health.json).toMatchObject({ status: 'healthy', quorum: { voters: 3, healthyVoters: 3 } });
+
+    await joinAndLeave(cluster, agent, 'etcd-3');
+    expect(await changesSent(agent.metrics)).toMatchObject({ add: 1, remove: 1 });
+  }, 60_000);
+
+  it('when the agent user lacks the root role, then reads and health work but a join answers 503 unavailable naming the permission, and nothing changes', async () => {
+    const { agent } = await startWith(as('limited', files.limited));
+    expect((await get(agent, '/v1/members')).status).toBe(200);
+    expect((await get(agent, '/v1/health')).json).toMatchObject({ status: 'healthy' });
+    const before = await cluster.listMembers();
+    const spec = await cluster.reserveMember('etcd-4');
+
+    const join = await post(agent, JOIN, { name: 'etcd-4', peerURLs: [spec.peerURL], timeoutSeconds: 10 });
+
+    expectUnavailable(join, /denied permission/i);
+    expect(join.json.error.details.etcd).toMatch(/PERMISSION_DENIED/);
+    expect(await cluster.listMembers()).toEqual(before);
+    expect(await changesSent(agent.metrics)).toMatchObject({ add: 1 }); // sent once, refused by etcd
+  });
+
+  it('when the agent user lacks the root role, then a leader transfer still works: etcd 3.4 checks no permission on MoveLeader', async () => {
+    const { agent } = await startWith(as('limited', files.limited));
+    const transfer = await post(agent, '/v1/leader/transfer', { timeoutSeconds: 10 });
+    expect(transfer.status).toBe(200);
+    expect(['transferred', 'not-leader']).toContain(transfer.json.outcome);
+  });
+
+  it('when the password is wrong, then calls answer 503 unavailable naming the credentials', async () => {
+    const { agent } = await startWith(as('root', files.wrong));
+    expectUnavailable(await get(agent, '/v1/members'), /rejected the agent credentials \(ETCD_AGENT_ETCD_USERNAME/);
+    const join = await post(agent, JOIN, { name: 'etcd-5', peerURLs: ['http://127.0.0.1:9'], timeoutSeconds: 5 });
+    expectUnavailable(join, /rejected the agent credentials/);
+    expect((await get(agent, '/v1/health')).status).toBe(503);
+  });
+
+  it('when the first endpoint is frozen (SIGSTOP), then an authenticated agent still answers within seconds', async () => {
+    const urls = cluster.clientURLs();
+    cluster.pause('etcd-0');
+    try {
+      const { agent } = await startWith(as('root', files.root), urls);
+      const t0 = Date.now();
+      // The member list is hedged across endpoints; operation records go through the pooled client,
+      // whose Authenticate tries etcd-0 first and must give up on it after one attempt (3 s).
+      const members = await get(agent, '/v1/members');
+      const operations = await get(agent, '/v1/operations');
+      expect([members.status, operations.status]).toEqual([200, 200]);
+      expect(Date.now() - t0).toBeLessThan(10_000);
+    } finally {
+      cluster.resume('etcd-0');
+    }
+  }, 40_000);
+
+  it('when the test is over, then no password reached any agent log', () => {
+    const logs = started.map((s) => s.logs()).join('\n');
+    expect(logs.length).toBeGreaterThan(0);
+    expect(logs).not.toContain(secrets.root);
+    expect(logs).not.toContain(secrets.limited);
+    expect(logs).not.toContain('not-the-password');
+  });
+});
+
+/** An agent for member etcd-0 that logs (debug) into a string, so a test can look for secrets in it. */
+async function startLoggedAgent(
+  cluster: LocalEtcdCluster,
+  env: Record<string, string>,
+  endpoints: string[] = cluster.clientURLs(),
+): Promise<{ agent: RunningAgent; logs: () => string }> {
+  let text = '';
+  const stream = new Writable({
+    write(chunk, _encoding, done) {
+      text += String(chunk);
+      done();
+    },
+  });
+  const { config } = loadConfig({
+    ETCD_AGENT_LISTEN: '127.0.0.1:0',
+    ETCD_AGENT_ENDPOINTS: endpoints.join(','),
+    ETCD_AGENT_LOCAL_ENDPOINT: cluster.member('etcd-0').clientURL,
+    ETCD_AGENT_MEMBER_NAME: 'etcd-0',
+    ...env,
+  });
+  const agent = await startAgent(config, { logger: createLogger({ stream, level: 'debug' }), metrics: createMetrics({ defaultMetrics: false }) });
+  return { agent, logs: () => text };
+}
