@@ -1,0 +1,104 @@
+/**
+ * The built agent (`node main.js serve`) as a child process that a test can
+ * SIGKILL and start again, with its JSON log lines collected.
+ */
+import { ChildProcess, execFile, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+const ROOT = path.resolve(__dirname, '../..');
+
+function newestSource(dir: string): number {
+  let newest = 0;
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+    const file = path.join(dir, entry.name);
+    if (entry.isDirectory()) newest = Math.max(newest, newestSource(file));
+    else if (entry.name.endsWith('.ts')) newest = Math.max(newest, fs.statSync(file).mtimeMs);
+  }
+  return newest;
+}
+
+/**
+ * dist/agent/main.js when it is newer than every source, else a fresh build in a
+ * directory of our own (another engineer may be rebuilding dist/ at this moment).
+ * Answers the entry point and the directory to remove afterwards, if any.
+ */
+export async function builtAgentMain(): Promise<{ main: string; cleanup: () => void }> {
+  const dist = path.join(ROOT, 'dist', 'agent', 'main.js');
+  if (fs.existsSync(dist) && fs.statSync(dist).mtimeMs > newestSource(path.join(ROOT, 'agent'))) {
+    return { main: dist, cleanup: () => undefined };
+  }
+  const outDir = fs.mkdtempSync(path.join(os.tmpdir(), 'agent-build-'));
+  const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+  await new Promise<void>((resolve, reject) => {
+    execFile(process.execPath, [tsc, '-p', path.join(ROOT, 'tsconfig.build.json'), '--outDir', outDir], { cwd: ROOT }, (err, stdout) => {
+      // Type errors in an unfinished file still emit JavaScript; only a missing entry point stops us.
+      if (err && !fs.existsSync(path.join(outDir, 'agent', 'main.js'))) reject(new Error(`build failed: ${stdout}`));
+      else resolve();
+    });
+  });
+  return { main: path.join(outDir, 'agent', 'main.js'), cleanup: () => fs.rmSync(outDir, { recursive: true, force: true }) };
+}
+
+/** One parsed log line of the agent. */
+export type LogLine = Record<string, unknown> & { message?: string; level?: string };
+
+/** A running `etcd-lifecycle-agent serve` child. */
+export class ChildAgent {
+  readonly lines: LogLine[] = [];
+  readonly exited: Promise<void>;
+  url = '';
+
+  private constructor(private readonly child: ChildProcess) {
+    let buffer = '';
+    child.stdout?.setEncoding('utf8');
+    child.stdout?.on('data', (chunk: string) => {
+      buffer += chunk;
+      let nl: number;
+      while ((nl = buffer.indexOf('\n')) >= 0) {
+        const text = buffer.slice(0, nl);
+        buffer = buffer.slice(nl + 1);
+        try {
+          this.lines.push(JSON.parse(text) as LogLine);
+        } catch {
+          // not a log line
+        }
+      }
+    });
+    this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
+  }
+
+  /** Starts `main serve` with `env` (nothing inherited but PATH) and waits for its "listening" line. */
+  static async start(main: string, env: Record<string, string>, timeoutMs = 15_000): Promise<ChildAgent> {
+    const child = spawn(process.execPath, [main, 'serve'], {
+      env: { PATH: process.env.PATH, NODE_PATH: path.join(ROOT, 'node_modules'), ETCD_AGENT_LISTEN: '127.0.0.1:0', ...env },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const agent = new ChildAgent(child);
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const listening = agent.lines.find((l) => l.message === 'listening');
+      if (listening !== undefined) {
+        agent.url = String(listening.url);
+        return agent;
+      }
+      if (child.exitCode !== null || child.signalCode !== null || Date.now() > deadline) {
+        child.kill('SIGKILL');
+        throw new Error(`the agent did not start (exit ${child.exitCode ?? child.signalCode})`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+  }
+
+  /** The child's process id. */
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
+  /** Sends `signal`; resolves once the process is gone. */
+  async kill(signal: NodeJS.Signals): Promise<void> {
+    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill(signal);
+    await this.exited;
+  }
+}

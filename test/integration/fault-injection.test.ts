@@ -1,0 +1,302 @@
+/**
+ * Fault injection against a real 3-member etcd: N joins and leaves of a 4th
+ * member through the built agent (`node dist/agent/main.js serve`, a child
+ * process), each with faults at seeded random moments:
+ * - the agent SIGKILLed while the call runs, then started again;
+ * - on some joins, etcd's leader SIGKILLed mid-join (restarted afterwards, as its pod would be);
+ * - on some leaves, another member frozen (SIGSTOP) mid-leave, continued a little later.
+ * After each, the same call repeated must converge; after each and at the end:
+ * no duplicate member, none missing, and all along the cluster never lost
+ * quorum for longer than our own faults explain.
+ *
+ * FAULT_ITERATIONS (default 12, the CI form) and FAULT_SEED (default 7) choose the
+ * run; `FAULT_ITERATIONS=50` is the long form. It prints "N passed, M failed".
+ */
+import { ChildAgent, builtAgentMain } from '../helpers/child-agent';
+import { ListedMember, LocalEtcdCluster, MemberSpec, withCluster } from '../helpers/etcd-cluster';
+import type { Answer } from '../helpers/http-call';
+import { leaderOf, post, settle } from '../helpers/membership';
+
+const ITERATIONS = Number(process.env.FAULT_ITERATIONS ?? 12);
+const SEED = Number(process.env.FAULT_SEED ?? 7);
+const CORE = ['etcd-0', 'etcd-1', 'etcd-2'];
+const JOIN = '/v1/members/join';
+const LEAVE = '/v1/members/leave';
+/** Longest an iteration may take to converge, faults included. */
+const ITERATION_BOUND_MS = 60_000;
+/** Longest stretch without a quorum of healthy voters that our own faults (a killed or frozen leader) explain. */
+const QUORUM_GAP_BOUND_MS = 5000;
+
+/** A seeded PRNG (mulberry32). */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** An answer, or why there was none (the agent died under the call). */
+type Outcome = { answer: Answer } | { failed: string };
+
+function attempt(p: Promise<Answer>): Promise<Outcome> {
+  return p.then(
+    (answer) => ({ answer }),
+    (err: Error) => ({ failed: err.message }),
+  );
+}
+
+function describeOutcome(o: Outcome): string {
+  if ('failed' in o) return `no answer (${o.failed})`;
+  return o.answer.json?.outcome ?? `${o.answer.status} ${o.answer.json?.error?.code ?? ''}`.trim();
+}
+
+/**
+ * Samples the cluster every 300 ms: voters from the member list, healthy ones
+ * from each running member's /health; records the longest stretch without a
+ * quorum and any moment a core member was missing from the list.
+ */
+class QuorumWatch {
+  longestGapMs = 0;
+  samples = 0;
+  readonly problems: string[] = [];
+  private list: ListedMember[] = [];
+  private gapSince?: number;
+  private timer?: NodeJS.Timeout;
+  private busy = false;
+  private lastListAt = 0;
+
+  constructor(private readonly cluster: LocalEtcdCluster) {}
+
+  start(): void {
+    this.timer = setInterval(() => void this.sample(), 300);
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    while (this.busy) await sleep(20);
+    this.close(Date.now());
+  }
+
+  private async sample(): Promise<void> {
+    if (this.busy) return;
+    this.busy = true;
+    try {
+      const now = Date.now();
+      if (now - this.lastListAt > 1000) {
+        const running = this.cluster.members.filter((m) => m.state === 'running').map((m) => m.clientURL);
+        const list = await this.cluster.listMembers(running).catch(() => undefined);
+        if (list !== undefined && list.length > 0) {
+          this.list = list;
+          this.lastListAt = now;
+          const missing = CORE.filter((name) => !list.some((m) => m.peerURLs.includes(this.cluster.member(name).peerURL)));
+          if (missing.length > 0) this.problems.push(`${new Date(now).toISOString()} member list lacks ${missing.join(', ')}`);
+        }
+      }
+      const voters = this.list.filter((m) => !m.isLearner);
+      const health = await Promise.all(
+        voters.map((v) => (v.name === '' ? Promise.resolve(false) : this.cluster.isHealthy(v.name, 400).catch(() => false))),
+      );
+      const healthy = health.filter(Boolean).length;
+      this.samples += 1;
+      if (voters.length > 0 && healthy < Math.floor(voters.length / 2) + 1) this.gapSince ??= now;
+      else this.close(now);
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  private close(now: number): void {
+    if (this.gapSince === undefined) return;
+    this.longestGapMs = Math.max(this.longestGapMs, now - this.gapSince);
+    this.gapSince = undefined;
+  }
+}
+
+describe('fault injection: agent SIGKILLs, a killed leader, a frozen member (real etcd, built agent)', () => {
+  const cluster = withCluster(3);
+  let main = '';
+  let cleanup = (): void => undefined;
+  let agent: ChildAgent | undefined;
+  let spec: MemberSpec;
+  let watch: QuorumWatch;
+  let killedMidCall = 0;
+
+  const startPodAgent = async (): Promise<ChildAgent> => {
+    agent = await ChildAgent.start(main, {
+      ETCD_AGENT_MEMBER_NAME: 'etcd-0',
+      ETCD_AGENT_ENDPOINTS: CORE.map((n) => cluster().member(n).clientURL).join(','),
+      ETCD_AGENT_LOCAL_ENDPOINT: cluster().member('etcd-0').clientURL,
+      ETCD_AGENT_LOG_LEVEL: 'info',
+    });
+    return agent;
+  };
+
+  beforeAll(async () => {
+    const started = Date.now();
+    ({ main, cleanup } = await builtAgentMain());
+    spec = await cluster().reserveMember('etcd-3');
+    await startPodAgent();
+    watch = new QuorumWatch(cluster());
+    watch.start();
+    // etcd 3.4 refuses any member add until the leader has seen every voter for 5 s.
+    await settle(Math.max(0, 5200 - (Date.now() - started)));
+  }, 180_000);
+
+  afterAll(async () => {
+    await watch?.stop();
+    await agent?.kill('SIGKILL');
+    cleanup();
+  });
+
+  /** The member list from the running core members, etcd-3 excluded (it may be leaving). */
+  const members = (): Promise<ListedMember[]> =>
+    cluster().listMembers(cluster().members.filter((m) => CORE.includes(m.name) && m.state === 'running').map((m) => m.clientURL));
+
+  /** Repeats `call` (a fresh agent each time one dies) until `done` accepts an answer; answers the trail of outcomes. */
+  async function converge(path: string, body: object, done: (a: Answer) => boolean, until: number): Promise<string[]> {
+    const trail: string[] = [];
+    for (;;) {
+      if (agent === undefined) await startPodAgent();
+      const outcome = await attempt(post((agent as ChildAgent).url, path, body, 30_000));
+      trail.push(describeOutcome(outcome));
+      if ('answer' in outcome && done(outcome.answer)) return trail;
+      if ('answer' in outcome && outcome.answer.status < 500 && outcome.answer.status !== 409 && outcome.answer.status !== 202) {
+        throw new Error(`${path} answered ${outcome.answer.status}: ${outcome.answer.text.slice(0, 300)}`);
+      }
+      if (Date.now() > until) throw new Error(`${path} did not converge: ${trail.join(' → ')}`);
+      await sleep(400);
+    }
+  }
+
+  /** After each iteration: etcd-0..2 started voters, no duplicate name or peer URL, etcd-3 there exactly when it should be. */
+  async function expectMembership(shouldHaveEtcd3: boolean): Promise<void> {
+    const list = await members();
+    const peerURLs = list.flatMap((m) => m.peerURLs);
+    const names = list.filter((m) => m.started).map((m) => m.name);
+    if (new Set(peerURLs).size !== peerURLs.length) throw new Error(`duplicate peer URL: ${peerURLs.join(', ')}`);
+    if (new Set(names).size !== names.length) throw new Error(`duplicate name: ${names.join(', ')}`);
+    for (const name of CORE) {
+      const m = list.find((x) => x.name === name);
+      if (m === undefined || m.isLearner) throw new Error(`${name} is missing or not a voter: ${JSON.stringify(list)}`);
+    }
+    const fourth = list.filter((m) => m.peerURLs.includes(spec.peerURL) || m.name === 'etcd-3');
+    if (shouldHaveEtcd3 && !(fourth.length === 1 && fourth[0].name === 'etcd-3' && fourth[0].started && !fourth[0].isLearner)) {
+      throw new Error(`etcd-3 should be one started voter: ${JSON.stringify(fourth)}`);
+    }
+    if (!shouldHaveEtcd3 && fourth.length !== 0) throw new Error(`etcd-3 should be gone: ${JSON.stringify(fourth)}`);
+    if (list.length !== (shouldHaveEtcd3 ? 4 : 3)) throw new Error(`expected ${shouldHaveEtcd3 ? 4 : 3} members, found ${list.length}`);
+  }
+
+  /** Puts every process back (continue the frozen, start the killed, an agent running) after a failed iteration. */
+  async function repair(): Promise<void> {
+    for (const m of cluster().members) {
+      if (m.state === 'paused') cluster().resume(m.name);
+      if (m.state === 'stopped' && CORE.includes(m.name)) await cluster().restart(m.name).catch(() => undefined);
+    }
+    if (agent === undefined) await startPodAgent().catch(() => undefined);
+  }
+
+  async function killAgentAt(ms: number): Promise<void> {
+    await sleep(ms);
+    const dying = agent;
+    agent = undefined;
+    await dying?.kill('SIGKILL');
+  }
+
+  async function join(random: () => number): Promise<string> {
+    const body = { name: 'etcd-3', peerURLs: [spec.peerURL], timeoutSeconds: 10 };
+    // Within the usual span of a join's first call (lock, record, MemberAdd: 50-250 ms here).
+    const killAgentAfter = Math.floor(random() * 200);
+    const leader = random() < 0.5 ? (await leaderOf(cluster())).name : undefined;
+    const killLeaderAfter = Math.floor(random() * 200);
+    const until = Date.now() + ITERATION_BOUND_MS;
+
+    const first = attempt(post((agent as ChildAgent).url, JOIN, body, 30_000));
+    await Promise.all([
+      killAgentAt(killAgentAfter),
+      leader === undefined ? Promise.resolve() : sleep(killLeaderAfter).then(() => cluster().kill(leader)),
+    ]);
+    const firstSaid = describeOutcome(await first);
+    if (firstSaid.startsWith('no answer')) killedMidCall += 1;
+    // The killed leader's pod comes back, as Kubernetes would restart it.
+    if (leader !== undefined) await cluster().restart(leader);
+
+    // Same call until etcd-3 is a member; then its etcd starts; then the same call (waiting) until it is a voter.
+    const added = await converge(JOIN, body, (a) => a.status === 200 || a.status === 202, until);
+    if (cluster().members.find((m) => m.name === 'etcd-3')?.state !== 'running') await cluster().addMemberProcess('etcd-3', { wait: false });
+    const voter = await converge(JOIN, { ...body, wait: true }, (a) => a.status === 200, until);
+    await expectMembership(true);
+    return `agent killed at ${killAgentAfter} ms${leader ? `, leader ${leader} killed at ${killLeaderAfter} ms` : ''}; first: ${firstSaid}; then ${[...added, ...voter].join(' → ')}`;
+  }
+
+  async function leave(random: () => number): Promise<string> {
+    const body = { name: 'etcd-3', peerURLs: [spec.peerURL], timeoutSeconds: 10 };
+    // A leave's first call is short (30-100 ms here): kill and freeze inside that span.
+    const killAgentAfter = Math.floor(random() * 80);
+    const frozen = random() < 0.5 ? (random() < 0.5 ? 'etcd-1' : 'etcd-2') : undefined;
+    const freezeAfter = Math.floor(random() * 40);
+    const freezeFor = 500 + Math.floor(random() * 1500);
+    const until = Date.now() + ITERATION_BOUND_MS;
+
+    const first = attempt(post((agent as ChildAgent).url, LEAVE, body, 30_000));
+    const thaw =
+      frozen === undefined
+        ? Promise.resolve()
+        : sleep(freezeAfter).then(async () => {
+            cluster().pause(frozen);
+            await sleep(freezeFor);
+            cluster().resume(frozen);
+          });
+    await killAgentAt(killAgentAfter);
+    const firstSaid = describeOutcome(await first);
+    if (firstSaid.startsWith('no answer')) killedMidCall += 1;
+
+    const trail = await converge(LEAVE, body, (a) => a.status === 200, until);
+    await thaw;
+    // A removed member stops by itself; make sure its process is gone before the next join.
+    await cluster().kill('etcd-3');
+    await expectMembership(false);
+    return `agent killed at ${killAgentAfter} ms${frozen ? `, ${frozen} frozen at ${freezeAfter} ms for ${freezeFor} ms` : ''}; first: ${firstSaid}; then ${trail.join(' → ')}`;
+  }
+
+  it(
+    `when the agent is SIGKILLed at seeded random points of ${ITERATIONS} joins and leaves (seed ${SEED}), with a leader killed mid-join and a member frozen mid-leave, then every call converges and membership stays exact`,
+    async () => {
+      const random = prng(SEED);
+      let passed = 0;
+      let failed = 0;
+      const started = Date.now();
+      for (let i = 1; i <= ITERATIONS; i++) {
+        const present = (await members()).some((m) => m.peerURLs.includes(spec.peerURL));
+        const kind = present ? 'leave' : 'join';
+        const t0 = Date.now();
+        try {
+          const story = kind === 'join' ? await join(random) : await leave(random);
+          passed += 1;
+          process.stdout.write(`fault ${i}/${ITERATIONS} ${kind} ok in ${Date.now() - t0} ms: ${story}\n`);
+        } catch (err) {
+          failed += 1;
+          process.stdout.write(`fault ${i}/${ITERATIONS} ${kind} FAILED after ${Date.now() - t0} ms: ${(err as Error).message}\n`);
+          await repair();
+        }
+      }
+      await watch.stop();
+      process.stdout.write(
+        `fault injection: seed ${SEED}, ${Date.now() - started} ms, agent killed before answering in ${killedMidCall} of ${ITERATIONS}, ` +
+          `${watch.samples} quorum samples, longest gap without quorum ${watch.longestGapMs} ms\n`,
+      );
+      process.stdout.write(`\n${passed} passed, ${failed} failed\n`);
+
+      expect(failed).toBe(0);
+      expect(watch.problems).toEqual([]);
+      expect(watch.longestGapMs).toBeLessThan(QUORUM_GAP_BOUND_MS);
+    },
+    60_000 + ITERATIONS * ITERATION_BOUND_MS,
+  );
+});
