@@ -62,7 +62,11 @@ const MESSAGE_RULES: readonly MessageRule[] = [
   ),
   { text: 'certificate has expired', code: 'unavailable', say: 'a TLS certificate between the agent and etcd has expired' },
   { text: "does not match certificate's altnames", code: 'unavailable', say: 'the TLS certificate of etcd does not name the endpoint host' },
-  { text: 'wrong version number', code: 'unavailable', say: 'the etcd endpoint does not speak TLS (an https endpoint on an http port?)' },
+  {
+    text: 'wrong version number',
+    code: 'unavailable',
+    say: 'the etcd endpoint does not speak TLS (once ETCD_AGENT_ETCD_CA_FILE is set, every endpoint is reached over TLS)',
+  },
 ];
 
 interface ClassRule {
