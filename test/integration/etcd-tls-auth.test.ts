@@ -4,10 +4,12 @@
  * the right credentials, and wrong ones answer `unavailable` naming the cause.
  *
  * etcd 3.4 with auth enabled (checked here by trying, see the "limited user"
- * tests): MemberList, Status and Alarm need no permission at all, KV and
- * leases need the key prefix, and MemberAdd/MemberRemove/MemberPromote need
- * the root role (etcdserver's checkMembershipOperationPermission →
- * IsAdminPermitted). So the agent's etcd user must hold `root`.
+ * tests): MemberList, Status and Alarm need no permission at all (Status is
+ * sent without credentials: a learner refuses Authenticate), MoveLeader needs
+ * none either, KV and leases need the key prefix, and MemberAdd/MemberRemove
+ * (and MemberPromote, by the same etcdserver check,
+ * checkMembershipOperationPermission → IsAdminPermitted) need the root role.
+ * So the agent's etcd user must hold `root`.
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -204,6 +206,14 @@ describe('when etcd has authentication enabled', () => {
     expect(join.json.error.details.etcd).toMatch(/PERMISSION_DENIED/);
     expect(await cluster.listMembers()).toEqual(before);
     expect(await changesSent(agent.metrics)).toMatchObject({ add: 1 }); // sent once, refused by etcd
+
+    // MemberRemove too: a learner added by root stays when the limited user asks to remove it.
+    await cluster.etcdctl([`--user=root:${secrets.root}`, 'member', 'add', 'etcd-4', '--learner', `--peer-urls=${spec.peerURL}`]);
+    const leave = await post(agent, LEAVE, { name: 'etcd-4', peerURLs: [spec.peerURL], timeoutSeconds: 10 });
+    expectUnavailable(leave, /denied permission/i);
+    const stayed = (await cluster.listMembers()).filter((m) => m.peerURLs.includes(spec.peerURL));
+    expect(stayed).toHaveLength(1);
+    await cluster.etcdctl([`--user=root:${secrets.root}`, 'member', 'remove', stayed[0].id]);
   });
 
   it('when the agent user lacks the root role, then a leader transfer still works: etcd 3.4 checks no permission on MoveLeader', async () => {
