@@ -104,7 +104,7 @@ export class MembershipLock {
         try {
           if (lease === undefined || lease.revoked()) {
             lease = raw.lease(this.ttlSeconds, { deadline: deadline.capped(ATTEMPT_MS) });
-            // 'lost' has no other listener: without one the lease is still torn down, which is what we want.
+            // A lost lease is seen by the next txn failing (and by HeldLock once held); nothing to do here.
             lease.on('lost', () => undefined);
           }
           const leaseId = await lease.grant();

@@ -19,7 +19,7 @@ import type { ActionResult, MemberList } from '../proto/types';
 import { matchMember, toConflictError } from './match';
 import { planForMember, promoteUnderLock, readyToPromote, notYet, retryOnVanished, type PromotePlan } from './promote';
 import { checkVoterAdd } from './quorum';
-import { ActionRun, describe, etcdSaid, requestedPeerURLs, requireQuorum } from './run';
+import { ActionRun, describeMember, etcdSaid, requestedPeerURLs, requireQuorum } from './run';
 
 /** Interval of `wait: true` polling. */
 const WAIT_POLL_MS = 200;
@@ -55,7 +55,7 @@ function planJoin(run: ActionRun, list: MemberList, wanted: Wanted): JoinPlan {
   if (wanted.learner && learner !== undefined) {
     throw new AgentError(
       'busy',
-      `etcd allows one learner at a time and ${describe(learner)} is still a learner; call again once it is promoted or removed`,
+      `etcd allows one learner at a time and ${describeMember(learner)} is still a learner; call again once it is promoted or removed`,
       { details: { learner } },
     );
   }

@@ -20,7 +20,7 @@ import type { ActionResult, Member, MemberList } from '../proto/types';
 import { matchMember, MatchWanted, toConflictError } from './match';
 import type { MemberProbe } from './probe';
 import { checkRemoval } from './quorum';
-import { ActionRun, Answer, describe, etcdSaid, requestedPeerURLs } from './run';
+import { ActionRun, Answer, describeMember, etcdSaid, requestedPeerURLs } from './run';
 
 /** Polling interval while waiting for the new leader to take over. */
 const LEADER_POLL_MS = 50;
@@ -80,7 +80,7 @@ async function makeVoterRemovable(run: ActionRun, held: HeldLock, list: MemberLi
   const verdict = checkRemoval({
     voters: probe.voters.length,
     healthyVoters: probe.healthyVoters,
-    target: { name: member.name || describe(member), isVoter: true, healthy: probe.isHealthy(member.id) },
+    target: { name: member.name || describeMember(member), isVoter: true, healthy: probe.isHealthy(member.id) },
   });
   if (!verdict.safe) {
     if (!verdict.forceable || !force) {
@@ -88,7 +88,7 @@ async function makeVoterRemovable(run: ActionRun, held: HeldLock, list: MemberLi
       throw new AgentError('unsafe', `${verdict.message}${hint}`, { details: { ...verdict.details, forceable: verdict.forceable } });
     }
     run.deps.logger.warn('removing a voter without a healthy quorum, as forced', {
-      member: describe(member),
+      member: describeMember(member),
       reason: verdict.message,
       requestId: run.context.requestId,
     });
@@ -96,7 +96,12 @@ async function makeVoterRemovable(run: ActionRun, held: HeldLock, list: MemberLi
 
   const leader = probe.leader;
   const from = probe.of(member.id);
-  if (leader?.member.id !== member.id || from?.status === undefined || from.url === undefined) return;
+  if (leader?.member.id !== member.id) {
+    // A MoveLeader of an earlier attempt whose answer was lost may have worked: count it.
+    if (run.sent.has('move-leader') && leader !== undefined) run.leaderTransferred = true;
+    return;
+  }
+  if (from?.status === undefined || from.url === undefined) return;
   const to = probe.mostUpToDate(member.id);
   // With no healthy voter to take over (only possible when forced) etcd elects one after the removal.
   if (to === undefined) return;
@@ -122,6 +127,6 @@ export async function moveLeadership(run: ActionRun, held: HeldLock, from: Membe
     } catch {
       // not answering this instant: ask again
     }
-    await run.deadline.sleep(LEADER_POLL_MS, `waiting for ${describe(to.member)} to take over leadership`);
+    await run.deadline.sleep(LEADER_POLL_MS, `waiting for ${describeMember(to.member)} to take over leadership`);
   }
 }

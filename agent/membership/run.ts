@@ -61,7 +61,11 @@ export class ActionRun {
     readonly context: CallContext = {},
   ) {}
 
-  /** The member list, read through a quorum. */
+  /**
+   * The member list, asked linearizable. etcd 3.4 ignores that flag and answers from the copy of the
+   * member asked, which may lag a change by moments: hence every change reads again under the lock,
+   * and etcd's "Peer URLs already exists" / "member not found" after a read send us to read again.
+   */
   readMembers(): Promise<MemberList> {
     this.deadline.check('reading the member list');
     return this.deps.cluster.listMembers(this.deadline);
@@ -202,7 +206,7 @@ export function etcdSaid(err: unknown, test: (e: unknown) => boolean): boolean {
 }
 
 /** How a member is described in messages: its name, else its peer URLs, with its id. */
-export function describe(member: Member): string {
+export function describeMember(member: Member): string {
   const label = member.name !== '' ? member.name : member.peerURLs.join(',');
   return `${label} (${member.id})`;
 }

@@ -9,7 +9,7 @@ import type { TransferRequest } from '../proto/requests';
 import type { ActionResult, MemberList } from '../proto/types';
 import type { ClusterProbe, MemberProbe } from './probe';
 import { moveLeadership } from './leave';
-import { ActionRun, describe, requireQuorum } from './run';
+import { ActionRun, describeMember, requireQuorum } from './run';
 
 type TransferPlan =
   | { kind: 'answer'; outcome: 'already-leader' | 'not-leader' | 'transferred'; leader: MemberProbe }
@@ -19,6 +19,8 @@ function plan(run: ActionRun, req: TransferRequest, list: MemberList, probe: Clu
   requireQuorum(probe);
   const leader = probe.leader;
   if (leader === undefined) throw new AgentError('unavailable', 'no member reports a leader');
+  // After a MoveLeader of this call (even one whose answer was lost), "nothing to do" means it worked.
+  if (run.sent.has('move-leader')) run.leaderTransferred = true;
   const done = run.leaderTransferred ? 'transferred' : undefined;
 
   if (req.to !== undefined) {
@@ -28,7 +30,7 @@ function plan(run: ActionRun, req: TransferRequest, list: MemberList, probe: Clu
     if (leader.member.id === to.id) return { kind: 'answer', outcome: done ?? 'already-leader', leader };
     const target = probe.of(to.id);
     if (target?.status === undefined) {
-      throw new AgentError('unsafe', `${describe(to)} did not answer a status call; leadership stays with ${describe(leader.member)}`);
+      throw new AgentError('unsafe', `${describeMember(to)} did not answer a status call; leadership stays with ${describeMember(leader.member)}`);
     }
     return { kind: 'move', from: leader, to: target };
   }
@@ -37,7 +39,7 @@ function plan(run: ActionRun, req: TransferRequest, list: MemberList, probe: Clu
   if (self === undefined || leader.member.id !== self.id) return { kind: 'answer', outcome: done ?? 'not-leader', leader };
   const to = probe.mostUpToDate(self.id);
   if (to === undefined) {
-    throw new AgentError('unsafe', `no other healthy voter can take over leadership from ${describe(self)}`);
+    throw new AgentError('unsafe', `no other healthy voter can take over leadership from ${describeMember(self)}`);
   }
   return { kind: 'move', from: leader, to };
 }

@@ -111,7 +111,8 @@ describe('concurrent membership changes', () => {
         expect(m).toMatchObject({ isLearner: false, started: true });
       }, 20_000);
       expect((await changesSent(podAgent.metrics)).promote).toBeGreaterThanOrEqual(1);
-      expect(await actionsAnswered(podAgent.metrics)).toMatchObject({ 'memberPromote promoted': 1 });
+      // Counted once the pass has answered, which is after it released the lock: moments after etcd shows the voter.
+      await eventually(async () => expect(await actionsAnswered(podAgent.metrics)).toMatchObject({ 'memberPromote promoted': 1 }), 5000);
       expect((await changesSent(agent0.metrics)).promote).toBe(0);
       const promote = await post(agent0, PROMOTE, { name: 'etcd-3' });
       expect(promote.json).toMatchObject({ outcome: 'already-member', phase: 'voter' });

@@ -82,7 +82,7 @@ describe('leaving and moving leadership', () => {
 
     cluster().pause(paused.name);
     try {
-      const refused = await post(agent, LEAVE, { name: target.name });
+      const refused = await post(agent, LEAVE, { name: target.name, timeoutSeconds: 20 });
 
       expect(refused.status).toBe(409);
       expect(refused.json.error).toMatchObject({
@@ -94,7 +94,7 @@ describe('leaving and moving leadership', () => {
       expect(await changesSent(agent.metrics)).toEqual(before);
       expect((await cluster().listMembers([leader.clientURL])).map((m) => m.id).sort()).toEqual(live.map((m) => m.id).sort());
 
-      const forced = await post(agent, LEAVE, { name: target.name, force: true });
+      const forced = await post(agent, LEAVE, { name: target.name, force: true, timeoutSeconds: 20 });
 
       expect(forced.status).toBe(200);
       expect(forced.json).toMatchObject({ outcome: 'removed', member: { id: target.id } });
@@ -106,7 +106,7 @@ describe('leaving and moving leadership', () => {
     await cluster().waitHealthy(paused.name);
     const after = await cluster().listMembers([leader.clientURL]);
     expect(after.map((m) => m.id).sort()).toEqual([leader.id, paused.id].sort());
-  });
+  }, 90_000);
 
   it('when the last voter is asked to leave, then 409 unsafe even with force', async () => {
     const two = await cluster().listMembers();
