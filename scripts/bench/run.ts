@@ -1,0 +1,145 @@
+/**
+ * `npm run bench`: starts a real local etcd cluster, runs every measurement
+ * against its baseline on that same cluster, and prints one table (also
+ * written to bench-results.json). Ratios within one run and medians, never a
+ * single absolute time: these machines are noisy.
+ *
+ *   BENCH_QUICK=1        short version for development (fewer rounds, shorter loads)
+ *   BENCH_ONLY=a,b       only these sections: startup, join, scale, health, detection, soak
+ *   BENCH_KEEP=1         keep the scratch directory (agent logs, CPU profiles)
+ *   BENCH_OUT=file       where the JSON goes (default ./bench-results.json)
+ */
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { findEtcd, LocalEtcdCluster } from '../local-cluster';
+import { AgentProcess, MAIN_JS } from './agent-process';
+import type { BenchContext, ClusterUnderTest } from './context';
+import { measureDetection } from './detection';
+import { measureHealth } from './health';
+import { measureIdempotentJoin } from './join-idempotent';
+import { machine, renderReport, Results, writeJson } from './report';
+import { measureScale } from './scale';
+import { measureSoak } from './soak';
+import { measureStartup } from './startup';
+import { round } from './stats';
+
+const SECTIONS = ['startup', 'join', 'scale', 'health', 'detection', 'soak'] as const;
+type Section = (typeof SECTIONS)[number];
+
+async function main(): Promise<void> {
+  const began = performance.now();
+  const quick = /^(1|true|yes)$/i.test(process.env.BENCH_QUICK ?? '');
+  const only = new Set((process.env.BENCH_ONLY ?? SECTIONS.join(',')).split(',').map((s) => s.trim()));
+  const unknown = [...only].filter((s) => !SECTIONS.includes(s as Section));
+  if (unknown.length > 0) throw new Error(`BENCH_ONLY: unknown section ${unknown.join(', ')} (known: ${SECTIONS.join(', ')})`);
+  const wanted = (s: Section): boolean => only.has(s);
+  if (!fs.existsSync(MAIN_JS)) throw new Error(`${MAIN_JS} is missing: run npm run build`);
+
+  const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'etcd-agent-bench-'));
+  const etcdVersion = execFileSync(findEtcd(), ['--version'], { encoding: 'utf8' }).split('\n')[0].replace(/^etcd Version:\s*/, '');
+  const results: Results = {
+    date: new Date().toISOString(),
+    machine: machine(etcdVersion),
+    quick,
+    settings: {
+      agentLogLevel: 'warn (health load repeated at info)',
+      healthMaxAgeMs: 1000,
+      statusTimeoutMs: 500,
+      etcd: 'local cluster on 127.0.0.1, --heartbeat-interval=50 --election-timeout=500',
+    },
+    rows: [],
+    notes: [],
+  };
+  const ctx: BenchContext = {
+    quick,
+    workDir,
+    rows: results.rows,
+    notes: results.notes,
+    log: (message) => process.stderr.write(`[bench ${round((performance.now() - began) / 1000, 1)}s] ${message}\n`),
+  };
+  ctx.log(`scratch directory ${workDir}${quick ? ' (BENCH_QUICK)' : ''}`);
+
+  let idleRss: { idleRssMiB: number; bareRssMiB: number } | undefined;
+  let loadRss: { peakRssMiB: number } | undefined;
+  try {
+    if (['startup', 'join', 'scale', 'health', 'detection'].some((s) => wanted(s as Section))) {
+      const cluster = await LocalEtcdCluster.start({ size: 3 });
+      let agent: AgentProcess | undefined;
+      try {
+        const endpoints = cluster.clientURLs();
+        ctx.log(`3-member cluster up: ${endpoints.join(', ')}`);
+        if (wanted('startup')) idleRss = await measureStartup(ctx, { cluster, endpoints, agent: undefined as never });
+        agent = await AgentProcess.start({
+          endpoints,
+          localEndpoint: endpoints[0],
+          memberName: cluster.members[0].name,
+          workDir,
+          label: 'sidecar-etcd-0',
+        });
+        const cut: ClusterUnderTest = { cluster, agent, endpoints };
+        if (wanted('join')) await measureIdempotentJoin(ctx, cut);
+        if (wanted('scale')) await measureScale(ctx, cut);
+        if (wanted('health')) loadRss = await measureHealth(ctx, cut);
+        if (wanted('detection')) await measureDetection(ctx, cut);
+      } finally {
+        await agent?.stop();
+        await cluster.destroy();
+      }
+    }
+    memoryRows(results, idleRss, loadRss);
+    if (wanted('soak')) await measureSoak(ctx);
+  } finally {
+    if (!process.env.BENCH_KEEP) fs.rmSync(workDir, { recursive: true, force: true });
+    else ctx.log(`kept ${workDir}`);
+  }
+
+  for (const row of results.rows.filter((r) => r.pass === false)) {
+    results.notes.unshift(`MISSED: ${row.figure} = ${round(row.value)} ${row.unit} (target ${row.target}).`);
+  }
+  results.notes.unshift(
+    'Agents under test ran as separate processes (node dist/agent/main.js serve) at ETCD_AGENT_LOG_LEVEL=warn; the load generator (autocannon) ran in the bench process.',
+  );
+  results.durationSeconds = (performance.now() - began) / 1000;
+  const out = process.env.BENCH_OUT ?? path.join(process.cwd(), 'bench-results.json');
+  writeJson(out, results);
+  process.stdout.write(`${renderReport(results)}\n\nJSON: ${out}\n`);
+}
+
+function memoryRows(results: Results, idle?: { idleRssMiB: number; bareRssMiB: number }, load?: { peakRssMiB: number }): void {
+  const section = 'start-up and memory';
+  if (idle !== undefined) {
+    results.rows.push({
+      section,
+      figure: 'resident memory, idle (after one /v1/health, 2 s settle)',
+      value: idle.idleRssMiB,
+      unit: 'MiB',
+      baseline: { name: 'bare Node HTTP server', value: idle.bareRssMiB, unit: 'MiB' },
+      ratio: { value: idle.idleRssMiB / idle.bareRssMiB, of: 'agent ÷ bare' },
+      target: '≤ 70 MiB',
+      pass: idle.idleRssMiB <= 70,
+    });
+  }
+  if (load !== undefined) {
+    results.rows.push({
+      section,
+      figure: 'resident memory, peak under the /v1/health load',
+      value: load.peakRssMiB,
+      unit: 'MiB',
+      ...(idle === undefined
+        ? {}
+        : { baseline: { name: 'agent idle', value: idle.idleRssMiB, unit: 'MiB' }, ratio: { value: load.peakRssMiB / idle.idleRssMiB, of: 'load ÷ idle' } }),
+      target: '≤ 100 MiB',
+      pass: load.peakRssMiB <= 100,
+    });
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    process.stderr.write(`bench failed: ${err instanceof Error ? err.stack : String(err)}\n`);
+    process.exit(1);
+  },
+);

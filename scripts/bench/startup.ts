@@ -1,0 +1,123 @@
+/**
+ * Start-up: from spawning `node dist/agent/main.js serve` to its first
+ * `/readyz` 200, and resident memory once idle — beside the floor, a bare Node
+ * HTTP server answering the same route, started and measured the same way.
+ */
+import { ChildProcess, spawn } from 'node:child_process';
+import { freePort } from '../ports';
+import { AgentOptions, AgentProcess, procRssMiB, track, withParentDeathSignal } from './agent-process';
+import type { BenchContext, ClusterUnderTest } from './context';
+import { pick } from './context';
+import { probeOnce } from './http';
+import { describeProfile, summarizeProfile } from './profile';
+import { median, round, sleep, summarize } from './stats';
+
+const BARE_SERVER = `require('node:http').createServer((q, s) => { s.setHeader('content-type', 'application/json'); s.end('{"status":"ok"}'); }).listen(Number(process.env.PORT), '127.0.0.1');`;
+
+/** Start-up figures the memory rows need. */
+export interface StartupFigures {
+  idleRssMiB: number;
+  bareRssMiB: number;
+}
+
+/** Measures start-up time and idle memory of the agent against a bare Node server. */
+export async function measureStartup(ctx: BenchContext, cut: ClusterUnderTest): Promise<StartupFigures> {
+  const runs = pick(ctx, 8, 3);
+  const rssRuns = pick(ctx, 3, 1);
+  const agentMs: number[] = [];
+  const bareMs: number[] = [];
+  const agentRss: number[] = [];
+  const bareRss: number[] = [];
+  const opts = (label: string, cpuProfile = false) => ({
+    endpoints: cut.endpoints,
+    localEndpoint: cut.endpoints[0],
+    memberName: cut.cluster.members[0].name,
+    workDir: ctx.workDir,
+    label,
+    cpuProfile,
+  });
+  for (let i = 0; i < runs; i++) {
+    const agent = await AgentProcess.start(opts(`startup-${i}`));
+    agentMs.push(agent.startupMs);
+    if (i < rssRuns) {
+      // Idle, but after one real call: its etcd connections are part of what it holds.
+      await agent.http.get('/v1/health');
+      await sleep(2000);
+      agentRss.push(agent.rssMiB());
+    }
+    await agent.stop();
+    const bare = await startBare();
+    bareMs.push(bare.ms);
+    if (i < rssRuns) {
+      await sleep(2000);
+      bareRss.push(procRssMiB(bare.child.pid ?? 0));
+    }
+    bare.child.kill('SIGKILL');
+  }
+  ctx.log(`startup: agent ${round(median(agentMs))} ms, bare node ${round(median(bareMs))} ms, idle RSS ${round(median(agentRss))} MiB`);
+
+  const startup = median(agentMs);
+  ctx.rows.push({
+    section: 'start-up and memory',
+    figure: `process start → /readyz 200, p50 (n=${runs})`,
+    value: startup,
+    unit: 'ms',
+    baseline: { name: 'bare Node HTTP server, same way', value: median(bareMs), unit: 'ms' },
+    ratio: { value: startup / median(bareMs), of: 'agent ÷ bare' },
+    target: '≤ 300 ms',
+    pass: startup <= 300,
+    detail: { agent: summarize(agentMs), bare: summarize(bareMs) },
+  });
+  if (startup > 300) {
+    const agent = await AgentProcess.start(opts('startup-profile', true));
+    await agent.stop();
+    const summary = summarizeProfile(agent.cpuProfileFile, 10);
+    ctx.notes.push(
+      `start-up missed by ${Math.round(startup - 300)} ms (${Math.round(startup)} ms vs ≤ 300 ms; a bare Node server takes ${Math.round(median(bareMs))} ms here). ` +
+        `CPU profile of one start (start → /readyz → SIGTERM): ${describeProfile(summary, 8)}`,
+    );
+  }
+  const idleRssMiB = median(agentRss);
+  if (idleRssMiB > 70) ctx.notes.push(await explainIdleMemory(opts('memory-probe'), idleRssMiB, median(bareRss)));
+  return { idleRssMiB, bareRssMiB: median(bareRss) };
+}
+
+/** Where an idle agent's resident memory sits: V8 heap by space (after a full GC), external buffers, the rest. */
+async function explainIdleMemory(opts: AgentOptions, idleRssMiB: number, bareRssMiB: number): Promise<string> {
+  const agent = await AgentProcess.start({ ...opts, handleProbe: true });
+  try {
+    await agent.http.get('/v1/health');
+    await sleep(2000);
+    const rssBefore = agent.rssMiB();
+    const inside = await agent.handles(); // runs a full GC first
+    const rssAfter = agent.rssMiB();
+    const mib = (b: number): number => round(b / 2 ** 20, 1);
+    const spaces = Object.entries(inside.heapSpaces)
+      .filter(([, space]) => space.committed > 512 * 1024)
+      .sort((a, b) => b[1].committed - a[1].committed)
+      .map(([name, space]) => `${name} ${mib(space.used)} used/${mib(space.committed)} committed`)
+      .join(', ');
+    return (
+      `idle memory missed by ${round(idleRssMiB - 70, 1)} MiB (${round(idleRssMiB, 1)} MiB vs ≤ 70 MiB; a bare Node HTTP server holds ${round(bareRssMiB, 1)} MiB). ` +
+      `Memory profile of an idle agent (process.memoryUsage and v8 heap spaces from inside, after a forced full GC): RSS ${round(rssBefore, 1)} MiB before the GC, ` +
+      `${round(rssAfter, 1)} MiB after; V8 heap used ${mib(inside.memory.heapUsed)} MiB of ${mib(inside.memory.heapTotal)} MiB reserved (by space, MiB: ${spaces}); ` +
+      `external ${mib(inside.memory.external)} MiB (array buffers ${mib(inside.memory.arrayBuffers)} MiB); ` +
+      `the rest (${round(rssAfter - mib(inside.memory.heapTotal) - mib(inside.memory.external), 1)} MiB) is Node/V8 itself, code and libc, of which the bare server already holds most.`
+    );
+  } finally {
+    await agent.stop();
+  }
+}
+
+async function startBare(): Promise<{ child: ChildProcess; ms: number }> {
+  const port = await freePort();
+  const [cmd, argv] = withParentDeathSignal([process.execPath, '-e', BARE_SERVER]);
+  const started = performance.now();
+  const child = spawn(cmd, argv, { env: { ...process.env, PORT: String(port) }, stdio: 'ignore' });
+  track(child);
+  for (;;) {
+    if ((await probeOnce(`http://127.0.0.1:${port}/readyz`, 500)) === 200) return { child, ms: performance.now() - started };
+    if (performance.now() - started > 20_000) throw new Error('bare node server did not start');
+    await sleep(2);
+  }
+}
