@@ -53,6 +53,8 @@ export class ActionRun {
   readonly sent = new Set<ChangeKind>();
   /** Set once this execution has moved leadership. */
   leaderTransferred = false;
+  /** The last step begun, named in a `timeout` answer's details. */
+  step = 'starting';
 
   constructor(
     readonly deps: MembershipDeps,
@@ -67,19 +69,20 @@ export class ActionRun {
    * and etcd's "Peer URLs already exists" / "member not found" after a read send us to read again.
    */
   readMembers(): Promise<MemberList> {
-    this.deadline.check('reading the member list');
+    this.begin('reading the member list');
     return this.deps.cluster.listMembers(this.deadline);
   }
 
   /** Status of every member in `members`, in parallel, each within the configured status timeout. */
   probe(members: Member[]): Promise<ClusterProbe> {
-    this.deadline.check('asking the members for their status');
+    this.begin('asking the members for their status');
     const timeout = Math.min(this.deps.config.statusTimeoutMs, Math.max(1, this.deadline.remainingMs()));
     return probeMembers(this.deps.cluster, members, timeout);
   }
 
   /** Takes the membership lock (recording `intent`), runs `fn`, and releases the lock whatever happens. */
   async underLock<T>(intent: OperationIntent, fn: (held: HeldLock) => Promise<T>): Promise<T> {
+    this.begin('waiting for the membership lock');
     const held = await this.deps.lock.acquire(intent, this.deadline);
     try {
       return await fn(held);
@@ -110,12 +113,19 @@ export class ActionRun {
     });
   }
 
+  /** Records `step` as begun; throws `timeout` naming it when the deadline has already passed. */
+  begin(step: string): void {
+    this.step = step;
+    this.deadline.check(step);
+  }
+
   /**
    * Sends one membership RPC under `held`: records the step first (so `GET /v1/operations` shows
    * what is being done), then logs one line with the result. `member` is what the line names.
    */
   async send<T>(held: HeldLock, kind: ChangeKind, member: LoggedMember, rpc: () => Promise<T>): Promise<T> {
     held.assertHeld();
+    this.begin(`sending ${kind}`);
     await held.setStep(`sending ${kind}`, this.deadline);
     this.sent.add(kind);
     try {

@@ -4,7 +4,7 @@
  * its execution with identical calls in flight, and is counted and timed.
  */
 import type { Config } from '../config';
-import { Deadline } from '../deadline';
+import { Deadline, timeoutError } from '../deadline';
 import type { EtcdCluster } from '../etcd/cluster-client';
 import { toAgentError } from '../etcd/errors';
 import { MembershipLock } from '../etcd/lock';
@@ -128,16 +128,18 @@ export class MembershipService {
       metrics.actionsTotal.inc({ action, outcome });
       metrics.actionDuration.observe({ action }, (performance.now() - started) / 1000);
     };
+    const run = new ActionRun(this.deps, action, this.deadline(timeoutSeconds), context);
     try {
-      const result = await this.flights.do(requestKey(action, request), () =>
-        body(new ActionRun(this.deps, action, this.deadline(timeoutSeconds), context)),
-      );
+      const result = await this.flights.do(requestKey(action, request), () => body(run));
       observe(result.outcome);
       return result;
     } catch (err) {
-      // Rethrown as is: the error middleware maps it again and logs an internal one with its own stack.
-      observe(toAgentError(err).code);
-      throw err;
+      // An etcd call cut short by the call's own deadline is the contract's `timeout` (504, with
+      // the step reached), not etcd being unavailable.
+      const error = toAgentError(err).code === 'unavailable' && run.deadline.expired() ? timeoutError(run.step) : err;
+      // Rethrown as is otherwise: the error middleware maps it again and logs an internal one with its own stack.
+      observe(toAgentError(error).code);
+      throw error;
     }
   }
 }
