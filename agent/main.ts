@@ -34,6 +34,16 @@ async function serve(argv: string[]): Promise<number> {
     return 2;
   }
   const { config } = loaded;
+  // Signals are taken from the start: a SIGTERM while the agent is still starting
+  // (Kubernetes may send one at any time) stops it cleanly once it is up.
+  // `on`, not `once`: a second signal during shutdown must meet the guard below,
+  // not Node's default action (death by signal instead of exit 0).
+  let signalled: string | undefined;
+  let onSignal = (signal: string): void => {
+    signalled ??= signal;
+  };
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  process.on('SIGINT', () => onSignal('SIGINT'));
   // Loaded here, not at the top: a client command (run by kbagent every few seconds) then starts
   // without loading express, etcd3 and gRPC, in a third of the time.
   const [{ startAgent }, { createLogger }] = await Promise.all([import('./agent'), import('./observability/logger')]);
@@ -53,10 +63,7 @@ async function serve(argv: string[]): Promise<number> {
           resolve(1);
         });
     };
-    // `on`, not `once`: a second signal during shutdown must meet the guard above, not Node's
-    // default action (death by signal instead of exit 0).
-    process.on('SIGTERM', () => stop('SIGTERM'));
-    process.on('SIGINT', () => stop('SIGINT'));
+    onSignal = stop;
     // Announced only once a signal stops it cleanly: whoever waits for this line may stop it at once.
     logger.info('listening', {
       url: agent.listening.url,
@@ -64,6 +71,7 @@ async function serve(argv: string[]): Promise<number> {
       member: config.memberName,
       endpoints: config.endpoints,
     });
+    if (signalled !== undefined) stop(signalled);
   });
 }
 

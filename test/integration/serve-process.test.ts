@@ -121,7 +121,7 @@ async function serve(argv: string[]): Promise<Serving> {
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once('exit', (code, signal) => resolve({ code, signal })),
   );
-  const waitFor = (message: string, timeoutMs = 5000): Promise<Record<string, unknown>> =>
+  const waitFor = (message: string, timeoutMs = 15000): Promise<Record<string, unknown>> =>
     new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`no "${message}" line within ${timeoutMs} ms; stdout: ${JSON.stringify(lines)} stderr: ${stderr}`)), timeoutMs);
       const check = (): void => {
