@@ -9,7 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import pRetry from 'p-retry';
-import type { Lease } from 'etcd3';
+import type { Etcd3, Lease } from 'etcd3';
 import { Deadline, delay } from '../deadline';
 import { AgentError } from '../proto/errors';
 import type { ActionName, OperationRecord } from '../proto/types';
@@ -118,7 +118,7 @@ export class MembershipLock {
             .options({ deadline: deadline.capped(ATTEMPT_MS) })
             .commit();
           if (result.succeeded) {
-            const held = new HeldLock(this, lease, record, this.recordKey(record.id));
+            const held = new HeldLock(this, raw, lease, leaseId, record, this.recordKey(record.id));
             this.held.add(held);
             return held;
           }
@@ -128,7 +128,7 @@ export class MembershipLock {
             lastHolder = holder;
             if (holder?.operationId === record.id) {
               // Our own put went through but its answer was lost: the lock is ours.
-              const held = new HeldLock(this, lease, record, this.recordKey(record.id));
+              const held = new HeldLock(this, raw, lease, leaseId, record, this.recordKey(record.id));
               this.held.add(held);
               return held;
             }
@@ -225,7 +225,9 @@ export class HeldLock {
 
   constructor(
     private readonly owner: MembershipLock,
+    private readonly raw: Etcd3,
     private readonly lease: Lease,
+    private readonly leaseId: string,
     readonly record: OperationRecord,
     private readonly key: string,
   ) {
@@ -249,7 +251,8 @@ export class HeldLock {
     this.record.step = step;
     try {
       await pRetry(
-        () => this.lease.put(this.key).value(JSON.stringify(this.record)).options({ deadline: deadline.capped(ATTEMPT_MS) }).exec(),
+        // Through the client, not `lease.put`: etcd3's lease wrapper drops the call options, deadline included.
+        () => this.raw.put(this.key).value(JSON.stringify(this.record)).lease(this.leaseId).options({ deadline: deadline.capped(ATTEMPT_MS) }).exec(),
         retryTransient(deadline),
       );
     } catch (err) {
