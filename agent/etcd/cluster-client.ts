@@ -75,6 +75,8 @@ export class EtcdCluster {
   private readonly barrierKey: Buffer;
   /** Client URLs of the voters in the last member list: more doors to the same cluster. */
   private reported: string[] = [];
+  /** Client URL of each started member by hex id, from the last member list (to find the leader's endpoint). */
+  private clientURLById = new Map<string, string>();
   /** The endpoint that answered last; asked first next time, and sent membership changes. */
   private preferred?: string;
   private closed = false;
@@ -127,6 +129,7 @@ export class EtcdCluster {
           members: res.members.map(toMember),
         };
         this.reported = list.members.filter((m) => m.started && !m.isLearner).flatMap((m) => m.clientURLs);
+        this.clientURLById = new Map(list.members.filter((m) => m.clientURLs.length > 0).map((m) => [m.id, m.clientURLs[0]]));
         return list;
       }),
     );
@@ -166,9 +169,15 @@ export class EtcdCluster {
     await this.once(deadline, 'remove', (at) => this.changeClient().cluster.memberRemove({ ID: wireId(id) }, { deadline: at }));
   }
 
-  /** MemberPromote by hex id (etcd refuses until the learner is in sync). */
+  /**
+   * MemberPromote by hex id (etcd refuses until the learner is in sync). With etcd authentication
+   * it goes to the leader's own endpoint: a follower forwards a promote to the leader without the
+   * caller's credentials, the leader refuses it ("auth: user name is empty") and the follower retries
+   * until the call's deadline (etcd-io/etcd#20757, not fixed in 3.4).
+   */
   async promoteMember(id: string, deadline: Deadline): Promise<void> {
-    await this.once(deadline, 'promote', (at) => this.changeClient().cluster.memberPromote({ ID: wireId(id) }, { deadline: at }));
+    const client = this.options.username === undefined ? this.changeClient() : await this.leaderClient(deadline);
+    await this.once(deadline, 'promote', (at) => client.cluster.memberPromote({ ID: wireId(id) }, { deadline: at }));
   }
 
   /** MoveLeader, sent to the current leader's own endpoint as etcd requires. */
@@ -224,6 +233,19 @@ export class EtcdCluster {
     for (const client of [...this.perEndpoint.values(), ...this.anonymous.values()]) client.close();
     this.perEndpoint.clear();
     this.anonymous.clear();
+  }
+
+  /** A client of the leader's own endpoint, as the endpoint that answered last reports it; else the usual one. */
+  private async leaderClient(deadline: Deadline): Promise<Etcd3> {
+    const asked = this.preferred ?? this.options.endpoints[0];
+    try {
+      const status = await this.endpointClient(asked, false).maintenance.status({ deadline: deadline.capped(1000) });
+      const url = this.clientURLById.get(hexId(status.leader));
+      return url === undefined ? this.changeClient() : this.endpointClient(url);
+    } catch {
+      // The promote itself will say what is wrong with etcd, through the usual client.
+      return this.changeClient();
+    }
   }
 
   /**
