@@ -169,14 +169,35 @@ export class AgentProcess {
 
   /** Live handles and heap after a GC, from inside the process (needs `handleProbe`). */
   async handles(): Promise<HandleSnapshot> {
-    const file = path.join(this.opts.workDir, `${this.opts.label}.handles.json`);
+    return JSON.parse(await this.probe('snapshot')) as HandleSnapshot;
+  }
+
+  /** Starts the in-process CPU profiler (needs `handleProbe`). */
+  async startProfile(): Promise<void> {
+    await this.probe('profile-start');
+  }
+
+  /** Stops the in-process CPU profiler; resolves the .cpuprofile file (needs `handleProbe`). */
+  async stopProfile(): Promise<string> {
+    await this.probe('profile-stop');
+    return `${this.probeFile}.cpuprofile`;
+  }
+
+  private get probeFile(): string {
+    return path.join(this.opts.workDir, `${this.opts.label}.handles.json`);
+  }
+
+  /** Sends one command to the preloaded probe (handle-probe.ts) and resolves its answer. */
+  private async probe(command: string): Promise<string> {
+    const file = this.probeFile;
     fs.rmSync(file, { force: true });
+    fs.writeFileSync(`${file}.cmd`, command);
     this.child.kill('SIGUSR2');
-    for (let i = 0; i < 500; i++) {
-      if (fs.existsSync(file)) return JSON.parse(fs.readFileSync(file, 'utf8')) as HandleSnapshot;
+    for (let i = 0; i < 1000; i++) {
+      if (fs.existsSync(file)) return fs.readFileSync(file, 'utf8');
       await sleep(10);
     }
-    throw new Error(`agent ${this.opts.label} wrote no handle snapshot`);
+    throw new Error(`agent ${this.opts.label} did not answer the probe command ${command}`);
   }
 
   /** The agent's log so far (last `lines`). */

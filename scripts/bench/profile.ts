@@ -41,6 +41,8 @@ export interface ProfileSummary {
   inclusive: Share[];
   /** Hottest functions by self time. */
   functions: Share[];
+  /** The agent's layers and main libraries, inclusive, whatever their rank. */
+  focus: Share[];
 }
 
 /** Package or runtime part a frame belongs to. */
@@ -119,6 +121,14 @@ export function diffProfiles(work: ProfileTotals, base: ProfileTotals, calls: nu
   };
 }
 
+/** `totals` divided by `calls`: the profile of one call. */
+export function perCallProfile(totals: ProfileTotals, calls: number): ProfileTotals {
+  return diffProfiles(totals, { busyUs: 0, idleUs: 0, self: new Map(), inclusive: new Map(), functions: new Map() }, calls);
+}
+
+/** Parts every note names, whatever their rank: the agent's own layers and the libraries it builds on. */
+const FOCUS = ['agent/server', 'agent/membership', 'agent/health', 'agent/etcd', 'agent/observability', 'express', 'router', 'winston', 'logform', 'prom-client', 'zod', 'etcd3', '@grpc/grpc-js', 'GC'];
+
 /** The top `top` entries of each list, shares of busy time. */
 export function summarizeTotals(totals: ProfileTotals, top = 8): ProfileSummary {
   const list = (m: Map<string, number>): Share[] =>
@@ -126,12 +136,18 @@ export function summarizeTotals(totals: ProfileTotals, top = 8): ProfileSummary 
       .sort((a, b) => b[1] - a[1])
       .slice(0, top)
       .map(([name, us]) => ({ name, ms: Math.round(us / 10) / 100, pct: totals.busyUs === 0 ? 0 : Math.round((1000 * us) / totals.busyUs) / 10 }));
+  const share = (name: string, us: number): Share => ({
+    name,
+    ms: Math.round(us / 10) / 100,
+    pct: totals.busyUs === 0 ? 0 : Math.round((1000 * us) / totals.busyUs) / 10,
+  });
   return {
     busyMs: Math.round(totals.busyUs / 10) / 100,
     idleMs: Math.round(totals.idleUs / 10) / 100,
     self: list(totals.self),
     inclusive: list(totals.inclusive),
     functions: list(totals.functions),
+    focus: FOCUS.map((name) => share(name, (name === 'GC' ? totals.self : totals.inclusive).get(name) ?? 0)).filter((s) => s.pct >= 0.5),
   };
 }
 
@@ -147,7 +163,8 @@ export function describeProfile(summary: ProfileSummary, entries = 6): string {
       .slice(0, entries)
       .map((s) => `${s.name} ${s.pct}%`)
       .join(', ');
-  return `busy ${summary.busyMs} ms; self time: ${show(summary.self)}; under (inclusive): ${show(summary.inclusive)}; hottest functions: ${show(summary.functions.slice(0, 4))}`;
+  const focus = summary.focus.map((s) => `${s.name} ${s.pct}%`).join(', ');
+  return `busy ${summary.busyMs} ms; self time: ${show(summary.self)}; under (inclusive): ${show(summary.inclusive)}; by layer (inclusive): ${focus}; hottest functions: ${show(summary.functions.slice(0, 4))}`;
 }
 
 function shortUrl(url: string): string {

@@ -1,29 +1,40 @@
 /**
- * Profiles for missed targets: the same work on a fresh agent run under
- * --cpu-prof, minus a profile of an agent that only started and stopped, per
- * call; and the agent's CPU time per call from /proc/<pid>/stat.
+ * Profiles for missed targets: the same work on a fresh agent, warmed up,
+ * with the V8 CPU profiler running only around the measured calls (started
+ * and stopped from inside by the preloaded probe, handle-probe.ts), and the
+ * agent's CPU time per call from /proc/<pid>/stat. The profiler samples on a
+ * wall-clock tick, so its milliseconds include time the agent waited for a CPU
+ * on a busy machine: read its shares, and take CPU per call from /proc.
  */
 import { AgentOptions, AgentProcess } from './agent-process';
-import { describeProfile, diffProfiles, readProfile, summarizeTotals } from './profile';
+import { describeProfile, perCallProfile, readProfile, summarizeTotals } from './profile';
 import { round } from './stats';
 
-/** Runs `work` (resolving how many calls it made) on a profiled agent; describes where one call's CPU went. */
-export async function profileCalls(opts: AgentOptions, work: (agent: AgentProcess) => Promise<number>): Promise<string> {
-  const idle = await AgentProcess.start({ ...opts, label: `${opts.label}-base`, cpuProfile: true });
-  await idle.stop();
-  const agent = await AgentProcess.start({ ...opts, cpuProfile: true });
+/** Warm-up and measured work against an agent; each resolves how many calls it made. */
+export interface ProfiledWork {
+  warm: (agent: AgentProcess) => Promise<number>;
+  measure: (agent: AgentProcess) => Promise<number>;
+}
+
+/** Runs `work` on a profiled agent; describes where one warm call's CPU went. */
+export async function profileCalls(opts: AgentOptions, work: ProfiledWork): Promise<string> {
+  const agent = await AgentProcess.start({ ...opts, handleProbe: true });
   let calls: number;
   let cpu: number;
+  let profile: string;
   try {
+    await work.warm(agent);
+    await agent.startProfile();
     const before = agent.cpuSeconds();
-    calls = await work(agent);
+    calls = await work.measure(agent);
     cpu = agent.cpuSeconds() - before;
+    profile = await agent.stopProfile();
   } finally {
     await agent.stop();
   }
-  const perCall = summarizeTotals(diffProfiles(readProfile(agent.cpuProfileFile), readProfile(idle.cpuProfileFile), calls));
+  const perCall = summarizeTotals(perCallProfile(readProfile(profile), calls));
   return (
-    `agent CPU ${round((cpu * 1000) / calls, 2)} ms per call (${calls} calls, /proc/<pid>/stat); ` +
-    `CPU profile per call (profile of the calls minus one of a bare start and stop): ${describeProfile(perCall)}`
+    `agent CPU ${round((cpu * 1000) / calls, 2)} ms per warm call (${calls} calls, /proc/<pid>/stat); ` +
+    `CPU profile of those calls only (in-process V8 profiler), per call: ${describeProfile(perCall)}`
   );
 }

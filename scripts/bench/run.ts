@@ -70,7 +70,7 @@ async function main(): Promise<void> {
       try {
         const endpoints = cluster.clientURLs();
         ctx.log(`3-member cluster up: ${endpoints.join(', ')}`);
-        if (wanted('startup')) idleRss = await measureStartup(ctx, { cluster, endpoints, agent: undefined as never });
+        if (wanted('startup')) idleRss = await measureStartup(ctx, { cluster, endpoints });
         agent = await AgentProcess.start({
           endpoints,
           localEndpoint: endpoints[0],

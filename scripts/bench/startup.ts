@@ -21,7 +21,7 @@ export interface StartupFigures {
 }
 
 /** Measures start-up time and idle memory of the agent against a bare Node server. */
-export async function measureStartup(ctx: BenchContext, cut: ClusterUnderTest): Promise<StartupFigures> {
+export async function measureStartup(ctx: BenchContext, cut: Pick<ClusterUnderTest, 'cluster' | 'endpoints'>): Promise<StartupFigures> {
   const runs = pick(ctx, 8, 3);
   const rssRuns = pick(ctx, 3, 1);
   const agentMs: number[] = [];
