@@ -31,6 +31,8 @@ export interface Results {
   rows: Row[];
   notes: string[];
   durationSeconds?: number;
+  /** 1/5/15-minute load averages when the run ended (this machine is shared). */
+  loadAverageAtEnd?: number[];
 }
 
 /** Describes this machine for the report header. */
@@ -94,7 +96,8 @@ export function renderReport(results: Results): string {
     '',
   ];
   const notes = results.notes.length === 0 ? [] : ['', 'notes:', ...results.notes.map((n) => `- ${n}`)];
-  const tail = results.durationSeconds === undefined ? [] : ['', `bench took ${Math.round(results.durationSeconds)} s`];
+  const end = results.loadAverageAtEnd === undefined ? '' : `; load average at the end ${results.loadAverageAtEnd.join(' ')}`;
+  const tail = results.durationSeconds === undefined ? [] : ['', `bench took ${Math.round(results.durationSeconds)} s${end}`];
   return [...head, renderTable(results.rows), ...notes, ...tail].join('\n');
 }
 

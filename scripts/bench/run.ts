@@ -102,6 +102,7 @@ async function main(): Promise<void> {
     'Agents under test ran as separate processes (node dist/agent/main.js serve) at ETCD_AGENT_LOG_LEVEL=warn; the load generator (autocannon) ran in the bench process.',
   );
   results.durationSeconds = (performance.now() - began) / 1000;
+  results.loadAverageAtEnd = os.loadavg().map((l) => Math.round(l * 100) / 100);
   const out = process.env.BENCH_OUT ?? path.join(process.cwd(), 'bench-results.json');
   writeJson(out, results);
   process.stdout.write(`${renderReport(results)}\n\nJSON: ${out}\n`);
