@@ -12,6 +12,7 @@
  * FAULT_ITERATIONS (default 12, the CI form) and FAULT_SEED (default 7) choose the
  * run; `FAULT_ITERATIONS=50` is the long form. It prints "N passed, M failed".
  */
+import fs from 'node:fs';
 import { ChildAgent, builtAgentMain } from '../helpers/child-agent';
 import { ListedMember, LocalEtcdCluster, MemberSpec, withCluster } from '../helpers/etcd-cluster';
 import type { Answer } from '../helpers/http-call';
@@ -53,7 +54,9 @@ function attempt(p: Promise<Answer>): Promise<Outcome> {
 
 function describeOutcome(o: Outcome): string {
   if ('failed' in o) return `no answer (${o.failed})`;
-  return o.answer.json?.outcome ?? `${o.answer.status} ${o.answer.json?.error?.code ?? ''}`.trim();
+  const { outcome, phase, error } = o.answer.json ?? {};
+  if (outcome === 'in-progress') return `in-progress (${phase})`;
+  return outcome ?? `${o.answer.status} ${error?.code ?? ''}`.trim();
 }
 
 /**
@@ -169,9 +172,23 @@ describe('fault injection: agent SIGKILLs, a killed leader, a frozen member (rea
       if ('answer' in outcome && outcome.answer.status < 500 && outcome.answer.status !== 409 && outcome.answer.status !== 202) {
         throw new Error(`${path} answered ${outcome.answer.status}: ${outcome.answer.text.slice(0, 300)}`);
       }
-      if (Date.now() > until) throw new Error(`${path} did not converge: ${trail.join(' → ')}`);
+      if (Date.now() > until) throw new Error(`${path} did not converge: ${trail.join(' → ')}${await diagnose()}`);
       await sleep(400);
     }
+  }
+
+  /** What the cluster looks like, for a failure message: processes, member list, the tail of etcd-3's log. */
+  async function diagnose(): Promise<string> {
+    const processes = cluster().members.map((m) => `${m.name}:${m.state}`).join(' ');
+    const list = await cluster().listMembers(cluster().members.filter((m) => m.state === 'running').map((m) => m.clientURL)).catch((e: Error) => e.message);
+    const fourth = cluster().members.find((m) => m.name === 'etcd-3');
+    let tail = '';
+    try {
+      tail = fs.readFileSync(fourth?.logFile ?? '', 'utf8').trimEnd().split('\n').slice(-8).join('\n');
+    } catch {
+      // no log yet
+    }
+    return `\n  processes: ${processes}\n  members: ${JSON.stringify(list)}\n  etcd-3 log tail:\n${tail}`;
   }
 
   /** After each iteration: etcd-0..2 started voters, no duplicate name or peer URL, etcd-3 there exactly when it should be. */
