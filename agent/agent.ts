@@ -37,6 +37,7 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
   const cluster = new EtcdCluster(
     {
       endpoints: config.endpoints,
+      keyPrefix: config.keyPrefix,
       caFile: config.etcdCaFile,
       certFile: config.etcdCertFile,
       keyFile: config.etcdKeyFile,
