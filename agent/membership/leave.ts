@@ -80,6 +80,7 @@ async function makeVoterRemovable(run: ActionRun, held: HeldLock, list: MemberLi
   const verdict = checkRemoval({
     voters: probe.voters.length,
     healthyVoters: probe.healthyVoters,
+    startedVoters: probe.voters.filter((v) => v.started).length,
     target: { name: member.name || describeMember(member), isVoter: true, healthy: probe.isHealthy(member.id) },
   });
   if (!verdict.safe) {

@@ -84,12 +84,15 @@ export function checkVoterAdd(input: { voters: number; healthyVoters: number; na
 export function checkRemoval(input: {
   voters: number;
   healthyVoters: number;
+  /** Voters that have started; unstarted voters count in the quorum but serve nothing. Defaults to `voters`. */
+  startedVoters?: number;
   target: { name: string; isVoter: boolean; healthy: boolean };
 }): SafetyVerdict {
   const { voters, healthyVoters, target } = input;
   checkCounts(voters, healthyVoters);
   if (!target.isVoter) return { safe: true };
-  if (voters <= 1) {
+  // The last started voter is the last voter that holds the data, whatever unstarted voters are listed.
+  if (voters <= 1 || (input.startedVoters ?? voters) <= 1) {
     return {
       safe: false,
       forceable: false,

@@ -134,6 +134,17 @@ describe('checkRemoval', () => {
     });
   });
 
+  it('when removing the only started voter beside an unstarted voter, then it is unsafe and not forceable', () => {
+    const verdict = checkRemoval({
+      voters: 2,
+      healthyVoters: 1,
+      startedVoters: 1,
+      target: { name: 'etcd-0', isVoter: true, healthy: true },
+    });
+
+    expect(verdict).toMatchObject({ safe: false, forceable: false, message: 'removing etcd-0 would remove the last voter' });
+  });
+
   it.each([
     ['a learner from a cluster without quorum', 3, 1, true],
     ['an unstarted member beside a single voter', 1, 1, false],
