@@ -53,7 +53,9 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
   // Membership (CONTRACT §4); its auto-promotion loop asks the local etcd for its Status once a second.
   const membership = new MembershipService({ cluster, config, logger, metrics });
   routers.push(v1Router(membership));
-  stoppers.push(membership.startAutoPromotion(), () => membership.close());
+  // close() stops the auto-promotion loop too.
+  membership.startAutoPromotion();
+  stoppers.push(() => membership.close());
   // Health (CONTRACT §4): shared bounded-age observations, with the membership changes in flight.
   const operations = (d: Deadline): Promise<OperationRecord[]> => membership.listOperations(d.remainingMs() / 1000);
   const health = new HealthObserver({ cluster, config, logger, metrics, operations });
@@ -75,11 +77,14 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
   };
 }
 
+/** How long a stop may take in all, a margin below the contract's 5 s. */
+export const SHUTDOWN_BUDGET_MS = 4700;
+
 /** A running agent: built, listening, and stoppable as SIGTERM would stop it. */
 export interface RunningAgent extends Agent {
   listening: Listening;
-  /** Stops accepting, gives in-flight calls `graceMs`, then closes everything. */
-  stop(graceMs?: number): Promise<void>;
+  /** Stops accepting, lets in-flight calls finish, then closes everything, all within `budgetMs`. */
+  stop(budgetMs?: number): Promise<void>;
 }
 
 /** Builds and starts the agent; HTTP serves before etcd is reached (CONTRACT §2). */
@@ -92,9 +97,16 @@ export async function startAgent(
   return {
     ...agent,
     listening,
-    stop: async (graceMs = 5000) => {
-      await listening.close(graceMs);
-      await agent.close();
+    stop: async (budgetMs = SHUTDOWN_BUDGET_MS) => {
+      // One budget for the whole stop (CONTRACT §2: within 5 s): in-flight calls get all of it but
+      // the last 1.5 s, which is for releasing locks and closing etcd connections.
+      const end = Date.now() + budgetMs;
+      await listening.close(Math.max(0, budgetMs - 1500));
+      let timer: NodeJS.Timeout | undefined;
+      const budgetLeft = new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(0, end - Date.now()))));
+      await Promise.race([agent.close(), budgetLeft]);
+      clearTimeout(timer);
+      agent.cluster.close();
     },
   };
 }

@@ -56,7 +56,7 @@ async function serve(argv: string[]): Promise<number> {
       stopping = true;
       logger.info('stopping', { signal });
       agent
-        .stop(4500)
+        .stop()
         .then(() => resolve(0))
         .catch((err: unknown) => {
           logger.error('shutdown failed', { error: err instanceof Error ? err.stack : String(err) });

@@ -128,18 +128,24 @@ export class MembershipService {
       metrics.actionsTotal.inc({ action, outcome });
       metrics.actionDuration.observe({ action }, (performance.now() - started) / 1000);
     };
-    const run = new ActionRun(this.deps, action, this.deadline(timeoutSeconds), context);
     try {
-      const result = await this.flights.do(requestKey(action, request), () => body(run));
+      // Only the first of identical calls runs; the others share its answer, error included.
+      const result = await this.flights.do(requestKey(action, request), async () => {
+        const run = new ActionRun(this.deps, action, this.deadline(timeoutSeconds), context);
+        try {
+          return await body(run);
+        } catch (err) {
+          // An etcd call cut short by the call's own deadline is the contract's `timeout` (504,
+          // with the step reached), not etcd being unavailable.
+          throw toAgentError(err).code === 'unavailable' && run.deadline.expired() ? timeoutError(run.step) : err;
+        }
+      });
       observe(result.outcome);
       return result;
     } catch (err) {
-      // An etcd call cut short by the call's own deadline is the contract's `timeout` (504, with
-      // the step reached), not etcd being unavailable.
-      const error = toAgentError(err).code === 'unavailable' && run.deadline.expired() ? timeoutError(run.step) : err;
-      // Rethrown as is otherwise: the error middleware maps it again and logs an internal one with its own stack.
-      observe(toAgentError(error).code);
-      throw error;
+      // Rethrown as is: the error middleware maps it again and logs an internal one with its own stack.
+      observe(toAgentError(err).code);
+      throw err;
     }
   }
 }

@@ -29,7 +29,8 @@ export function requestContext(logger: Logger, metrics: Metrics): RequestHandler
     res.on('finish', () => {
       const route = knownRoute(req.path) ?? 'unmatched';
       metrics.httpRequests.inc({ method: req.method, route, status: String(res.statusCode) });
-      logger.log(res.statusCode >= 500 ? 'warn' : 'http', 'request', {
+      // At info, the default level: the contract logs every answer's requestId.
+      logger.log(res.statusCode >= 500 ? 'warn' : 'info', 'request', {
         requestId: id,
         method: req.method,
         path: req.path.slice(0, 200),
