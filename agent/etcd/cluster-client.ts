@@ -75,6 +75,8 @@ export class EtcdCluster {
   private readonly barrierKey: Buffer;
   /** Client URLs of the voters in the last member list: more doors to the same cluster. */
   private reported: string[] = [];
+  /** Every client URL a member list has shown, to close the connections of members that left. */
+  private readonly everReported = new Set<string>();
   /** Client URL of each started member by hex id, from the last member list (to find the leader's endpoint). */
   private clientURLById = new Map<string, string>();
   /** The endpoint that answered last; asked first next time, and sent membership changes. */
@@ -129,6 +131,7 @@ export class EtcdCluster {
           members: res.members.map(toMember),
         };
         this.reported = list.members.filter((m) => m.started && !m.isLearner).flatMap((m) => m.clientURLs);
+        this.forgetRemoved(list.members);
         this.clientURLById = new Map(list.members.filter((m) => m.clientURLs.length > 0).map((m) => [m.id, m.clientURLs[0]]));
         return list;
       }),
@@ -246,6 +249,24 @@ export class EtcdCluster {
       // The promote itself will say what is wrong with etcd, through the usual client.
       return this.changeClient();
     }
+  }
+
+  /**
+   * Closes the connections to client URLs that a member used to report and no member reports now
+   * (a removed member), so channels to departed members do not pile up and keep reconnecting.
+   */
+  private forgetRemoved(members: Member[]): void {
+    const now = new Set(members.flatMap((m) => m.clientURLs));
+    for (const url of this.everReported) {
+      if (now.has(url) || this.options.endpoints.includes(url)) continue;
+      this.everReported.delete(url);
+      for (const clients of [this.perEndpoint, this.anonymous]) {
+        clients.get(url)?.close();
+        clients.delete(url);
+      }
+      if (this.preferred === url) this.preferred = undefined;
+    }
+    for (const url of now) this.everReported.add(url);
   }
 
   /**
