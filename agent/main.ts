@@ -78,6 +78,7 @@ async function serve(argv: string[]): Promise<number> {
 const stdio = {
   stdout: (s: string) => void process.stdout.write(s),
   stderr: (s: string) => void process.stderr.write(s),
+  isTTY: process.stdout.isTTY === true,
 };
 
 async function main(argv: string[]): Promise<number> {

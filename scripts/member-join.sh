@@ -50,7 +50,7 @@ if [ -n "$fqdn" ]; then
 fi
 
 if command -v etcd-lifecycle-agent >/dev/null 2>&1; then
-  set -- join "$name" --wait --agent "$agent"
+  set -- join "$name" --wait --summary --agent "$agent"
   [ -n "$peer_url" ] && set -- "$@" --peer-url "$peer_url"
   [ -n "$timeout" ] && set -- "$@" --timeout-seconds "$timeout"
   # The CLI reads ETCD_AGENT_TOKEN_FILE itself and says why it failed on stderr.

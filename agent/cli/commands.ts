@@ -2,8 +2,8 @@
  * The client commands of CONTRACT §7: `join`, `leave`, `promote`, `members`,
  * `health`, `transfer-leader`. Each is one call to a running agent; the exit
  * code says what a script should do next (0 done, 3 call again, 4 call again
- * later, 1 failed, 2 usage), and the output is the agent's JSON (`--json`) or
- * one line a person reads.
+ * later, 1 failed, 2 usage), and the output is the agent's JSON answer or, with
+ * `--summary` or on a terminal, one line a person reads.
  */
 import { parseArgs } from 'node:util';
 import { AgentAnswer, AgentCallError, AgentClient } from './client';
@@ -21,6 +21,8 @@ export const EXIT = Object.freeze({
 export interface CliIo {
   stdout: (s: string) => void;
   stderr: (s: string) => void;
+  /** stdout is a terminal: a person reads it, so the default output is the one-line summary. */
+  isTTY?: boolean;
 }
 
 /** The agent's address when neither `--agent` nor `ETCD_AGENT_URL` names one. */
@@ -41,7 +43,8 @@ options:
   --agent URL            the agent (default $ETCD_AGENT_URL, else ${DEFAULT_AGENT_URL})
   --token-file FILE      bearer token for mutating calls (default $ETCD_AGENT_TOKEN_FILE)
   --timeout-seconds N    the call's deadline, 1-60 (default: the agent's)
-  --json                 print the agent's full JSON answer
+  --json                 print the agent's JSON answer (the default unless stdout is a terminal)
+  --summary              print one line a person reads (the default on a terminal)
 
 exit codes: 0 complete, 1 failed, 2 usage, 3 in progress (call again), 4 refused as unsafe or busy (call again later)
 `;
@@ -94,8 +97,12 @@ export class UsageError extends Error {
   }
 }
 
-/** Parses the arguments after the command name; throws UsageError. */
-export function parseCommand(command: Command, argv: string[], env: NodeJS.ProcessEnv = {}): ParsedCommand {
+/**
+ * Parses the arguments after the command name; throws UsageError. The output is the agent's JSON
+ * answer (CONTRACT §7) unless `--summary` asks for one line, or stdout is a terminal (`tty`) and
+ * `--json` was not given.
+ */
+export function parseCommand(command: Command, argv: string[], env: NodeJS.ProcessEnv = {}, tty = false): ParsedCommand {
   const spec = SPECS[command];
   let parsed;
   try {
@@ -108,6 +115,7 @@ export function parseCommand(command: Command, argv: string[], env: NodeJS.Proce
         'token-file': { type: 'string' },
         'timeout-seconds': { type: 'string' },
         json: { type: 'boolean' },
+        summary: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
         'peer-url': { type: 'string', multiple: true },
         wait: { type: 'boolean' },
@@ -130,6 +138,7 @@ export function parseCommand(command: Command, argv: string[], env: NodeJS.Proce
     if (!spec.named && positionals.length > 0) throw new UsageError(`${command} takes no argument, got "${positionals[0]}"`);
   }
   if (values.to === '') throw new UsageError('--to needs a member name');
+  if (values.json === true && values.summary === true) throw new UsageError('--json and --summary exclude each other');
 
   const agent = values.agent ?? (env.ETCD_AGENT_URL?.trim() || DEFAULT_AGENT_URL);
   if (!/^https?:\/\/[^/\s]+\/?$/i.test(agent)) throw new UsageError(`--agent "${agent}" is not http(s)://host:port`);
@@ -151,7 +160,7 @@ export function parseCommand(command: Command, argv: string[], env: NodeJS.Proce
     agent,
     tokenFile: values['token-file'] ?? (env.ETCD_AGENT_TOKEN_FILE?.trim() || undefined),
     timeoutSeconds,
-    json: values.json === true,
+    json: values.json === true || (values.summary !== true && !tty),
     help,
   };
 }
@@ -188,7 +197,7 @@ export function exitCodeFor(answer: AgentAnswer): number {
 export async function runCommand(command: Command, argv: string[], io: CliIo, env: NodeJS.ProcessEnv = process.env): Promise<number> {
   let cmd: ParsedCommand;
   try {
-    cmd = parseCommand(command, argv, env);
+    cmd = parseCommand(command, argv, env, io.isTTY === true);
   } catch (err) {
     if (!(err instanceof UsageError)) throw err;
     io.stderr(`etcd-lifecycle-agent ${command}: ${err.message}\n${CLIENT_USAGE}`);

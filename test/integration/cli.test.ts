@@ -17,7 +17,9 @@ describe('etcd-lifecycle-agent CLI against a running agent and a real 3-member e
   let agent: RunningAgent;
   let etcd3: MemberSpec;
   let etcd4: MemberSpec;
-  const cli = (...args: string[]): Promise<Ran> => runCli([...args, '--agent', agent.listening.url]);
+  // One line a person reads, unless the test asks for the JSON answer.
+  const cli = (...args: string[]): Promise<Ran> =>
+    runCli([...args, ...(args.includes('--json') ? [] : ['--summary']), '--agent', agent.listening.url]);
 
   beforeAll(async () => {
     requireBuiltCli();
@@ -55,8 +57,11 @@ describe('etcd-lifecycle-agent CLI against a running agent and a real 3-member e
   });
 
   it('when ETCD_AGENT_URL names the agent, then members lists the three members (exit 0), and --json prints the full answer', async () => {
-    const human = await runCli(['members'], { ETCD_AGENT_URL: agent.listening.url });
+    const human = await runCli(['members', '--summary'], { ETCD_AGENT_URL: agent.listening.url });
     const json = await cli('members', '--json');
+    // Not a terminal: the JSON answer is the default (CONTRACT §7).
+    const piped = await runCli(['members'], { ETCD_AGENT_URL: agent.listening.url });
+    expect(JSON.parse(piped.stdout)).toMatchObject({ cluster: { members: 3 } });
 
     expect(human.code).toBe(0);
     expect(human.stdout).toMatch(/^cluster [0-9a-f]+: 3 members \(3 voters, 0 learners\)\n/);
@@ -130,9 +135,9 @@ describe('etcd-lifecycle-agent CLI against a running agent and a real 3-member e
     fs.writeFileSync(tokenFile, 'cli-s3cret\n');
     const guarded = await startMemberAgent(cluster(), 'etcd-0', { ETCD_AGENT_TOKEN_FILE: tokenFile });
     try {
-      const withToken = await runCli(['transfer-leader', '--agent', guarded.listening.url, '--token-file', tokenFile]);
-      const fromEnv = await runCli(['transfer-leader', '--agent', guarded.listening.url], { ETCD_AGENT_TOKEN_FILE: tokenFile });
-      const without = await runCli(['transfer-leader', '--agent', guarded.listening.url]);
+      const withToken = await runCli(['transfer-leader', '--summary', '--agent', guarded.listening.url, '--token-file', tokenFile]);
+      const fromEnv = await runCli(['transfer-leader', '--summary', '--agent', guarded.listening.url], { ETCD_AGENT_TOKEN_FILE: tokenFile });
+      const without = await runCli(['transfer-leader', '--summary', '--agent', guarded.listening.url]);
 
       expect(withToken.code).toBe(0);
       expect(withToken.stdout).toMatch(/^(transferred|not-leader) \(leader: etcd-\d\)\n$/);

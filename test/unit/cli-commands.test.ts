@@ -42,6 +42,21 @@ describe('CLI argument parsing (CONTRACT §7)', () => {
   });
 });
 
+describe('CLI output format', () => {
+  it.each<[string, string[], boolean, boolean]>([
+    ['stdout is not a terminal', [], false, true],
+    ['stdout is a terminal', [], true, false],
+    ['--json on a terminal', ['--json'], true, true],
+    ['--summary when piped', ['--summary'], false, false],
+  ])('when %s, then the JSON answer is printed: %s', (_when, flags, tty, json) => {
+    expect(parseCommand('members', flags, {}, tty).json).toBe(json);
+  });
+
+  it('when both --json and --summary are given, then it is a usage error', () => {
+    expect(() => parseCommand('members', ['--json', '--summary'])).toThrow(UsageError);
+  });
+});
+
 describe('CLI exit codes and summaries', () => {
   it.each([
     [200, { outcome: 'already-member', complete: true }, EXIT.complete],
