@@ -66,7 +66,9 @@ Try:
   curl -s $url/v1/members
   curl -s -X POST $url/v1/members/join -H 'Content-Type: application/json' \\
        -d '{"name":"etcd-3","peerURLs":["http://127.0.0.1:2390"]}'      # added (learner); again: in-progress
-  curl -s -X POST $url/v1/members/leave -H 'Content-Type: application/json' -d '{"name":"etcd-3"}'
+  curl -s -X POST $url/v1/members/leave -H 'Content-Type: application/json' \\
+       -d '{"name":"etcd-3","peerURLs":["http://127.0.0.1:2390"]}'      # removed; again: already-absent
+  (etcd-3 never started, so etcd lists it without a name: it is found by its peer URL)
   node dist/agent/main.js health --agent $url
 
 Ctrl-C stops the agent and the cluster.
