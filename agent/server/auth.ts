@@ -84,10 +84,12 @@ export interface MutationPolicy {
 
 /**
  * The §6 rule as a pure function: undefined when the call is allowed, else the
- * 401 or 403 to answer. A configured token is always required, also from
- * loopback and also when remote unauthenticated calls are allowed.
+ * 401 or 403 to answer. A configured token is required, also from loopback;
+ * `ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED=true` accepts every call, as §6
+ * lists it as an alternative of its own (start-up warns when both are set).
  */
 export function authorizeMutation(policy: MutationPolicy, caller: MutationCaller): AgentError | undefined {
+  if (policy.allowRemoteUnauthenticated) return undefined;
   if (policy.tokenConfigured) {
     const match = /^Bearer +(.+)$/i.exec(caller.authorization ?? '');
     // Comparing digests keeps the comparison constant-time whatever the token lengths.
@@ -96,7 +98,7 @@ export function authorizeMutation(policy: MutationPolicy, caller: MutationCaller
     }
     return undefined;
   }
-  if (policy.allowRemoteUnauthenticated || isLoopback(caller.remoteAddress)) return undefined;
+  if (isLoopback(caller.remoteAddress)) return undefined;
   return new AgentError(
     'forbidden',
     'mutating calls are accepted only from loopback when no ETCD_AGENT_TOKEN_FILE is configured',
@@ -107,7 +109,7 @@ export function authorizeMutation(policy: MutationPolicy, caller: MutationCaller
 export function requireMutationAuth(options: AuthOptions, logger: Logger): RequestHandler {
   const tokens = options.tokenFile === undefined ? undefined : new TokenSource(options.tokenFile, logger);
   if (tokens !== undefined && options.allowRemoteUnauthenticated) {
-    logger.warn('ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED is ignored: ETCD_AGENT_TOKEN_FILE is set, so every mutating call needs the token');
+    logger.warn('ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED=true: mutating calls are accepted without the token of ETCD_AGENT_TOKEN_FILE too');
   }
   return (req, res, next) => {
     if (req.method !== 'POST') return next();
