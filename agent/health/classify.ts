@@ -15,17 +15,11 @@
  *   read only says whom to ask, and is used to count a quorum (at best `degraded`).
  */
 import type { Alarm } from '../etcd/cluster-client';
-import { faultTolerance, quorumOf } from '../membership/quorum';
+import { faultTolerance, isLearnerInSync, LEARNER_READY_RATIO, quorumOf } from '../membership/quorum';
 import type { Member, MemberStatus, OperationRecord } from '../proto/types';
 
 /** The contract's health states. */
 export type HealthStatus = 'healthy' | 'degraded' | 'unavailable' | 'unknown';
-
-/**
- * etcd promotes a learner only once its log is within 10% of the leader's (etcd server's
- * `isLearnerReady`, readyPercent = 0.9); a learner short of that is "lagging".
- */
-export const LEARNER_READY_RATIO = 0.9;
 
 /**
  * A voter whose applied index is this far behind the leader's committed index is "lagging": it is
@@ -104,11 +98,6 @@ export interface ClusterHealth {
 export interface LocalHealth {
   ready: boolean;
   member: MemberHealth & { role: 'leader' | 'follower' | 'learner' | null };
-}
-
-/** True when a learner at `learnerIndex` is close enough to the leader at `leaderIndex` to be promoted. */
-export function isLearnerInSync(learnerIndex: number, leaderIndex: number): boolean {
-  return learnerIndex >= leaderIndex * LEARNER_READY_RATIO;
 }
 
 /** Classifies one observation (CONTRACT §4 table). */

@@ -8,6 +8,7 @@
 import type { EtcdCluster } from '../etcd/cluster-client';
 import { toAgentError } from '../etcd/errors';
 import type { Member, MemberStatus } from '../proto/types';
+import { isLearnerInSync } from './quorum';
 
 /** What one member said, or why it said nothing. */
 export interface MemberProbe {
@@ -92,10 +93,9 @@ export async function probeMembers(cluster: EtcdCluster, members: Member[], time
 }
 
 /**
- * etcd promotes a learner only once its log is within 10% of the leader's
- * (etcd server's `isLearnerReady`, learnerReadyPercent = 0.9). The committed indexes
- * of the two statuses approximate that check without sending a promote that would be refused.
+ * etcd's promote check (`isLearnerInSync`) applied to two statuses: their committed indexes
+ * approximate it without sending a promote that would be refused.
  */
 export function learnerLooksReady(learner: MemberStatus, leader: MemberStatus): boolean {
-  return learner.raftIndex >= leader.raftIndex * 0.9;
+  return isLearnerInSync(learner.raftIndex, leader.raftIndex);
 }

@@ -1,5 +1,6 @@
 /**
- * Quorum arithmetic for membership changes (CONTRACT §4 join and leave tables). Pure.
+ * Quorum arithmetic for membership changes (CONTRACT §4 join and leave tables), and when a learner
+ * is in sync enough to be promoted. Pure.
  *
  * `voters` counts members that are not learners (etcd counts an unstarted voter in its quorum);
  * `healthyVoters` those that answered a status call just now, so never more than `voters`.
@@ -7,6 +8,17 @@
  * throw AgentError `internal`.
  */
 import { AgentError } from '../proto/errors';
+
+/**
+ * etcd promotes a learner only once its log is within 10% of the leader's (etcd server's
+ * `isLearnerReady`, readyPercent = 0.9); a learner short of that is "lagging".
+ */
+export const LEARNER_READY_RATIO = 0.9;
+
+/** True when a learner at `learnerIndex` is close enough to the leader at `leaderIndex` to be promoted. */
+export function isLearnerInSync(learnerIndex: number, leaderIndex: number): boolean {
+  return learnerIndex >= leaderIndex * LEARNER_READY_RATIO;
+}
 
 function checkCounts(voters: number, healthyVoters?: number): void {
   const ok =

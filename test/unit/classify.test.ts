@@ -2,12 +2,12 @@ import {
   classify,
   classifyLocal,
   HealthStatus,
-  isLearnerInSync,
   ObservedFacts,
   StatusProbe,
   withExpected,
 } from '../../agent/health/classify';
 import type { Alarm } from '../../agent/etcd/cluster-client';
+import { isLearnerInSync } from '../../agent/membership/quorum';
 import type { Member, MemberStatus, OperationRecord } from '../../agent/proto/types';
 
 /** A started voter `etcd-<n>` with id `a<n>`. */
