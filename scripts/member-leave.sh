@@ -75,7 +75,7 @@ if [ -n "${ETCD_AGENT_TOKEN_FILE:-}" ]; then
 fi
 # The token goes through curl's config on stdin, never on the command line (ps shows that).
 status=$(
-  { [ -n "$token" ] && printf 'header = "Authorization: Bearer %s"\n' "$token"; } |
+  { [ -n "$token" ] && printf 'header = %s\n' "$(json_string "Authorization: Bearer $token")"; } |
     curl -s -K - -o "$answer" -w '%{http_code}' --max-time "$(( ${timeout:-60} + 5 ))" \
       -X POST -H 'Content-Type: application/json' --data "$body" "${agent%/}/v1/members/leave"
 )
