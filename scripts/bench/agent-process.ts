@@ -132,6 +132,11 @@ export class AgentProcess {
     return procRssMiB(this.pid);
   }
 
+  /** Resident memory by kind of mapping, MiB (see {@link memoryMapOf}). */
+  memoryMap(): Record<string, number> {
+    return memoryMapOf(this.pid);
+  }
+
   /** CPU seconds (user + system) the process has used so far. */
   cpuSeconds(): number {
     const stat = fs.readFileSync(`/proc/${this.pid}/stat`, 'utf8');
@@ -220,6 +225,42 @@ export class AgentProcess {
   get cpuProfileFile(): string {
     return path.join(this.opts.workDir, `${this.opts.label}.cpuprofile`);
   }
+}
+
+/**
+ * Resident memory of process `pid` by kind of mapping (/proc/<pid>/smaps), MiB: `anon` (V8's heap
+ * pages, large malloc blocks, thread stacks), `brk heap` (malloc's main arena), `node binary`,
+ * `libraries`, `other`.
+ */
+export function memoryMapOf(pid: number): Record<string, number> {
+  const out: Record<string, number> = {};
+  let kind = 'other';
+  for (const line of fs.readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+    const header = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \d+\s*(.*)$/.exec(line);
+    if (header !== null) {
+      const name = header[1];
+      kind = name === '' ? 'anon' : name === '[heap]' ? 'brk heap' : name.endsWith('/node') ? 'node binary' : name.includes('.so') ? 'libraries' : 'other';
+      continue;
+    }
+    const rss = /^Rss:\s+(\d+) kB/.exec(line);
+    if (rss !== null) out[kind] = (out[kind] ?? 0) + Number(rss[1]) / 1024;
+  }
+  return Object.fromEntries(Object.entries(out).map(([k, v]) => [k, Math.round(v * 10) / 10]));
+}
+
+/** "node binary 40.6 MiB (…) + anonymous 28.7 MiB (…) + …". */
+export function describeMap(map: Record<string, number>): string {
+  const what: Record<string, string> = {
+    'node binary': "the node executable's own code pages, file-backed and shared, held by a bare Node server too",
+    anon: "anonymous: V8's heap and large malloc blocks",
+    'brk heap': "malloc's main arena",
+    libraries: 'shared libraries',
+  };
+  return Object.entries(map)
+    .filter(([, v]) => v >= 0.5)
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, v]) => `${k} ${v} MiB${what[k] === undefined ? '' : ` (${what[k]})`}`)
+    .join(' + ');
 }
 
 /** VmRSS of process `pid` in MiB. */

@@ -9,7 +9,7 @@
  * does not land on one of them only.
  */
 import os from 'node:os';
-import { AgentOptions, AgentProcess, sampleEvery } from './agent-process';
+import { AgentOptions, AgentProcess, describeMap, sampleEvery } from './agent-process';
 import type { BenchContext, ClusterUnderTest } from './context';
 import { pick } from './context';
 import { cpuAccount, CpuShare, describeCpu } from './cpu';
@@ -207,31 +207,38 @@ async function semiSpaceExperiment(opts: AgentOptions, seconds: number): Promise
   }
 }
 
-/** Where the agent's memory sits under the load: a snapshot from inside (before and after a full GC). */
+/** Where the agent's memory sits under the load: mappings (/proc/<pid>/smaps) and V8's heap, before and after a full GC. */
 async function explainLoadMemory(opts: AgentOptions, seconds: number, peakRss: number): Promise<string> {
   const agent = await AgentProcess.start({ ...opts, handleProbe: true });
+  let rssBefore: number;
+  let before: Record<string, number>;
+  let after: Record<string, number>;
+  let inside: Awaited<ReturnType<AgentProcess['handles']>>;
   try {
     await hammer(`${agent.url}/v1/health`, CONNECTIONS, 1);
     const load = hammer(`${agent.url}/v1/health`, CONNECTIONS, seconds);
     await sleep((seconds * 1000 * 2) / 3);
-    const inside = await agent.handles();
+    rssBefore = agent.rssMiB();
+    before = agent.memoryMap();
+    inside = await agent.handles(); // a full GC first
+    after = agent.memoryMap();
     await load;
-    const capped = await semiSpaceExperiment(opts, seconds);
-    const mib = (b: number): number => round(b / 2 ** 20, 1);
-    const spaces = Object.entries(inside.heapSpaces)
-      .filter(([, space]) => space.committed > 1024 * 1024)
-      .sort((a, b) => b[1].committed - a[1].committed)
-      .map(([name, space]) => `${name} ${mib(space.used)} used/${mib(space.committed)} committed`)
-      .join(', ');
-    return (
-      `memory under load missed by ${round(peakRss - 100, 1)} MiB (peak ${round(peakRss, 1)} MiB vs ≤ 100 MiB). ` +
-      `Memory profile from inside the agent two thirds into the same load: RSS ${mib(inside.rssBeforeGcBytes)} MiB; after a forced full GC ` +
-      `RSS ${mib(inside.memory.rss)} MiB, V8 heap used ${mib(inside.memory.heapUsed)} of ${mib(inside.memory.heapTotal)} MiB reserved (by space, MiB: ${spaces}), ` +
-      `external ${mib(inside.memory.external)} MiB, and ${round(mib(inside.memory.rss) - mib(inside.memory.heapTotal) - mib(inside.memory.external), 1)} MiB outside V8's heap ` +
-      `(Node itself, compiled code, and native buffers of ${CONNECTIONS} HTTP connections). Experiment: the same load on an agent started with node --max-semi-space-size=${SEMI_SPACE_MIB} ` +
-      `(young generation capped) peaked at ${round(capped.peakRss, 1)} MiB RSS and served ${Math.round(capped.load.requestsPerSecond)} req/s.`
-    );
   } finally {
     await agent.stop();
   }
+  const capped = await semiSpaceExperiment(opts, seconds);
+  const mib = (b: number): number => round(b / 2 ** 20, 1);
+  const space = (name: string): string => {
+    const s = inside.heapSpaces[name];
+    return s === undefined ? '?' : `${mib(s.used)} used/${mib(s.committed)} committed`;
+  };
+  return (
+    `memory under load missed by ${round(peakRss - 100, 1)} MiB (peak ${round(peakRss, 1)} MiB vs ≤ 100 MiB). Memory profile of an agent two thirds into the same load ` +
+    `(/proc/<pid>/smaps and V8 heap statistics from inside): RSS ${round(rssBefore, 1)} MiB = ${describeMap(before)}. ` +
+    `A forced full GC brought anonymous memory to ${after.anon ?? 0} MiB: V8's heap holds ${mib(inside.memory.heapTotal)} MiB committed ` +
+    `(young generation ${space('new_space')} MiB — grown to its 2 × 16 MiB semi-space limit by the allocation rate —, old generation ${space('old_space')} MiB), ` +
+    `so ~${round((before.anon ?? 0) - (after.anon ?? 0), 0)} MiB was garbage awaiting collection; the live heap is ${mib(inside.memory.heapUsed)} MiB. ` +
+    `Experiment: the same load on an agent started with node --max-semi-space-size=${SEMI_SPACE_MIB} peaked at ${round(capped.peakRss, 1)} MiB RSS ` +
+    `and served ${Math.round(capped.load.requestsPerSecond)} req/s.`
+  );
 }

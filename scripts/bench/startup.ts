@@ -5,7 +5,7 @@
  */
 import { ChildProcess, spawn } from 'node:child_process';
 import { freePort } from '../ports';
-import { AgentOptions, AgentProcess, procRssMiB, track, withParentDeathSignal } from './agent-process';
+import { AgentOptions, AgentProcess, describeMap, memoryMapOf, procRssMiB, track, withParentDeathSignal } from './agent-process';
 import type { BenchContext, ClusterUnderTest } from './context';
 import { pick } from './context';
 import { probeOnce } from './http';
@@ -28,6 +28,7 @@ export async function measureStartup(ctx: BenchContext, cut: Pick<ClusterUnderTe
   const bareMs: number[] = [];
   const agentRss: number[] = [];
   const bareRss: number[] = [];
+  let bareMap: Record<string, number> = {};
   const opts = (label: string, cpuProfile = false) => ({
     endpoints: cut.endpoints,
     localEndpoint: cut.endpoints[0],
@@ -51,6 +52,7 @@ export async function measureStartup(ctx: BenchContext, cut: Pick<ClusterUnderTe
     if (i < rssRuns) {
       await sleep(2000);
       bareRss.push(procRssMiB(bare.child.pid ?? 0));
+      bareMap = memoryMapOf(bare.child.pid ?? 0);
     }
     bare.child.kill('SIGKILL');
   }
@@ -78,19 +80,19 @@ export async function measureStartup(ctx: BenchContext, cut: Pick<ClusterUnderTe
     );
   }
   const idleRssMiB = median(agentRss);
-  if (idleRssMiB > 70) ctx.notes.push(await explainIdleMemory(opts('memory-probe'), idleRssMiB, median(bareRss)));
+  if (idleRssMiB > 70) ctx.notes.push(await explainIdleMemory(opts('memory-probe'), idleRssMiB, median(bareRss), bareMap));
   return { idleRssMiB, bareRssMiB: median(bareRss) };
 }
 
-/** Where an idle agent's resident memory sits: V8 heap by space (after a full GC), external buffers, the rest. */
-async function explainIdleMemory(opts: AgentOptions, idleRssMiB: number, bareRssMiB: number): Promise<string> {
+/** Where an idle agent's resident memory sits: mappings (/proc/<pid>/smaps) and V8's heap after a full GC. */
+async function explainIdleMemory(opts: AgentOptions, idleRssMiB: number, bareRssMiB: number, bareMap: Record<string, number>): Promise<string> {
   const agent = await AgentProcess.start({ ...opts, handleProbe: true });
   try {
     await agent.http.get('/v1/health');
     await sleep(2000);
-    const rssBefore = agent.rssMiB();
+    const rss = agent.rssMiB();
+    const map = agent.memoryMap();
     const inside = await agent.handles(); // runs a full GC first
-    const rssAfter = agent.rssMiB();
     const mib = (b: number): number => round(b / 2 ** 20, 1);
     const spaces = Object.entries(inside.heapSpaces)
       .filter(([, space]) => space.committed > 512 * 1024)
@@ -98,11 +100,10 @@ async function explainIdleMemory(opts: AgentOptions, idleRssMiB: number, bareRss
       .map(([name, space]) => `${name} ${mib(space.used)} used/${mib(space.committed)} committed`)
       .join(', ');
     return (
-      `idle memory missed by ${round(idleRssMiB - 70, 1)} MiB (${round(idleRssMiB, 1)} MiB vs ≤ 70 MiB; a bare Node HTTP server holds ${round(bareRssMiB, 1)} MiB). ` +
-      `Memory profile of an idle agent (process.memoryUsage and v8 heap spaces from inside, after a forced full GC): RSS ${round(rssBefore, 1)} MiB before the GC, ` +
-      `${round(rssAfter, 1)} MiB after; V8 heap used ${mib(inside.memory.heapUsed)} MiB of ${mib(inside.memory.heapTotal)} MiB reserved (by space, MiB: ${spaces}); ` +
-      `external ${mib(inside.memory.external)} MiB (array buffers ${mib(inside.memory.arrayBuffers)} MiB); ` +
-      `the rest (${round(rssAfter - mib(inside.memory.heapTotal) - mib(inside.memory.external), 1)} MiB) is Node/V8 itself, code and libc, of which the bare server already holds most.`
+      `idle memory missed by ${round(idleRssMiB - 70, 1)} MiB (${round(idleRssMiB, 1)} MiB vs ≤ 70 MiB; a bare Node HTTP server holds ${round(bareRssMiB, 1)} MiB = ${describeMap(bareMap)}). ` +
+      `Memory profile of an idle agent (/proc/<pid>/smaps, and V8 heap statistics from inside after a forced full GC): RSS ${round(rss, 1)} MiB = ${describeMap(map)}; ` +
+      `V8 heap used ${mib(inside.memory.heapUsed)} MiB of ${mib(inside.memory.heapTotal)} MiB committed (MiB: ${spaces}) — the code and data of the modules it loads ` +
+      `(express, etcd3 with gRPC and protobufjs, winston, prom-client, zod); external ${mib(inside.memory.external)} MiB.`
     );
   } finally {
     await agent.stop();
