@@ -9,9 +9,8 @@ import pRetry from 'p-retry';
 import { ConsecutiveBreaker, circuitBreaker, handleWhen, noop } from 'cockatiel';
 import { Etcd3, IMember, IOptions, isRecoverableError } from 'etcd3';
 import { Deadline } from '../deadline';
-import { AgentError } from '../proto/errors';
 import type { Member, MemberList, MemberStatus } from '../proto/types';
-import { isTransient, toAgentError } from './errors';
+import { isTransient, shuttingDownError, toAgentError } from './errors';
 
 /** How the agent reaches etcd: endpoints, TLS and credentials (CONTRACT §2). */
 export interface EtcdConnectionOptions {
@@ -336,7 +335,7 @@ export class EtcdCluster {
 
   /** A client bound to exactly one endpoint, with no retries and no circuit breaker; TLS always, etcd credentials unless `authenticated` is false. */
   private endpointClient(url: string, authenticated = true): Etcd3 {
-    if (this.closed) throw new AgentError('unavailable', 'the agent is shutting down');
+    if (this.closed) throw shuttingDownError();
     const clients = authenticated ? this.perEndpoint : this.anonymous;
     let client = clients.get(url);
     if (client === undefined) {

@@ -92,12 +92,23 @@ const CLASS_RULES: readonly ClassRule[] = [
   { is: (e) => e instanceof GRPCDeadlineExceededError, code: 'unavailable', say: 'etcd did not answer in time' },
   { is: (e) => e instanceof GRPCUnavailableError, code: 'unavailable', say: 'etcd is unreachable' },
   { is: (e) => isBrokenCircuitError(e), code: 'unavailable', say: 'etcd is unreachable (recent calls failed)' },
-  { is: (e) => e instanceof ClientClosedError, code: 'unavailable', say: 'the agent is shutting down' },
 ];
+
+/** The agent closed its etcd connections (it is stopping): retryable for the caller, never inside the agent. */
+export function shuttingDownError(cause?: unknown): AgentError {
+  const said = cause instanceof Error ? { etcd: firstLine(cause.message) } : {};
+  return new AgentError('unavailable', 'the agent is shutting down', { cause, details: { ...said, shutdown: true } });
+}
+
+/** True for `shuttingDownError()`, or etcd3's own error for a call on a closed client. */
+export function isShuttingDown(err: unknown): boolean {
+  return err instanceof ClientClosedError || (err instanceof AgentError && err.details?.shutdown === true);
+}
 
 /** Maps any thrown value to an AgentError; an unrecognised non-etcd failure is `internal`. */
 export function toAgentError(err: unknown): AgentError {
   if (err instanceof AgentError) return err;
+  if (err instanceof ClientClosedError) return shuttingDownError(err);
   const message = err instanceof Error ? err.message : String(err);
   const rule = MESSAGE_RULES.find((r) => message.includes(r.text));
   if (rule !== undefined) {
@@ -131,6 +142,8 @@ export function isMemberNotFound(err: unknown): boolean {
 
 /** True for failures worth another attempt inside the deadline (transient network or leader churn). */
 export function isTransient(err: unknown): boolean {
+  // Retrying on a closed client would only spin until the call's deadline.
+  if (isShuttingDown(err)) return false;
   if (err instanceof AgentError) return err.code === 'unavailable' && err.retryable && !isCredentialError(err.cause);
   if (!(err instanceof Error)) return false;
   if (isCredentialError(err)) return false;

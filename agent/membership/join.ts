@@ -13,6 +13,7 @@
  * exists" forever) is found again by the next read, not remembered.
  */
 import { delay } from '../deadline';
+import { isShuttingDown } from '../etcd/errors';
 import { AgentError, isAgentError } from '../proto/errors';
 import type { JoinRequest } from '../proto/requests';
 import type { ActionResult, MemberList } from '../proto/types';
@@ -140,7 +141,7 @@ export async function join(run: ActionRun, req: JoinRequest): Promise<ActionResu
       refusals++;
       // Refusals that time can lift (another learner or change first, etcd's "unhealthy cluster" in
       // the 5 s after a member connected, a lost quorum) are waited out; the others answer now.
-      if (!isAgentError(err) || !err.retryable) throw err;
+      if (!isAgentError(err) || !err.retryable || isShuttingDown(err)) throw err;
       lastError = err;
     }
     // Refused again: back off (to 1.6 s), so a refusal that lasts seconds costs a few RPCs, not dozens.

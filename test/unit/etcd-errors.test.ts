@@ -126,7 +126,6 @@ describe('toAgentError: etcd3 error classes', () => {
     ['GRPCUnauthenticatedError', new GRPCUnauthenticatedError('16 UNAUTHENTICATED: bad credentials'), credentials],
     ['EtcdInvalidAuthTokenError', new EtcdInvalidAuthTokenError('etcdserver: invalid auth token'), credentials],
     ['EtcdPermissionDeniedError', new EtcdPermissionDeniedError('etcdserver: permission denied'), 'etcd denied permission to the agent user'],
-    ['ClientClosedError', new ClientClosedError('cluster'), 'the agent is shutting down'],
     ['BrokenCircuitError', new BrokenCircuitError(), 'etcd is unreachable (recent calls failed)'],
   ])('when etcd3 throws a %s, then it is unavailable and says why', (_name, thrown, message) => {
     const error = toAgentError(thrown);
@@ -134,6 +133,16 @@ describe('toAgentError: etcd3 error classes', () => {
     expect(error).toMatchObject({ code: 'unavailable', status: 503, retryable: true, message });
     expect(error.details).toEqual({ etcd: thrown.message });
     expect(error.cause).toBe(thrown);
+  });
+
+  it('when etcd3 throws a ClientClosedError, then it is unavailable, says the agent is shutting down, and is not retried inside', () => {
+    const thrown = new ClientClosedError('cluster');
+    const error = toAgentError(thrown);
+
+    expect(error).toMatchObject({ code: 'unavailable', status: 503, retryable: true, message: 'the agent is shutting down' });
+    expect(error.details).toEqual({ etcd: thrown.message, shutdown: true });
+    expect(error.cause).toBe(thrown);
+    expect(isTransient(error)).toBe(false);
   });
 
   it.each<[string, Error]>([
