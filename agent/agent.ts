@@ -16,7 +16,7 @@ import { createApp } from './server/app';
 import { healthRouter } from './server/health-routes';
 import { kbAgentErrorHandler, kbAgentRouter } from './server/kbagent-routes';
 import { listen, Listening, ListenOptions } from './server/listen';
-import { bodyErrors, requestGuard } from './server/request-guard';
+import { requestGuard } from './server/request-guard';
 import { v1Router } from './server/v1-routes';
 
 /** A built agent: its parts, for tests to look into, and how to stop it. */
@@ -63,7 +63,7 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
   stoppers.push(() => health.close());
   // kbagent's wire format (CONTRACT §5): an adapter over the same membership service.
   routers.push(kbAgentRouter({ config, cluster, membership, logger }));
-  const app = createApp({ config, logger, metrics, routers, errorHandlers: [bodyErrors(), kbAgentErrorHandler(logger)] });
+  const app = createApp({ config, logger, metrics, routers, errorHandlers: [kbAgentErrorHandler(logger)] });
   return {
     config,
     logger,

@@ -35,7 +35,7 @@ import {
   transferRequestSchema,
 } from '../proto/requests';
 import type { ActionResult } from '../proto/types';
-import { requestId } from './middleware';
+import { fromBodyParserError, requestId } from './middleware';
 
 const PATH = '/v1.0/action';
 
@@ -139,9 +139,12 @@ function failure(err: unknown, logger: Logger, req: Request, res: Response): KbA
   return { error: kbAgentErrorType(error.code), message: error.message };
 }
 
-/** Body-parser failures carry a `type` (raw-body's error types); all are the caller's fault. */
+/**
+ * Body-parser failures: every typed one (raw-body's error types) is the caller's fault here, in
+ * this route's own words; an untyped one (a corrupt compressed body) maps as on the v1 routes.
+ */
 function fromBodyError(err: unknown): AgentError | undefined {
-  if (typeof err !== 'object' || err === null || !('type' in err)) return undefined;
+  if (typeof err !== 'object' || err === null || !('type' in err)) return fromBodyParserError(err);
   const type = String((err as { type: unknown }).type);
   if (type === 'entity.parse.failed') return new AgentError('bad-request', 'the body is not valid JSON');
   if (type === 'entity.too.large') return new AgentError('bad-request', 'the body is larger than 64 KiB');

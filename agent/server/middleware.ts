@@ -91,30 +91,42 @@ export function notFound(): RequestHandler {
   };
 }
 
-/** Body-parser failures (they carry `type` and `status`) → the contract's codes. */
-function fromHttpError(err: unknown): AgentError | undefined {
-  if (typeof err !== 'object' || err === null || !('type' in err)) return undefined;
-  switch ((err as { type: unknown }).type) {
-    case 'entity.too.large':
-      return new AgentError('payload-too-large', 'the body is larger than 64 KiB');
-    case 'entity.parse.failed':
-      return new AgentError('bad-request', 'the body is not valid JSON');
-    case 'encoding.unsupported':
-    case 'charset.unsupported':
-      return new AgentError('unsupported-media-type', 'the body must be UTF-8 JSON');
-    case 'request.aborted':
-    case 'request.size.invalid':
-    case 'stream.encoding.set':
-      return new AgentError('bad-request', 'the body could not be read');
-    default:
-      return undefined;
+/**
+ * Body-parser failures → the contract's codes: by their `type` (raw-body's and body-parser's error
+ * types), else, for a decoding failure the parser does not name (a corrupt gzip, deflate or brotli
+ * body: a 4xx status, no type), by status, so it is `bad-request`, not `internal`. Undefined for
+ * anything else, an AgentError included.
+ */
+export function fromBodyParserError(err: unknown): AgentError | undefined {
+  if (err instanceof AgentError || typeof err !== 'object' || err === null) return undefined;
+  const { status, type, expose, code } = err as { status?: unknown; type?: unknown; expose?: unknown; code?: unknown };
+  if (type !== undefined) {
+    switch (type) {
+      case 'entity.too.large':
+        return new AgentError('payload-too-large', 'the body is larger than 64 KiB');
+      case 'entity.parse.failed':
+        return new AgentError('bad-request', 'the body is not valid JSON');
+      case 'encoding.unsupported':
+      case 'charset.unsupported':
+        return new AgentError('unsupported-media-type', 'the body must be UTF-8 JSON');
+      case 'request.aborted':
+      case 'request.size.invalid':
+      case 'stream.encoding.set':
+        return new AgentError('bad-request', 'the body could not be read');
+      default:
+        return undefined;
+    }
   }
+  if (expose !== true || typeof status !== 'number' || status < 400 || status > 499) return undefined;
+  if (status === 413) return new AgentError('payload-too-large', 'the body is larger than 64 KiB');
+  if (status === 415) return new AgentError('unsupported-media-type', 'the body must be JSON in UTF-8, plain or gzip/deflate/br encoded');
+  return new AgentError('bad-request', `the body could not be decoded${typeof code === 'string' ? ` (${code})` : ''}`);
 }
 
 /** The one error renderer: anything thrown becomes `{requestId, error: {code, message, retryable, details}}`. */
 export function errorHandler(logger: Logger): ErrorRequestHandler {
   return (err: unknown, req: Request, res: Response, _next: NextFunction) => {
-    const error = fromHttpError(err) ?? toAgentError(err);
+    const error = fromBodyParserError(err) ?? toAgentError(err);
     if (error.code === 'internal') {
       logger.error('internal error', {
         requestId: requestId(res),

@@ -1,12 +1,11 @@
 /**
  * What every request must look like before a route sees it (CONTRACT §4
  * `bad-request`, 405, 415): only the documented query parameters, only the
- * route's methods, JSON in UTF-8; and body-decoding failures the parser does
- * not name (a corrupt gzip or deflate body) answered as the caller's fault.
+ * route's methods, JSON in UTF-8.
  * The process probes (/livez, /readyz, /metrics) ignore their query, so a
  * probe or scraper that adds one is never failed.
  */
-import { ErrorRequestHandler, Router } from 'express';
+import { Router } from 'express';
 import { AgentError } from '../proto/errors';
 import { ROUTES } from '../proto/routes';
 
@@ -71,24 +70,4 @@ export function requestGuard(): Router {
     next();
   });
   return router;
-}
-
-/**
- * Body-parser failures that carry an HTTP status but no type the error renderer
- * knows (a corrupt gzip, deflate or brotli body) → `bad-request`, not `internal`.
- */
-export function bodyErrors(): ErrorRequestHandler {
-  return (err: unknown, _req, _res, next) => {
-    if (err instanceof AgentError || typeof err !== 'object' || err === null) return next(err);
-    const { status, type, expose } = err as { status?: unknown; type?: unknown; expose?: unknown };
-    if (type !== undefined || expose !== true || typeof status !== 'number' || status < 400 || status > 499) return next(err);
-    const code = (err as { code?: unknown }).code;
-    next(
-      status === 413
-        ? new AgentError('payload-too-large', 'the body is larger than 64 KiB')
-        : status === 415
-          ? new AgentError('unsupported-media-type', 'the body must be JSON in UTF-8, plain or gzip/deflate/br encoded')
-          : new AgentError('bad-request', `the body could not be decoded${typeof code === 'string' ? ` (${code})` : ''}`),
-    );
-  };
 }
