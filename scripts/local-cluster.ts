@@ -5,6 +5,7 @@ import http from 'node:http';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
+import type { Member } from '../agent/proto/types';
 import { freePorts } from './ports';
 
 /** Whether a member's etcd process runs, is frozen by SIGSTOP, or is not running. */
@@ -25,15 +26,8 @@ export interface LocalMember extends MemberSpec {
   readonly state: MemberState;
 }
 
-/** A member as etcd's member list reports it, with the id in hex as etcdctl prints it. */
-export interface ListedMember {
-  id: string;
-  name: string;
-  peerURLs: string[];
-  clientURLs: string[];
-  isLearner: boolean;
-  started: boolean;
-}
+/** A member as etcdctl's member list reports it: the agent's own member shape, id in hex. */
+export type ListedMember = Member;
 
 /** How {@link LocalEtcdCluster.start} builds the cluster. */
 export interface LocalClusterOptions {
