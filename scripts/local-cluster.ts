@@ -5,7 +5,7 @@ import http from 'node:http';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
-import type { Member } from '../agent/proto/types';
+import type { Member as AgentMember } from '../agent/proto/types';
 import { freePorts } from './ports';
 
 /** Whether a member's etcd process runs, is frozen by SIGSTOP, or is not running. */
@@ -27,7 +27,7 @@ export interface LocalMember extends MemberSpec {
 }
 
 /** A member as etcdctl's member list reports it: the agent's own member shape, id in hex. */
-export type ListedMember = Member;
+export type ListedMember = AgentMember;
 
 /** How {@link LocalEtcdCluster.start} builds the cluster. */
 export interface LocalClusterOptions {
