@@ -13,10 +13,10 @@
  * exists" forever) is found again by the next read, not remembered.
  */
 import { delay } from '../deadline';
-import { isShuttingDown } from '../etcd/errors';
+import { isMemberNotFound, isShuttingDown } from '../etcd/errors';
 import { AgentError, isAgentError } from '../proto/errors';
 import type { JoinRequest } from '../proto/requests';
-import type { ActionResult, MemberList } from '../proto/types';
+import type { ActionResult, Member, MemberList } from '../proto/types';
 import { matchMember, toConflictError } from './match';
 import { planForMember, promoteUnderLock, readyToPromote, notYet, retryOnVanished, type PromotePlan } from './promote';
 import { checkVoterAdd } from './quorum';
@@ -90,9 +90,19 @@ async function joinOnce(run: ActionRun, wanted: Wanted): Promise<ActionResult> {
           const verdict = checkVoterAdd({ voters: probe.voters.length, healthyVoters: probe.healthyVoters, name: wanted.name });
           if (!verdict.safe) throw new AgentError('unsafe', verdict.message, { details: verdict.details });
         }
-        const added = await run.send(held, 'add', { name: wanted.name, peerURLs: wanted.peerURLs }, () =>
-          run.deps.cluster.addMember(wanted.peerURLs, wanted.learner, run.deadline),
-        );
+        const add = (): Promise<Member> =>
+          run.send(held, 'add', { name: wanted.name, peerURLs: wanted.peerURLs }, () =>
+            run.deps.cluster.addMember(wanted.peerURLs, wanted.learner, run.deadline),
+          );
+        const added = await add().catch(async (err: unknown) => {
+          // etcd 3.4 derives a new member's id from its peer URLs and the current second, and refuses
+          // an id it removed before as "member not found": a join right after a leave of the same
+          // peer URLs, within the same second, collides. Nothing was added; the next second gives a
+          // new id (etcd server/etcdserver/api/membership/member.go computeMemberId).
+          if (!etcdSaid(err, isMemberNotFound)) throw err;
+          await run.deadline.sleep(1050 - (Date.now() % 1000), 'waiting for etcd to give the new member another id');
+          return add();
+        });
         return run.answer({
           outcome: 'added',
           complete: false,

@@ -134,4 +134,17 @@ describe('joining and leaving a 4th member', () => {
     expect((await changesSent(agent.metrics)).remove).toBe(1);
     expect((await cluster().listMembers()).map((m) => m.name).sort()).toEqual(['etcd-0', 'etcd-1', 'etcd-2']);
   });
+
+  it('when a member is joined again right after it left, with the same peer URL, then every join adds it (etcd would reuse the removed id within the same second)', async () => {
+    const peerURLs = ['http://127.0.0.1:2'];
+
+    for (let round = 0; round < 3; round++) {
+      const joined = await post(agent, JOIN, { name: 'etcd-8', peerURLs });
+      const left = await post(agent, LEAVE, { name: 'etcd-8', peerURLs });
+
+      expect([joined.status, joined.json.outcome]).toEqual([202, 'added']);
+      expect([left.status, left.json.outcome]).toEqual([200, 'removed']);
+    }
+    expect((await cluster().listMembers()).map((m) => m.name).sort()).toEqual(['etcd-0', 'etcd-1', 'etcd-2']);
+  });
 });
