@@ -19,18 +19,23 @@ export interface AutoPromoterDeps {
   intervalMs?: number;
 }
 
+/** Interval while the local member is a learner: promotion should follow sync within a second. */
+const LEARNER_INTERVAL_MS = 250;
+
 /** A background loop; `start` once, `stop` on shutdown. */
 export class AutoPromoter {
   private timer?: NodeJS.Timeout;
   private running?: Promise<void>;
   private stopped = false;
   private lastProblem?: string;
+  /** The last look found the local member a learner: look again soon, it may be in sync any moment. */
+  private learnerSeen = false;
 
   constructor(private readonly deps: AutoPromoterDeps) {}
 
-  /** Starts the loop; the first look is one interval from now. */
+  /** Starts the loop; the first look is at once (a sidecar starts beside a learner that may already be in sync). */
   start(): void {
-    this.schedule();
+    this.schedule(0);
   }
 
   /** Stops the loop; waits (briefly) for a pass in flight. */
@@ -42,14 +47,14 @@ export class AutoPromoter {
     }
   }
 
-  private schedule(): void {
+  private schedule(delayMs = this.learnerSeen ? LEARNER_INTERVAL_MS : (this.deps.intervalMs ?? 1000)): void {
     if (this.stopped) return;
     this.timer = setTimeout(() => {
       this.running = this.tick().finally(() => {
         this.running = undefined;
         this.schedule();
       });
-    }, this.deps.intervalMs ?? 1000);
+    }, delayMs);
     this.timer.unref();
   }
 
@@ -59,9 +64,11 @@ export class AutoPromoter {
     let memberId: string;
     try {
       const status = await cluster.memberStatus(config.localEndpoint, config.statusTimeoutMs);
+      this.learnerSeen = status.isLearner;
       if (!status.isLearner) return;
       memberId = status.memberId;
     } catch {
+      this.learnerSeen = false;
       return; // the local etcd is not up (yet): nothing to promote
     }
     try {
