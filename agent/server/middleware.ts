@@ -29,8 +29,11 @@ export function requestContext(logger: Logger, metrics: Metrics): RequestHandler
     res.on('finish', () => {
       const route = knownRoute(req.path) ?? 'unmatched';
       metrics.httpRequests.inc({ method: req.method, route, status: String(res.statusCode) });
-      // At info, the default level: the contract logs every answer's requestId.
-      logger.log(res.statusCode >= 500 ? 'warn' : 'info', 'request', {
+      // At info, the default level: the contract logs every answer's requestId. Checked first,
+      // since winston formats a line (timestamp, redaction, JSON) before its level drops it.
+      const level = res.statusCode >= 500 ? 'warn' : 'info';
+      if (!logger.isLevelEnabled(level)) return;
+      logger.log(level, 'request', {
         requestId: id,
         method: req.method,
         path: req.path.slice(0, 200),
