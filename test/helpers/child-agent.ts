@@ -6,6 +6,7 @@ import { ChildProcess, execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { call } from './http-call';
 
 const ROOT = path.resolve(__dirname, '../..');
 
@@ -48,6 +49,7 @@ export type LogLine = Record<string, unknown> & { message?: string; level?: stri
 export class ChildAgent {
   readonly lines: LogLine[] = [];
   readonly exited: Promise<void>;
+  private readonly watchers: Array<(line: LogLine) => void> = [];
   url = '';
 
   private constructor(private readonly child: ChildProcess) {
@@ -59,11 +61,15 @@ export class ChildAgent {
       while ((nl = buffer.indexOf('\n')) >= 0) {
         const text = buffer.slice(0, nl);
         buffer = buffer.slice(nl + 1);
+        let line: LogLine;
         try {
-          this.lines.push(JSON.parse(text) as LogLine);
+          line = JSON.parse(text) as LogLine;
         } catch {
-          // not a log line
+          continue; // not a log line
         }
+        this.lines.push(line);
+        // Synchronously, in the same callback: a kill on a line must not wait for another turn of the loop.
+        for (const watch of [...this.watchers]) watch(line);
       }
     });
     this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
@@ -89,6 +95,36 @@ export class ChildAgent {
       }
       await new Promise((resolve) => setTimeout(resolve, 25));
     }
+  }
+
+  /** Resolves with the first line (already seen or to come) that `match` accepts. */
+  waitFor(match: (line: LogLine) => boolean, timeoutMs = 20_000): Promise<LogLine> {
+    const seen = this.lines.find(match);
+    if (seen !== undefined) return Promise.resolve(seen);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no matching log line within ${timeoutMs} ms`)), timeoutMs);
+      this.onLine(match, (line) => {
+        clearTimeout(timer);
+        resolve(line);
+      });
+    });
+  }
+
+  /** Calls `act` synchronously when the first line `match` accepts arrives. */
+  onLine(match: (line: LogLine) => boolean, act: (line: LogLine) => void): void {
+    const watch = (line: LogLine): void => {
+      if (!match(line)) return;
+      this.watchers.splice(this.watchers.indexOf(watch), 1);
+      act(line);
+    };
+    this.watchers.push(watch);
+  }
+
+  /** A counter of its /metrics, e.g. ('etcd_agent_membership_changes_total', 'kind="add"'); 0 when absent. */
+  async counter(name: string, labels: string): Promise<number> {
+    const text = (await call(this.url, { method: 'GET', path: '/metrics' })).text;
+    const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}}`));
+    return line === undefined ? 0 : Number(line.split(' ').pop());
   }
 
   /** The child's process id. */

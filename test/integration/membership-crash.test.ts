@@ -11,136 +11,18 @@
  * (recording its next step, releasing the lock) hangs, and the kill lands
  * before it could answer or send its next RPC.
  */
-import { ChildProcess, execFile, spawn } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import type { RunningAgent } from '../../agent/agent';
+import { ChildAgent, builtAgentMain } from '../helpers/child-agent';
 import { withCluster } from '../helpers/etcd-cluster';
 import type { Answer } from '../helpers/http-call';
 import { get, leaderOf, post, settle, startMemberAgent } from '../helpers/membership';
 import { TcpProxy } from '../helpers/tcp-proxy';
 
-const ROOT = path.resolve(__dirname, '../..');
 const JOIN = '/v1/members/join';
 const LEAVE = '/v1/members/leave';
 
 let main = '';
-let buildDir: string | undefined;
-
-/** The newest modification time of the TypeScript sources under `dir`. */
-function newestSource(dir: string): number {
-  let newest = 0;
-  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
-    const file = path.join(dir, entry.name);
-    if (entry.isDirectory()) newest = Math.max(newest, newestSource(file));
-    else if (entry.name.endsWith('.ts')) newest = Math.max(newest, fs.statSync(file).mtimeMs);
-  }
-  return newest;
-}
-
-/** dist/agent/main.js when it is newer than every source; else a fresh build in a directory of our own. */
-async function builtMain(): Promise<string> {
-  const dist = path.join(ROOT, 'dist', 'agent', 'main.js');
-  if (fs.existsSync(dist) && fs.statSync(dist).mtimeMs > newestSource(path.join(ROOT, 'agent'))) return dist;
-  // A build of our own: other engineers may be building dist/ at the same moment.
-  buildDir = fs.mkdtempSync(path.join(os.tmpdir(), 'agent-crash-build-'));
-  const outDir = buildDir;
-  const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-  await new Promise<void>((resolve, reject) => {
-    execFile(process.execPath, [tsc, '-p', path.join(ROOT, 'tsconfig.build.json'), '--outDir', outDir], { cwd: ROOT }, (err, stdout) => {
-      // Type errors in someone's unfinished file still emit JavaScript; only a missing entry point stops us.
-      if (err && !fs.existsSync(path.join(outDir, 'agent', 'main.js'))) reject(new Error(`build failed: ${stdout}`));
-      else resolve();
-    });
-  });
-  return path.join(outDir, 'agent', 'main.js');
-}
-
-interface LogLine {
-  message?: string;
-  what?: string;
-  outcome?: string;
-  url?: string;
-  [key: string]: unknown;
-}
-
-/** `etcd-lifecycle-agent serve` as a child process, its JSON log lines parsed as they come. */
-class ChildAgent {
-  readonly lines: LogLine[] = [];
-  readonly exited: Promise<void>;
-  private readonly watchers: Array<(line: LogLine) => void> = [];
-  url = '';
-
-  private constructor(private readonly child: ChildProcess) {
-    let buffer = '';
-    child.stdout?.setEncoding('utf8');
-    child.stdout?.on('data', (chunk: string) => {
-      buffer += chunk;
-      let nl: number;
-      while ((nl = buffer.indexOf('\n')) >= 0) {
-        const text = buffer.slice(0, nl);
-        buffer = buffer.slice(nl + 1);
-        let line: LogLine;
-        try {
-          line = JSON.parse(text) as LogLine;
-        } catch {
-          continue;
-        }
-        this.lines.push(line);
-        // Synchronously, in the same callback: the kill must not wait for another turn of the loop.
-        for (const watch of [...this.watchers]) watch(line);
-      }
-    });
-    this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
-  }
-
-  /** Starts the agent with `env` (nothing else inherited but PATH) and waits for its "listening" line. */
-  static async start(env: Record<string, string>): Promise<ChildAgent> {
-    const child = spawn(process.execPath, [main, 'serve'], {
-      env: { PATH: process.env.PATH, NODE_PATH: path.join(ROOT, 'node_modules'), ETCD_AGENT_LISTEN: '127.0.0.1:0', ...env },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    const agent = new ChildAgent(child);
-    const listening = await agent.waitFor((l) => l.message === 'listening', 15_000);
-    agent.url = String(listening.url);
-    return agent;
-  }
-
-  /** Resolves with the first line (already seen or to come) that `match` accepts. */
-  waitFor(match: (line: LogLine) => boolean, timeoutMs = 20_000): Promise<LogLine> {
-    const seen = this.lines.find(match);
-    if (seen !== undefined) return Promise.resolve(seen);
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no matching log line within ${timeoutMs} ms`)), timeoutMs);
-      this.onLine(match, (line) => {
-        clearTimeout(timer);
-        resolve(line);
-      });
-    });
-  }
-
-  /** Calls `act` synchronously when the first line `match` accepts arrives. */
-  onLine(match: (line: LogLine) => boolean, act: (line: LogLine) => void): void {
-    const watch = (line: LogLine): void => {
-      if (!match(line)) return;
-      this.watchers.splice(this.watchers.indexOf(watch), 1);
-      act(line);
-    };
-    this.watchers.push(watch);
-  }
-
-  kill(signal: NodeJS.Signals): void {
-    this.child.kill(signal);
-  }
-
-  /** A counter of its /metrics, e.g. ('etcd_agent_membership_changes_total', 'kind="add"'). */
-  async counter(name: string, labels: string): Promise<number> {
-    const text = (await get(this.url, '/metrics')).text;
-    const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}}`));
-    return line === undefined ? 0 : Number(line.split(' ').pop());
-  }
-}
+let cleanup = (): void => undefined;
 
 /** A request that the test expects never to be answered: resolves with the answer or what went wrong. */
 function settled(p: Promise<Answer>): Promise<{ status: number } | { failed: string }> {
@@ -159,27 +41,24 @@ describe('the agent killed in the middle of a membership change', () => {
 
   beforeAll(async () => {
     started = Date.now();
-    main = await builtMain();
+    ({ main, cleanup } = await builtAgentMain());
     // Another pod's agent, to look at the operation records while etcd-0's agent is dead.
     observer = await startMemberAgent(cluster(), 'etcd-2');
   }, 120_000);
 
   afterEach(async () => {
-    for (const child of children.splice(0)) {
-      child.kill('SIGKILL');
-      await child.exited;
-    }
+    for (const child of children.splice(0)) await child.kill('SIGKILL');
     await Promise.all(proxies.splice(0).map((p) => p.close()));
   });
 
   afterAll(async () => {
     await observer?.stop(100);
-    if (buildDir !== undefined) fs.rmSync(buildDir, { recursive: true, force: true });
+    cleanup();
   });
 
   /** etcd-0's agent; through a proxy to `via` when given, else straight to every member. */
   async function podAgent(via?: TcpProxy): Promise<ChildAgent> {
-    const agent = await ChildAgent.start({
+    const agent = await ChildAgent.start(main, {
       ETCD_AGENT_MEMBER_NAME: 'etcd-0',
       ETCD_AGENT_ENDPOINTS: via?.url ?? cluster().clientURLs().join(','),
       ETCD_AGENT_LOCAL_ENDPOINT: cluster().member('etcd-0').clientURL,
@@ -200,7 +79,7 @@ describe('the agent killed in the middle of a membership change', () => {
       (l) => l.message === 'membership change' && l.what === 'move-leader' && l.outcome === 'done',
       () => {
         proxy.freeze();
-        dying.kill('SIGKILL');
+        void dying.kill('SIGKILL');
       },
     );
 
@@ -243,7 +122,7 @@ describe('the agent killed in the middle of a membership change', () => {
       (l) => l.message === 'membership change' && l.what === 'add' && l.outcome === 'done',
       () => {
         proxy.freeze();
-        dying.kill('SIGKILL');
+        void dying.kill('SIGKILL');
       },
     );
     const body = { name: 'etcd-3', peerURLs: [spec.peerURL] };
