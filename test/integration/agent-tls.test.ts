@@ -6,7 +6,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import tls from 'node:tls';
-import { Writable } from 'node:stream';
 import { X509Certificate } from 'node:crypto';
 import { startAgent, RunningAgent } from '../../agent/agent';
 import { loadConfig } from '../../agent/config';
@@ -14,6 +13,7 @@ import { createLogger } from '../../agent/observability/logger';
 import { createPki, KeyPair, TestPki } from '../helpers/certs';
 import { call } from '../helpers/http-call';
 import { eventually } from '../helpers/etcd-cluster';
+import { captureLogs } from '../helpers/log-capture';
 
 let pki: TestPki;
 const running: RunningAgent[] = [];
@@ -27,13 +27,7 @@ afterAll(async () => {
 });
 
 async function start(env: Record<string, string>): Promise<{ agent: RunningAgent; logs: () => string }> {
-  let text = '';
-  const stream = new Writable({
-    write(chunk, _encoding, done) {
-      text += String(chunk);
-      done();
-    },
-  });
+  const { stream, text } = captureLogs();
   const { config } = loadConfig({
     ETCD_AGENT_LISTEN: '127.0.0.1:0',
     ETCD_AGENT_MEMBER_NAME: 'tls-test',
@@ -46,7 +40,7 @@ async function start(env: Record<string, string>): Promise<{ agent: RunningAgent
     listen: { tlsReloadIntervalMs: 100 },
   });
   running.push(agent);
-  return { agent, logs: () => text };
+  return { agent, logs: text };
 }
 
 /** Opens a TLS connection and answers the fingerprint of the certificate the server showed. */

@@ -5,11 +5,11 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Writable } from 'node:stream';
 import { startAgent, RunningAgent } from '../../agent/agent';
 import { loadConfig } from '../../agent/config';
 import { createLogger } from '../../agent/observability/logger';
 import { call, Answer, CallOptions } from '../helpers/http-call';
+import { captureLogs } from '../helpers/log-capture';
 
 /**
  * A non-loopback address of this machine: an agent bound there and called from
@@ -53,13 +53,7 @@ afterAll(async () => {
 });
 
 async function start(env: Record<string, string>, host = '127.0.0.1'): Promise<Started> {
-  let text = '';
-  const stream = new Writable({
-    write(chunk, _encoding, done) {
-      text += String(chunk);
-      done();
-    },
-  });
+  const { stream, text } = captureLogs();
   const { config } = loadConfig({
     ETCD_AGENT_LISTEN: host.includes(':') ? `[${host}]:0` : `${host}:0`,
     ETCD_AGENT_MEMBER_NAME: 'auth-test',
@@ -71,7 +65,7 @@ async function start(env: Record<string, string>, host = '127.0.0.1'): Promise<S
   });
   const agent = await startAgent(config, { logger: createLogger({ stream, level: 'debug' }) });
   running.push(agent);
-  return { agent, logs: () => text };
+  return { agent, logs: text };
 }
 
 function expectRefused(answer: Answer, code: 'unauthorized' | 'forbidden'): void {

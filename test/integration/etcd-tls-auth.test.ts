@@ -16,7 +16,6 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Writable } from 'node:stream';
 import { RunningAgent, startAgent } from '../../agent/agent';
 import { loadConfig } from '../../agent/config';
 import { createLogger } from '../../agent/observability/logger';
@@ -25,6 +24,7 @@ import { createPki, TestPki } from '../helpers/certs';
 import { findEtcdctl } from '../../scripts/local-cluster';
 import { eventually, LocalEtcdCluster, MemberSpec, startTestCluster } from '../helpers/etcd-cluster';
 import type { Answer } from '../helpers/http-call';
+import { captureLogs } from '../helpers/log-capture';
 import { changesSent, get, leaderOf, post, settle, startMemberAgent } from '../helpers/membership';
 
 const JOIN = '/v1/members/join';
@@ -300,13 +300,7 @@ async function startLoggedAgent(
   env: Record<string, string>,
   endpoints: string[] = cluster.clientURLs(),
 ): Promise<{ agent: RunningAgent; logs: () => string }> {
-  let text = '';
-  const stream = new Writable({
-    write(chunk, _encoding, done) {
-      text += String(chunk);
-      done();
-    },
-  });
+  const { stream, text } = captureLogs();
   const { config } = loadConfig({
     ETCD_AGENT_LISTEN: '127.0.0.1:0',
     ETCD_AGENT_ENDPOINTS: endpoints.join(','),
@@ -315,5 +309,5 @@ async function startLoggedAgent(
     ...env,
   });
   const agent = await startAgent(config, { logger: createLogger({ stream, level: 'debug' }), metrics: createMetrics({ defaultMetrics: false }) });
-  return { agent, logs: () => text };
+  return { agent, logs: text };
 }
