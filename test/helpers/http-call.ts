@@ -70,13 +70,7 @@ export function call(baseUrl: string, opts: CallOptions): Promise<Answer> {
         res.on('error', reject);
         res.on('end', () => {
           const text = Buffer.concat(chunks).toString('utf8');
-          let json: unknown;
-          try {
-            json = JSON.parse(text);
-          } catch {
-            json = undefined;
-          }
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json: parseJson(text) });
         });
       },
     );
@@ -84,6 +78,15 @@ export function call(baseUrl: string, opts: CallOptions): Promise<Answer> {
     req.on('error', reject);
     req.end(body);
   });
+}
+
+/** `text` parsed as JSON, or undefined when it is not JSON. */
+export function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
 }
 
 function hasHeader(headers: Record<string, unknown>, name: string): boolean {

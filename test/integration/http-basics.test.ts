@@ -6,19 +6,11 @@ import { RunningAgent, startAgent } from '../../agent/agent';
 import { loadConfig } from '../../agent/config';
 import { createLogger } from '../../agent/observability/logger';
 import { createMetrics } from '../../agent/observability/metrics';
+import { Answer, parseJson } from '../helpers/http-call';
 
 // The agent serves before etcd is reachable (CONTRACT §2): port 1 refuses, so nothing here needs etcd.
 const UNREACHABLE = 'http://127.0.0.1:1';
 const JOIN = '/v1/members/join';
-
-interface Reply {
-  status: number;
-  headers: http.IncomingHttpHeaders;
-  text: string;
-  // The body is whatever the server sent; tests compare it field by field.
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  json: any;
-}
 
 interface Call {
   method?: string;
@@ -29,7 +21,7 @@ interface Call {
 }
 
 /** One request on a fresh connection; resolves with the answer even when the server stops reading the body early. */
-function call(url: string, { method = 'GET', headers = {}, body, chunked = false }: Call = {}): Promise<Reply> {
+function call(url: string, { method = 'GET', headers = {}, body, chunked = false }: Call = {}): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const all = { ...headers };
     if (body !== undefined && !chunked) all['Content-Length'] = String(Buffer.byteLength(body));
@@ -37,15 +29,7 @@ function call(url: string, { method = 'GET', headers = {}, body, chunked = false
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => (text += chunk));
-      res.on('end', () => {
-        let json: unknown;
-        try {
-          json = JSON.parse(text);
-        } catch {
-          json = undefined;
-        }
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
-      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json: parseJson(text) }));
       res.on('error', reject);
     });
     let answered = false;
@@ -94,7 +78,7 @@ afterAll(() => {
 });
 
 /** The contract's error envelope: the request id of the answer, the code's status and retryability. */
-function expectError(reply: Reply, status: number, code: string, message: RegExp): void {
+function expectError(reply: Answer, status: number, code: string, message: RegExp): void {
   expect(reply.status).toBe(status);
   expect(reply.headers['content-type']).toMatch(/^application\/json/);
   expect(reply.json).toEqual({ requestId: reply.headers['x-request-id'], error: { code, message: expect.stringMatching(message), retryable: false } });
