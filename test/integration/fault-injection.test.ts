@@ -17,6 +17,7 @@ import { ChildAgent, builtAgentMain } from '../helpers/child-agent';
 import { ListedMember, LocalEtcdCluster, MemberSpec, withCluster } from '../helpers/etcd-cluster';
 import type { Answer } from '../helpers/http-call';
 import { leaderOf, post, settle } from '../helpers/membership';
+import { prng } from '../helpers/prng';
 
 const ITERATIONS = Number(process.env.FAULT_ITERATIONS ?? 12);
 const SEED = Number(process.env.FAULT_SEED ?? 7);
@@ -27,18 +28,6 @@ const LEAVE = '/v1/members/leave';
 const ITERATION_BOUND_MS = 60_000;
 /** Longest stretch without a quorum of healthy voters that our own faults (a killed or frozen leader) explain. */
 const QUORUM_GAP_BOUND_MS = 5000;
-
-/** A seeded PRNG (mulberry32). */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 

@@ -18,24 +18,13 @@ import { ERROR_CODES } from '../../agent/proto/errors';
 import { ROUTES } from '../../agent/proto/routes';
 import { withCluster } from '../helpers/etcd-cluster';
 import { changesSent } from '../helpers/membership';
+import { prng } from '../helpers/prng';
 import { rawRequest, RawAnswer, RawPiece } from '../helpers/raw-http';
 
 const SEED = Number(process.env.HOSTILE_SEED ?? 6);
 /** How long the agent under test lets a client take to send one request (production: 15 s). */
 const REQUEST_TIMEOUT_MS = 2500;
 const KBAGENT = '/v1.0/action';
-
-/** A seeded PRNG (mulberry32), so a failing case can be replayed. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * How a case's answer is judged: a 4xx with the contract's envelope (or, for
