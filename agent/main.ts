@@ -104,8 +104,10 @@ async function main(argv: string[]): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code;
-    // Let stdout drain, then leave even if a stray handle (a gRPC channel) lingers.
-    setTimeout(() => process.exit(code), 200).unref();
+    // Let the last log lines drain, then leave even if a stray handle (a gRPC channel) lingers. The
+    // timer is not unref'd: were the process left to exit on an empty event loop, Node would first
+    // drop its signal handlers, and a second SIGTERM in that moment would kill it by signal.
+    setTimeout(() => process.exit(code), 50);
   },
   (err: unknown) => {
     process.stderr.write(`etcd-lifecycle-agent: ${err instanceof Error ? err.stack : String(err)}\n`);
