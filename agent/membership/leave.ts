@@ -20,7 +20,7 @@ import type { ActionResult, Member, MemberList } from '../proto/types';
 import { matchMember, MatchWanted, toConflictError } from './match';
 import type { MemberProbe } from './probe';
 import { checkRemoval } from './quorum';
-import { ActionRun, Answer, describeMember, etcdSaid, requestedPeerURLs } from './run';
+import { ActionRun, Answer, describeMember, etcdSaid, requestedPeerURLs, withMember } from './run';
 
 /** Polling interval while waiting for the new leader to take over. */
 const LEADER_POLL_MS = 50;
@@ -66,7 +66,7 @@ export async function leave(run: ActionRun, req: LeaveRequest): Promise<ActionRe
         }
         throw err;
       }
-      return run.answer({ outcome: 'removed', complete: true, member, list: { ...again, members: again.members.filter((m) => m.id !== member.id) } });
+      return run.answer({ outcome: 'removed', complete: true, member, list: withMember(again, member, true) });
     }),
   );
 }
@@ -123,7 +123,7 @@ export async function moveLeadership(run: ActionRun, held: HeldLock, from: Membe
   run.leaderTransferred = true;
   for (;;) {
     try {
-      const status = await run.deps.cluster.memberStatus(toUrl, run.deps.config.statusTimeoutMs);
+      const status = await run.deps.cluster.memberStatus(toUrl, run.statusTimeoutMs());
       if (status.leaderId !== '0' && status.leaderId !== from.member.id) return;
     } catch {
       // not answering this instant: ask again

@@ -76,8 +76,12 @@ export class ActionRun {
   /** Status of every member in `members`, in parallel, each within the configured status timeout. */
   probe(members: Member[]): Promise<ClusterProbe> {
     this.begin('asking the members for their status');
-    const timeout = Math.min(this.deps.config.statusTimeoutMs, Math.max(1, this.deadline.remainingMs()));
-    return probeMembers(this.deps.cluster, members, timeout);
+    return probeMembers(this.deps.cluster, members, this.statusTimeoutMs());
+  }
+
+  /** The deadline of one Status call: the configured one, never past the call's own deadline. */
+  statusTimeoutMs(): number {
+    return Math.min(this.deps.config.statusTimeoutMs, Math.max(1, this.deadline.remainingMs()));
   }
 
   /** Takes the membership lock (recording `intent`), runs `fn`, and releases the lock whatever happens. */
