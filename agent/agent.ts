@@ -57,7 +57,7 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
   membership.startAutoPromotion();
   stoppers.push(() => membership.close());
   // Health (CONTRACT §4): shared bounded-age observations, with the membership changes in flight.
-  const operations = (d: Deadline): Promise<OperationRecord[]> => membership.listOperations(d.remainingMs() / 1000);
+  const operations = (d: Deadline): Promise<OperationRecord[]> => membership.listOperations(d);
   const health = new HealthObserver({ cluster, config, logger, metrics, operations });
   routers.push(healthRouter(health));
   stoppers.push(() => health.close());

@@ -7,7 +7,7 @@
 import * as fs from 'node:fs';
 import pRetry from 'p-retry';
 import { ConsecutiveBreaker, circuitBreaker, handleWhen, noop } from 'cockatiel';
-import { Etcd3, IMember, IOptions, isRecoverableError } from 'etcd3';
+import { Etcd3, IMember, IMemberListResponse, IOptions, isRecoverableError } from 'etcd3';
 import { Deadline } from '../deadline';
 import type { Member, MemberList, MemberStatus } from '../proto/types';
 import { isTransient, shuttingDownError, toAgentError } from './errors';
@@ -61,6 +61,16 @@ export function toMember(m: IMember): Member {
     isLearner: m.isLearner === true,
     // etcd reports an added-but-never-started member with no name and no client URLs.
     started: m.name !== '',
+  };
+}
+
+/** etcd's MemberList answer → the agent's member list, ids in hex. */
+export function toMemberList(res: IMemberListResponse): MemberList {
+  return {
+    clusterId: hexId(res.header.cluster_id),
+    answeredBy: hexId(res.header.member_id),
+    raftTerm: Number(res.header.raft_term),
+    members: res.members.map(toMember),
   };
 }
 
@@ -123,12 +133,7 @@ export class EtcdCluster {
       this.hedged(deadline, async (client, at) => {
         await client.kv.range({ key: this.barrierKey, count_only: true }, { deadline: at });
         const res = await client.cluster.memberList({ linearizable: true }, { deadline: at });
-        const list: MemberList = {
-          clusterId: hexId(res.header.cluster_id),
-          answeredBy: hexId(res.header.member_id),
-          raftTerm: Number(res.header.raft_term),
-          members: res.members.map(toMember),
-        };
+        const list = toMemberList(res);
         this.reported = list.members.filter((m) => m.started && !m.isLearner).flatMap((m) => m.clientURLs);
         this.forgetRemoved(list.members);
         this.clientURLById = new Map(list.members.filter((m) => m.clientURLs.length > 0).map((m) => [m.id, m.clientURLs[0]]));
@@ -146,12 +151,7 @@ export class EtcdCluster {
     const client = this.endpointClient(clientURL);
     try {
       const res = await client.cluster.memberList({ linearizable: true }, { deadline: new Date(Date.now() + timeoutMs) });
-      return {
-        clusterId: hexId(res.header.cluster_id),
-        answeredBy: hexId(res.header.member_id),
-        raftTerm: Number(res.header.raft_term),
-        members: res.members.map(toMember),
-      };
+      return toMemberList(res);
     } catch (err) {
       throw toAgentError(err);
     }

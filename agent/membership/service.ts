@@ -78,8 +78,8 @@ export class MembershipService {
   }
 
   /** Membership changes in flight, cluster-wide (CONTRACT §4 GET /v1/operations). */
-  listOperations(timeoutSeconds?: number): Promise<OperationRecord[]> {
-    return this.deps.lock.listOperations(this.deadline(timeoutSeconds));
+  listOperations(deadline: Deadline = this.deadline()): Promise<OperationRecord[]> {
+    return this.deps.lock.listOperations(deadline);
   }
 
   /**
