@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import express, { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response } from 'express';
 import { AgentError } from '../proto/errors';
 import { ROUTES } from '../proto/routes';
+import { routePath } from './request-guard';
 import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
 import { toAgentError } from '../etcd/errors';
@@ -46,8 +47,10 @@ export function requestContext(logger: Logger, metrics: Metrics): RequestHandler
   };
 }
 
+/** The contract route a path is served by; express matches case-insensitively and with a trailing slash too. */
 function knownRoute(path: string): string | undefined {
-  return ROUTES.find((r) => r.path === path)?.path;
+  const served = routePath(path);
+  return ROUTES.find((r) => r.path === served)?.path;
 }
 
 /** Parses JSON bodies of at most 64 KiB; a POST must be application/json (an empty body counts as `{}`). */
