@@ -10,7 +10,7 @@ import { ConsecutiveBreaker, circuitBreaker, handleWhen, noop } from 'cockatiel'
 import { Etcd3, IMember, IMemberListResponse, IOptions, isRecoverableError } from 'etcd3';
 import { Deadline } from '../deadline';
 import type { Member, MemberList, MemberStatus } from '../proto/types';
-import { isTransient, shuttingDownError, toAgentError } from './errors';
+import { isTransient, retryTransient, shuttingDownError, toAgentError } from './errors';
 
 /** How the agent reaches etcd: endpoints, TLS and credentials (CONTRACT §2). */
 export interface EtcdConnectionOptions {
@@ -382,14 +382,10 @@ export class EtcdCluster {
   /** A read, retried on transient failure while the deadline allows another attempt. */
   private async retrying<T>(deadline: Deadline, fn: (at: Date) => Promise<T>): Promise<T> {
     try {
-      return await pRetry(() => fn(deadline.capped(this.attemptTimeoutMs)), {
-        retries: 4,
-        minTimeout: 50,
-        maxTimeout: 400,
-        onFailedAttempt: (err) => {
-          if (!isTransient(err) || deadline.remainingMs() < 100) throw err;
-        },
-      });
+      return await pRetry(
+        () => fn(deadline.capped(this.attemptTimeoutMs)),
+        retryTransient(deadline, { minTimeout: 50, maxTimeout: 400, reserveMs: 100 }),
+      );
     } catch (err) {
       throw toAgentError(err);
     }

@@ -13,6 +13,8 @@ import {
   isRecoverableError,
 } from 'etcd3';
 import { isBrokenCircuitError } from 'cockatiel';
+import type pRetry from 'p-retry';
+import type { Deadline } from '../deadline';
 import { AgentError, ErrorCode } from '../proto/errors';
 
 interface MessageRule {
@@ -138,6 +140,25 @@ export function isNotLearner(err: unknown): boolean {
 /** True when etcd reports that the member does not (or no longer) exist. */
 export function isMemberNotFound(err: unknown): boolean {
   return err instanceof Error && err.message.includes('member not found');
+}
+
+/** Pacing of `retryTransient`: the pause between attempts, and the time that must be left for another. */
+export interface RetryPacing {
+  minTimeout: number;
+  maxTimeout: number;
+  reserveMs: number;
+}
+
+/** p-retry options, the one retry rule of the etcd calls: transient failures only, four more attempts at most, never past `deadline`. */
+export function retryTransient(deadline: Deadline, pacing: RetryPacing): pRetry.Options {
+  return {
+    retries: 4,
+    minTimeout: pacing.minTimeout,
+    maxTimeout: pacing.maxTimeout,
+    onFailedAttempt: (err) => {
+      if (!isTransient(err) || deadline.remainingMs() < pacing.reserveMs) throw err;
+    },
+  };
 }
 
 /** True for failures worth another attempt inside the deadline (transient network or leader churn). */

@@ -15,7 +15,7 @@ import { AgentError } from '../proto/errors';
 import type { ActionName, OperationRecord } from '../proto/types';
 import type { Logger } from '../observability/logger';
 import type { EtcdCluster } from './cluster-client';
-import { isTransient, toAgentError } from './errors';
+import { isTransient, retryTransient, toAgentError } from './errors';
 
 /** How the lock behaves; the defaults suit production. */
 export interface MembershipLockOptions {
@@ -177,7 +177,7 @@ export class MembershipLock {
     try {
       const values = await pRetry(
         () => this.cluster.raw.getAll().prefix(this.operationsPrefix).options({ deadline: deadline.capped(ATTEMPT_MS) }).strings(),
-        retryTransient(deadline),
+        retryTransient(deadline, LOCK_RETRY),
       );
       return Object.values(values)
         .map((v) => parseJson<OperationRecord>(v))
@@ -253,7 +253,7 @@ export class HeldLock {
       await pRetry(
         // Through the client, not `lease.put`: etcd3's lease wrapper drops the call options, deadline included.
         () => this.raw.put(this.key).value(JSON.stringify(this.record)).lease(this.leaseId).options({ deadline: deadline.capped(ATTEMPT_MS) }).exec(),
-        retryTransient(deadline),
+        retryTransient(deadline, LOCK_RETRY),
       );
     } catch (err) {
       throw toAgentError(err);
@@ -286,24 +286,15 @@ function isLeaseGone(err: unknown): boolean {
   return err instanceof Error && /lease not found|lease.*(expired|invalid)/i.test(err.message + err.name);
 }
 
-/** p-retry options: transient failures only, a few quick attempts, never past `deadline`. */
-function retryTransient(deadline: Deadline): pRetry.Options {
-  return {
-    retries: 4,
-    minTimeout: 20,
-    maxTimeout: 200,
-    onFailedAttempt: (err) => {
-      if (!isTransient(err) || deadline.remainingMs() < 50) throw err;
-    },
-  };
-}
+/** Lock calls are quick: retried soon, up to 50 ms before the deadline. */
+const LOCK_RETRY = { minTimeout: 20, maxTimeout: 200, reserveMs: 50 };
 
 /** Revokes `lease` (a few quick attempts, 3 s at most, whatever the call's deadline); never throws. */
 async function revokeQuietly(lease: Lease | undefined): Promise<void> {
   if (lease === undefined) return;
   const deadline = Deadline.in(3000);
   try {
-    await pRetry(() => lease.revoke({ deadline: deadline.capped(ATTEMPT_MS) }), retryTransient(deadline));
+    await pRetry(() => lease.revoke({ deadline: deadline.capped(ATTEMPT_MS) }), retryTransient(deadline, LOCK_RETRY));
   } catch {
     // It expires by itself within its TTL, and a later acquire by this agent takes it over.
   }
