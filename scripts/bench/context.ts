@@ -3,7 +3,7 @@
  * put its rows and notes, and whether this is a short (BENCH_QUICK) run.
  */
 import type { LocalEtcdCluster } from '../local-cluster';
-import type { AgentProcess } from './agent-process';
+import type { AgentOptions, AgentProcess } from './agent-process';
 import type { Row } from './report';
 
 /** Shared state of one bench run. */
@@ -23,6 +23,18 @@ export interface ClusterUnderTest {
   /** The sidecar of etcd-0 (local endpoint etcd-0, all three endpoints configured). */
   agent: AgentProcess;
   endpoints: string[];
+}
+
+/** Options of another agent set up like the cluster's own sidecar: every endpoint, etcd-0 as its local member. */
+export function sidecarOptions(ctx: BenchContext, cut: Pick<ClusterUnderTest, 'endpoints' | 'cluster'>, label: string, extra: Partial<AgentOptions> = {}): AgentOptions {
+  return {
+    endpoints: cut.endpoints,
+    localEndpoint: cut.endpoints[0],
+    memberName: cut.cluster.members[0].name,
+    workDir: ctx.workDir,
+    label,
+    ...extra,
+  };
 }
 
 /** `full` normally, `quick` under BENCH_QUICK=1. */

@@ -11,7 +11,7 @@
 import os from 'node:os';
 import { AgentOptions, AgentProcess, describeMap, sampleEvery } from './agent-process';
 import type { BenchContext, ClusterUnderTest } from './context';
-import { pick } from './context';
+import { pick, sidecarOptions } from './context';
 import { cpuAccount, CpuShare, describeCpu } from './cpu';
 import { hammer, LoadResult, trickle } from './load';
 import { profileCalls } from './profiling';
@@ -33,14 +33,7 @@ export async function measureHealth(ctx: BenchContext, cut: ClusterUnderTest): P
   const section = 'health under load';
   const members = cut.endpoints.length;
   const etcdPids = cut.cluster.members.map((m) => m.pid);
-  const agentOpts = (label: string, logLevel: string): AgentOptions => ({
-    endpoints: cut.endpoints,
-    localEndpoint: cut.endpoints[0],
-    memberName: cut.cluster.members[0].name,
-    workDir: ctx.workDir,
-    label,
-    logLevel,
-  });
+  const agentOpts = (label: string, logLevel: string): AgentOptions => sidecarOptions(ctx, cut, label, { logLevel });
   const warn = await AgentProcess.start(agentOpts('health-warn', 'warn'));
   const info = await AgentProcess.start(agentOpts('health-info', 'info'));
   let main: LoadResult;

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { Etcd3 } from 'etcd3';
 import { findEtcdctl } from '../local-cluster';
 import type { BenchContext, ClusterUnderTest } from './context';
-import { pick } from './context';
+import { pick, sidecarOptions } from './context';
 import { profileCalls } from './profiling';
 import { median, p99, round, summarize } from './stats';
 
@@ -123,7 +123,7 @@ export async function measureIdempotentJoin(ctx: BenchContext, cut: ClusterUnder
 
   if (agent50 / grpc50 > 1.5) {
     const profile = await profileCalls(
-      { endpoints: cut.endpoints, localEndpoint: cut.endpoints[0], memberName: cut.cluster.members[0].name, workDir: ctx.workDir, label: 'join-profile' },
+      sidecarOptions(ctx, cut, 'join-profile'),
       {
         warm: async (agent) => {
           for (let i = 0; i < 50; i++) await agent.http.post('/v1/members/join', body);

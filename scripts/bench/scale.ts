@@ -15,7 +15,7 @@ import { Etcd3 } from 'etcd3';
 import type { MemberSpec } from '../local-cluster';
 import { AgentProcess } from './agent-process';
 import type { BenchContext, ClusterUnderTest } from './context';
-import { pick } from './context';
+import { pick, sidecarOptions } from './context';
 import { DirectClient } from './direct';
 import { gatewayStatus, SyncWatch } from './etcd-status';
 import { HttpAnswer, HttpClient } from './http';
@@ -218,7 +218,7 @@ export async function measureScale(ctx: BenchContext, cut: ClusterUnderTest): Pr
     // The same add + remove pairs on a profiled agent: where its time goes beyond etcd's RPCs.
     const pairs = pick(ctx, 30, 10);
     const profile = await profileCalls(
-      { endpoints: cut.endpoints, localEndpoint: cut.endpoints[0], memberName: cut.cluster.members[0].name, workDir: ctx.workDir, label: 'scale-profile' },
+      sidecarOptions(ctx, cut, 'scale-profile'),
       {
         warm: async (agent) => {
           await untilAddsAccepted({ agent }, await freshMember(cut.cluster, NAME));

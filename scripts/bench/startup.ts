@@ -7,7 +7,7 @@ import { ChildProcess, spawn } from 'node:child_process';
 import { freePort } from '../ports';
 import { AgentOptions, AgentProcess, describeMap, memoryMapOf, procRssMiB, track, withParentDeathSignal } from './agent-process';
 import type { BenchContext, ClusterUnderTest } from './context';
-import { pick } from './context';
+import { pick, sidecarOptions } from './context';
 import { probeOnce } from './http';
 import { describeProfile, summarizeProfile } from './profile';
 import { median, round, sleep, summarize } from './stats';
@@ -29,14 +29,7 @@ export async function measureStartup(ctx: BenchContext, cut: Pick<ClusterUnderTe
   const agentRss: number[] = [];
   const bareRss: number[] = [];
   let bareMap: Record<string, number> = {};
-  const opts = (label: string, cpuProfile = false) => ({
-    endpoints: cut.endpoints,
-    localEndpoint: cut.endpoints[0],
-    memberName: cut.cluster.members[0].name,
-    workDir: ctx.workDir,
-    label,
-    cpuProfile,
-  });
+  const opts = (label: string, cpuProfile = false) => sidecarOptions(ctx, cut, label, { cpuProfile });
   for (let i = 0; i < runs; i++) {
     const agent = await AgentProcess.start(opts(`startup-${i}`));
     agentMs.push(agent.startupMs);
