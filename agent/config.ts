@@ -87,8 +87,13 @@ export function flagFor(variable: string): string {
   return `--${variable.replace(/^ETCD_AGENT_/, '').toLowerCase().replace(/_/g, '-')}`;
 }
 
-const BOOLEAN_VARIABLES = new Set<string>(['ETCD_AGENT_LEARNER_FIRST', 'ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED']);
-BOOLEAN_VARIABLES.add('ETCD_AGENT_HOST_NETWORK').add('ETCD_AGENT_HOST_NETWORK_ALLOW_UNAUTHENTICATED_LOOPBACK');
+/** Variables whose flag may stand alone for `true` (`--host-network` also takes `=auto` or `=false`). */
+const BOOLEAN_VARIABLES = new Set<string>([
+  'ETCD_AGENT_LEARNER_FIRST',
+  'ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED',
+  'ETCD_AGENT_HOST_NETWORK',
+  'ETCD_AGENT_HOST_NETWORK_ALLOW_UNAUTHENTICATED_LOOPBACK',
+]);
 const FLAG_TO_VARIABLE = new Map<string, string>(CONFIG_VARIABLES.map((v) => [flagFor(v), v]));
 
 /**
