@@ -96,6 +96,7 @@ export class MembershipLock {
     }
   }
 
+  /** `acquire` on one client, whose pin the returned lock takes over. */
   private async acquireOn(raw: Etcd3, unpin: Unpin, intent: OperationIntent, deadline: Deadline): Promise<HeldLock> {
     const record: OperationRecord = {
       id: randomUUID(),
