@@ -142,17 +142,20 @@ describe('when the etcd client certificates are rotated while the agent serves (
     fs.writeFileSync(path.join(f.secret, '..v1', 'tls.crt'), fs.readFileSync(second.cert));
     await eventually(async () => expect(logText.includes(REJECTED)).toBe(true), 10_000, 50);
     expect(reloadCount()).toBe(0);
+    const written = [Date.now()];
     fs.writeFileSync(path.join(f.secret, '..v1', 'tls.key'), fs.readFileSync(second.key));
     const swaps = [await waitReloads(1)];
 
     // 2. The CA file, in place: the old CA and the new one.
     loop.phase = 'ca-bundle';
+    written.push(Date.now());
     fs.writeFileSync(f.agentCa, cat(oldPki.ca.cert, newPki.ca.cert));
     swaps.push(await waitReloads(2));
 
     // 3. A Secret volume's symlink swap to a pair of the new CA.
     loop.phase = 'secret-swap';
     const third = await newPki.ca.issue('agent-3', { hosts: [] });
+    written.push(Date.now());
     swapSecret('..v2', third);
     swaps.push(await waitReloads(3));
     await new Promise((resolve) => setTimeout(resolve, 1000));
@@ -183,6 +186,7 @@ describe('when the etcd client certificates are rotated while the agent serves (
 
     // 5. The CA file: the new CA alone.
     loop.phase = 'new-ca-only';
+    written.push(Date.now());
     fs.writeFileSync(f.agentCa, fs.readFileSync(newPki.ca.cert));
     swaps.push(await waitReloads(4));
     await new Promise((resolve) => setTimeout(resolve, 1500));
@@ -210,7 +214,8 @@ describe('when the etcd client certificates are rotated while the agent serves (
     expect(inFlight.filter((c) => c.verdict !== 'ok')).toEqual([]);
     // Every lock the joins and leaves took was released with its lease: none is left in etcd.
     await eventually(async () => expect(await cluster.etcdctl(['lease', 'list'])).toMatch(/found 0 leases/), 15_000, 250);
-    process.stdout.write(`etcd TLS rotation: ${summary(calls, inFlight.length)}\n`);
+    const lags = swaps.map((at, i) => at - written[i]);
+    process.stdout.write(`etcd TLS rotation: ${summary(calls, inFlight.length)}; file written → new clients in use: ${lags.join(', ')} ms\n`);
   }, 240_000);
 
   it('when a membership lock is held across a rotation, then its lease survives (past its TTL) and is released with it', async () => {
