@@ -43,6 +43,8 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
       keyFile: config.etcdKeyFile,
       username: config.etcdUsername,
       passwordFile: config.etcdPasswordFile,
+      // The CA, certificate and key are re-read when their files change (etcd/credentials.ts).
+      logger,
     },
     (kind) => metrics.membershipChanges.inc({ kind }),
     () => metrics.statusRpcs.inc(),

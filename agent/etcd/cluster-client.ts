@@ -9,8 +9,11 @@ import pRetry from 'p-retry';
 import { ConsecutiveBreaker, circuitBreaker, handleWhen, noop } from 'cockatiel';
 import { Etcd3, IMember, IMemberListResponse, IOptions, isRecoverableError } from 'etcd3';
 import { Deadline } from '../deadline';
+import type { Logger } from '../observability/logger';
 import type { Member, MemberList, MemberStatus } from '../proto/types';
+import { EtcdCredentials } from './credentials';
 import { isTransient, retryTransient, shuttingDownError, toAgentError } from './errors';
+import { RetiringClients, Unpin } from './retiring-clients';
 
 /** How the agent reaches etcd: endpoints, TLS and credentials (CONTRACT §2). */
 export interface EtcdConnectionOptions {
@@ -24,6 +27,10 @@ export interface EtcdConnectionOptions {
   attemptTimeoutMs?: number;
   /** ETCD_AGENT_KEY_PREFIX: the linearizable barrier read of `listMembers` reads a key below it. */
   keyPrefix?: string;
+  /** Where a rejected or reloaded TLS rotation is logged. */
+  logger?: Logger;
+  /** How often the TLS files are looked at for a rotation (default 1000 ms). */
+  credentialsReloadMs?: number;
 }
 
 /** How long one endpoint may take before the next is asked as well. */
@@ -76,7 +83,7 @@ export function toMemberList(res: IMemberListResponse): MemberList {
 
 /** A client of one etcd cluster, through its configured endpoints and the client URLs its members report. */
 export class EtcdCluster {
-  private readonly main: Etcd3;
+  private main: Etcd3;
   private readonly perEndpoint = new Map<string, Etcd3>();
   /** Per-endpoint clients that send no etcd credentials, for Status (see `memberStatus`). */
   private readonly anonymous = new Map<string, Etcd3>();
@@ -91,6 +98,10 @@ export class EtcdCluster {
   /** The endpoint that answered last; asked first next time, and sent membership changes. */
   private preferred?: string;
   private closed = false;
+  /** The TLS material in use, re-read when its files change (undefined without ETCD_AGENT_ETCD_CA_FILE). */
+  private readonly credentials?: EtcdCredentials;
+  /** Clients built with earlier credentials, closed once the calls on them are done. */
+  private readonly retiring: RetiringClients;
 
   constructor(
     private readonly options: EtcdConnectionOptions,
@@ -99,8 +110,34 @@ export class EtcdCluster {
   ) {
     this.attemptTimeoutMs = options.attemptTimeoutMs ?? 3000;
     this.barrierKey = Buffer.from(`${options.keyPrefix ?? '/etcd-lifecycle-agent/'}barrier`);
-    this.main = new Etcd3({
-      ...this.baseOptions(options.endpoints),
+    if (options.caFile !== undefined) {
+      const { caFile, certFile, keyFile } = options;
+      this.credentials = new EtcdCredentials({ caFile, certFile, keyFile }, { logger: options.logger, intervalMs: options.credentialsReloadMs });
+      this.credentials.onChange(() => this.renewClients());
+      this.credentials.start();
+    }
+    // An attempt lasts at most 2 × attemptTimeoutMs (a membership RPC): calls sent just before a
+    // rotation finish on the old clients; a held lock pins its client for as long as it is held.
+    this.retiring = new RetiringClients({ graceMs: this.attemptTimeoutMs * 2 + 1000 });
+    this.main = this.createMain();
+  }
+
+  /**
+   * New credentials are in use: later calls go through new clients (etcd3 takes TLS credentials at
+   * construction), and the old ones are retired, closed once the calls already on them are done.
+   */
+  private renewClients(): void {
+    if (this.closed) return;
+    this.retiring.retire([this.main, ...this.perEndpoint.values(), ...this.anonymous.values()]);
+    this.perEndpoint.clear();
+    this.anonymous.clear();
+    this.main = this.createMain();
+  }
+
+  /** The pooled client of the configured endpoints. */
+  private createMain(): Etcd3 {
+    return new Etcd3({
+      ...this.baseOptions(this.options.endpoints),
       faultHandling: {
         global: noop,
         // Skip a host that failed three times in a row for a second, so a paused
@@ -117,6 +154,15 @@ export class EtcdCluster {
   /** The underlying client for this package's own lock and record helpers. */
   get raw(): Etcd3 {
     return this.main;
+  }
+
+  /**
+   * The underlying client, kept open until `unpin` even when a credentials rotation replaces it:
+   * for a lease (the membership lock) that must outlive the rotation.
+   */
+  pinRaw(): { client: Etcd3; unpin: Unpin } {
+    const client = this.main;
+    return { client, unpin: this.retiring.pin(client) };
   }
 
   /**
@@ -231,6 +277,8 @@ export class EtcdCluster {
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    this.credentials?.stop();
+    this.retiring.closeAll();
     this.main.close();
     for (const client of [...this.perEndpoint.values(), ...this.anonymous.values()]) client.close();
     this.perEndpoint.clear();
@@ -348,13 +396,9 @@ export class EtcdCluster {
   private baseOptions(hosts: string[], authenticated = true): IOptions {
     const o = this.options;
     const options: IOptions = { hosts, dialTimeout: this.attemptTimeoutMs };
-    if (o.caFile !== undefined) {
-      options.credentials = {
-        rootCertificate: fs.readFileSync(o.caFile),
-        ...(o.certFile !== undefined && o.keyFile !== undefined
-          ? { certChain: fs.readFileSync(o.certFile), privateKey: fs.readFileSync(o.keyFile) }
-          : {}),
-      };
+    if (this.credentials !== undefined) {
+      const { ca, cert, key } = this.credentials.current();
+      options.credentials = { rootCertificate: ca, ...(cert !== undefined && key !== undefined ? { certChain: cert, privateKey: key } : {}) };
     }
     if (authenticated && o.username !== undefined && o.passwordFile !== undefined) {
       options.auth = {

@@ -16,6 +16,7 @@ import type { ActionName, OperationRecord } from '../proto/types';
 import type { Logger } from '../observability/logger';
 import type { EtcdCluster } from './cluster-client';
 import { isTransient, retryTransient, toAgentError } from './errors';
+import type { Unpin } from './retiring-clients';
 
 /** How the lock behaves; the defaults suit production. */
 export interface MembershipLockOptions {
@@ -84,7 +85,19 @@ export class MembershipLock {
    * the deadline is nearer, keeping time for the work itself), then throws `busy`.
    */
   async acquire(intent: OperationIntent, deadline: Deadline): Promise<HeldLock> {
-    const raw = this.cluster.raw;
+    // The lease lives on this client: pinned, a rotation of the etcd credentials does not close it
+    // under the lock; released with the lock, or below when no lock is taken.
+    const { client: raw, unpin } = this.cluster.pinRaw();
+    try {
+      return await this.acquireOn(raw, unpin, intent, deadline);
+    } catch (err) {
+      unpin();
+      throw err;
+    }
+  }
+
+  /** `acquire` on one client, whose pin the returned lock takes over. */
+  private async acquireOn(raw: Etcd3, unpin: Unpin, intent: OperationIntent, deadline: Deadline): Promise<HeldLock> {
     const record: OperationRecord = {
       id: randomUUID(),
       action: intent.action,
@@ -118,7 +131,7 @@ export class MembershipLock {
             .options({ deadline: deadline.capped(ATTEMPT_MS) })
             .commit();
           if (result.succeeded) {
-            const held = new HeldLock(this, raw, lease, leaseId, record, this.recordKey(record.id));
+            const held = new HeldLock(this, raw, lease, leaseId, record, this.recordKey(record.id), unpin);
             this.held.add(held);
             return held;
           }
@@ -128,7 +141,7 @@ export class MembershipLock {
             lastHolder = holder;
             if (holder?.operationId === record.id) {
               // Our own put went through but its answer was lost: the lock is ours.
-              const held = new HeldLock(this, raw, lease, leaseId, record, this.recordKey(record.id));
+              const held = new HeldLock(this, raw, lease, leaseId, record, this.recordKey(record.id), unpin);
               this.held.add(held);
               return held;
             }
@@ -230,6 +243,7 @@ export class HeldLock {
     private readonly leaseId: string,
     readonly record: OperationRecord,
     private readonly key: string,
+    private readonly unpin: Unpin = () => undefined,
   ) {
     lease.on('lost', () => {
       this.lost = true;
@@ -266,6 +280,7 @@ export class HeldLock {
     this.released = true;
     this.owner.forget(this);
     await revokeQuietly(this.lease);
+    this.unpin();
   }
 }
 

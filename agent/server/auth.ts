@@ -14,6 +14,7 @@ import { timingSafeEqual, createHash } from 'node:crypto';
 import type { RequestHandler } from 'express';
 import { AgentError } from '../proto/errors';
 import type { Logger } from '../observability/logger';
+import { fileIdentity } from '../watched-files';
 
 /** The settings §6 depends on. */
 export interface AuthOptions {
@@ -75,8 +76,7 @@ export class TokenSource {
     let key: string;
     let token: string;
     try {
-      const stat = fs.statSync(this.file);
-      key = `${stat.dev}:${stat.ino}:${stat.size}:${stat.mtimeMs}:${stat.ctimeMs}`;
+      key = fileIdentity(this.file);
       if (this.cached?.key === key) return this.cached.digest;
       token = fs.readFileSync(this.file, 'utf8').replace(/\r?\n$/, '');
     } catch (err) {
