@@ -43,7 +43,7 @@ describe('member-common.sh (sourced by member-join.sh and member-leave.sh)', () 
     ['PEER_ENDPOINT that does not list the pod', 'etcd-0:10.0.0.10,etcd-10:10.0.0.20', 'etcd-1.etcd-headless.demo.svc.cluster.local'],
     ['PEER_ENDPOINT with a glob character', '*:10.9.9.9,etcd-1:lb.example.com', 'lb.example.com'],
   ])('when there is %s, then peer_host etcd-1 FQDN prints %s', (_what, peerEndpoint, host) => {
-    const env = peerEndpoint === undefined ? {} : { PEER_ENDPOINT: peerEndpoint };
+    const env: Record<string, string> = peerEndpoint === undefined ? {} : { PEER_ENDPOINT: peerEndpoint };
 
     expect(bash('peer_host etcd-1 etcd-1.etcd-headless.demo.svc.cluster.local', env)).toEqual({ code: 0, stdout: `${host}\n` });
   });
