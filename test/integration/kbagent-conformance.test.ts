@@ -19,11 +19,14 @@ import type { RunningAgent } from '../../agent/agent';
 import { Deadline } from '../../agent/deadline';
 import { EtcdCluster } from '../../agent/etcd/cluster-client';
 import { MembershipLock } from '../../agent/etcd/lock';
+import { loadConfig } from '../../agent/config';
+import { startAgent } from '../../agent/agent';
 import { createLogger } from '../../agent/observability/logger';
 import { eventually, freePort, withCluster, type MemberSpec } from '../helpers/etcd-cluster';
 import { goActionRequestJson, goHttpRequest, renderGoTemplate, type GoActionRequest } from '../helpers/go-wire';
 import { freeLoopbackHost, KB_PEER_PORT } from '../helpers/loopback-host';
-import { leaderOf, startMemberAgent } from '../helpers/membership';
+import { captureLogs } from '../helpers/log-capture';
+import { leaderOf, post, startMemberAgent } from '../helpers/membership';
 import { rawRequest, type RawAnswer } from '../helpers/raw-http';
 
 const CMPD = path.join(__dirname, '..', '..', 'deploy', 'kubeblocks-componentdefinition.yaml');
@@ -125,6 +128,33 @@ describe('kbagent conformance: its Go client and its HTTP actions, against real 
       expect(output(answer)).toBe(leader.name === 'etcd-0' ? 'leader' : 'follower');
     });
 
+    it('when it sends unknown fields and timeoutSeconds -1 or 120, then the log says what was ignored and which deadline was used', async () => {
+      const { stream, text } = captureLogs();
+      const { config } = loadConfig({
+        ETCD_AGENT_LISTEN: '127.0.0.1:0',
+        ETCD_AGENT_ENDPOINTS: cluster().clientURLs().join(','),
+        ETCD_AGENT_LOCAL_ENDPOINT: cluster().member('etcd-0').clientURL,
+        ETCD_AGENT_MEMBER_NAME: 'etcd-0',
+      });
+      const logged = await startAgent(config, { logger: createLogger({ stream, level: 'debug' }) });
+      extra.push(logged);
+
+      const negative = await goClient(logged, { action: 'roleProbe', timeoutSeconds: -1 }, { priority: 3 });
+      const capped = await goClient(logged, { action: 'roleProbe', timeoutSeconds: 120 });
+      const lines = text()
+        .split('\n')
+        .filter((l) => l.includes('kbagent request'))
+        .map((l) => JSON.parse(l));
+
+      expect(output(negative)).toMatch(/^(leader|follower)$/);
+      expect(output(capped)).toMatch(/^(leader|follower)$/);
+      expect(lines).toEqual([
+        expect.objectContaining({ level: 'debug', message: 'kbagent request: unknown fields ignored', fields: ['priority'] }),
+        expect.objectContaining({ level: 'info', note: expect.stringContaining('timeoutSeconds -1 is negative') }),
+        expect.objectContaining({ level: 'info', note: expect.stringContaining('timeoutSeconds 120 is above 60; capped at 60 s') }),
+      ]);
+    });
+
     it('when it names an action the agent does not perform, then {error: notDefined}, HTTP 200', async () => {
       const answer = await goClient(agentOf('etcd-0'), { action: 'dataDump', parameters: { KB_X: '1' } });
 
@@ -212,6 +242,14 @@ describe('kbagent conformance: its Go client and its HTTP actions, against real 
       const listed = (await cluster().listMembers()).filter((m) => m.peerURLs.includes(`http://${host}:${KB_PEER_PORT}`));
       expect(listed).toEqual([expect.objectContaining({ isLearner: true, started: false })]);
     }, 60_000);
+
+    it('when promote (v1, not an HTTP action) is asked for the unstarted etcd-3, then 202 in-progress by default and 409 in-progress with requireComplete', async () => {
+      const plain = await post(agentOf('etcd-0'), '/v1/members/promote', { name: 'etcd-3', peerURLs: [`http://${host}:${KB_PEER_PORT}`] });
+      const strict = await post(agentOf('etcd-0'), '/v1/members/promote', { name: 'etcd-3', peerURLs: [`http://${host}:${KB_PEER_PORT}`], requireComplete: true });
+
+      expect(plain).toMatchObject({ status: 202, json: { outcome: 'in-progress', complete: false } });
+      expect(strict).toMatchObject({ status: 409, json: { error: { code: 'in-progress', retryable: true, details: { result: { outcome: 'in-progress' } } } } });
+    });
 
     it('when another member joins while etcd-3 is a learner, then busy: HTTP action 409 busy, Go client {error: busy}', async () => {
       const other = { KB_JOIN_MEMBER_POD_NAME: 'etcd-4', KB_JOIN_MEMBER_POD_FQDN: await freeLoopbackHost() };
