@@ -2,7 +2,9 @@
  * `POST /v1.0/action`, KubeBlocks kbagent's wire format (CONTRACT §5). An
  * adapter only: `memberJoin`, `memberLeave` and `switchover` call the same
  * membership service as the v1 routes, and `roleProbe` asks this pod's own
- * etcd. Every answer is HTTP 200, `{output}` (base64) or `{error, message}`.
+ * etcd. The body is read as kbagent's Go server reads it (any or no
+ * Content-Type, unknown fields ignored, `timeoutSeconds` as kbagent resolves
+ * it); every answer is HTTP 200, `{output}` (base64) or `{error, message}`.
  */
 import { Router } from 'express';
 import type { ErrorRequestHandler, Request, Response } from 'express';
@@ -72,8 +74,8 @@ export function kbAgentRouter(deps: KbAgentDeps): Router {
 }
 
 /**
- * Errors raised before the route runs (a body that is not JSON, too large, of
- * another media type) answer on this path as kbagent would: HTTP 200 with
+ * Errors raised before the route runs (a body that is not JSON, too large, in a
+ * charset other than UTF-8) answer on this path as kbagent would: HTTP 200 with
  * `{error: "badRequest"}`, since a kbagent caller reads the body, not the status.
  * Auth refusals (401, 403) and 404/405 keep the contract's envelope and status:
  * a caller without credentials, or one that GETs, is not speaking kbagent, and
