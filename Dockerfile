@@ -22,7 +22,7 @@ WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /src/dist ./dist
 COPY package.json ./
-COPY scripts/member-join.sh scripts/member-leave.sh /scripts/
+COPY scripts/member-join.sh scripts/member-leave.sh scripts/member-common.sh /scripts/
 RUN ln -s /app/dist/agent/main.js /usr/local/bin/etcd-lifecycle-agent && chmod 0755 /app/dist/agent/main.js
 # 65532 is the conventional "nonroot" uid; kube-inject sets runAsUser to the same.
 USER 65532:65532

@@ -17,6 +17,7 @@ import { healthRouter } from './server/health-routes';
 import { kbAgentErrorHandler, kbAgentRouter } from './server/kbagent-routes';
 import { listen, Listening, ListenOptions } from './server/listen';
 import { requestGuard } from './server/request-guard';
+import { roleRouter } from './server/role-routes';
 import { v1Router } from './server/v1-routes';
 
 /** A built agent: its parts, for tests to look into, and how to stop it. */
@@ -65,6 +66,8 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
   stoppers.push(() => health.close());
   // kbagent's wire format (CONTRACT §5): an adapter over the same membership service.
   routers.push(kbAgentRouter({ config, cluster, membership, logger }));
+  // This pod's role as plain text, for roleProbe as a KubeBlocks HTTP action.
+  routers.push(roleRouter({ config, cluster }));
   const app = createApp({ config, logger, metrics, routers, errorHandlers: [kbAgentErrorHandler(logger)] });
   return {
     config,

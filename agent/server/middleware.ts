@@ -53,7 +53,16 @@ function knownRoute(path: string): string | undefined {
   return ROUTES.find((r) => r.path === served)?.path;
 }
 
-/** Parses JSON bodies of at most 64 KiB; a POST must be application/json (an empty body counts as `{}`). */
+/**
+ * Routes whose body is JSON whatever its Content-Type, including none: kbagent's Go client
+ * (pkg/kbagent/client/http_client.go) sends its JSON without one (CONTRACT §5).
+ */
+export const ANY_CONTENT_TYPE_PATHS: readonly string[] = ['/v1.0/action'];
+
+/**
+ * Parses JSON bodies of at most 64 KiB; a POST must be application/json (an empty body counts
+ * as `{}`), except on `ANY_CONTENT_TYPE_PATHS`, where any body is read as JSON.
+ */
 export function jsonBody(): RequestHandler[] {
   const parse = express.json({ limit: '64kb', strict: true, type: () => true });
   const contentType: RequestHandler = (req, _res, next) => {
@@ -64,7 +73,7 @@ export function jsonBody(): RequestHandler[] {
       req.body = {};
       return next();
     }
-    if (!req.is('application/json')) {
+    if (!req.is('application/json') && !ANY_CONTENT_TYPE_PATHS.includes(routePath(req.path))) {
       return next(new AgentError('unsupported-media-type', 'the body must be application/json'));
     }
     next();

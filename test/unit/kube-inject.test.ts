@@ -249,12 +249,13 @@ describe('deploy/', () => {
     expect(kubeInject(plain)).toBe(withAgent);
   });
 
-  it('when the KubeBlocks ComponentDefinition is read, then its four lifecycle actions are exec actions', () => {
+  it('when the KubeBlocks ComponentDefinition is read, then its four lifecycle actions are HTTP actions (issue #10)', () => {
     const [cmpd] = parse(readFileSync(join(ROOT, 'deploy', 'kubeblocks-componentdefinition.yaml'), 'utf8')) as Json[];
     expect(cmpd).toMatchObject({ apiVersion: 'apps.kubeblocks.io/v1', kind: 'ComponentDefinition' });
     const actions = (cmpd.spec as Json).lifecycleActions as Json;
     for (const name of ['memberJoin', 'memberLeave', 'roleProbe', 'switchover']) {
-      expect((actions[name] as Json).exec).toMatchObject({ command: expect.any(Array) });
+      expect((actions[name] as Json).http).toMatchObject({ port: '3501', path: expect.stringMatching(/^\/v1\//) });
+      expect((actions[name] as Json).exec).toBeUndefined();
     }
   });
 });
