@@ -44,8 +44,8 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
       username: config.etcdUsername,
       passwordFile: config.etcdPasswordFile,
     },
-    (kind) => metrics.membershipChanges.inc({ kind }),
-    () => metrics.statusRpcs.inc(),
+    (kind, result) => metrics.membershipChanges.inc({ kind, result }),
+    (result) => metrics.statusRpcs.inc({ result }),
   );
   // Methods, query strings and charsets are checked before any route sees them (CONTRACT §4).
   const routers: Router[] = [requestGuard()];
