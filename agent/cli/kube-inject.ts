@@ -152,6 +152,8 @@ function injectPod(doc: Document, podSpec: YAMLMap, site: PodSite, options: Reso
     const probe = doc.createNode({
       httpGet: { path: '/v1/health/local', port: options.port },
       periodSeconds: 5,
+      // The answer waits for an observation of at most ETCD_AGENT_HEALTH_MAX_AGE_MS (1 s by default).
+      timeoutSeconds: 3,
       failureThreshold: 3,
     });
     const key = new Scalar('readinessProbe');
@@ -197,7 +199,8 @@ function sidecarContainer(site: PodSite, schemes: { client: string; peer: string
     env.push({ name: 'ETCD_AGENT_TOKEN_FILE', value: `${TOKEN_MOUNT_PATH}/token` });
   }
 
-  const probe = (path: string): object => ({ httpGet: { path, port: 'lifecycle' } });
+  // Kubernetes' default probe timeout (1 s) is tight for a node under load; these answers are local.
+  const probe = (path: string): object => ({ httpGet: { path, port: 'lifecycle' }, timeoutSeconds: 2 });
   return {
     name: SIDECAR_NAME,
     image: options.image,
@@ -216,6 +219,8 @@ function sidecarContainer(site: PodSite, schemes: { client: string; peer: string
       readOnlyRootFilesystem: true,
       allowPrivilegeEscalation: false,
       capabilities: { drop: ['ALL'] },
+      // Pod Security "restricted" requires it of every container.
+      seccompProfile: { type: 'RuntimeDefault' },
     },
   };
 }
