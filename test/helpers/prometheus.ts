@@ -108,7 +108,7 @@ export class TestPrometheus {
     return fs.readFileSync(this.logFile, 'utf8').split('\n').slice(-lines).join('\n');
   }
 
-  /** Stops it (SIGTERM, then SIGKILL after 5 s) and removes its data directory unless `keep`. */
+  /** Stops it (SIGTERM, then SIGKILL after 5 s) and, when `removeDir`, removes its directory. */
   async stop(removeDir = true): Promise<void> {
     if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGTERM');
     const timer = setTimeout(() => this.child.kill('SIGKILL'), 5000);
