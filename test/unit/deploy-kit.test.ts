@@ -20,7 +20,8 @@ type Json = Record<string, unknown>;
 function kustomize(dir: string): Promise<string> {
   return new Promise((resolve, reject) => {
     execFile('kubectl', ['kustomize', dir], { timeout: 60_000, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
-      if (err !== null) reject(new Error(`kubectl kustomize ${dir} failed: ${stderr || err.message}`));
+      const missing = (err as NodeJS.ErrnoException | null)?.code === 'ENOENT' ? ' (kubectl is not installed: this test needs kubectl with kustomize v5)' : '';
+      if (err !== null) reject(new Error(`kubectl kustomize ${dir} failed${missing}: ${stderr || err.message}`));
       else resolve(stdout);
     });
   });
