@@ -47,8 +47,8 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
       // The CA, certificate and key are re-read when their files change (etcd/credentials.ts).
       logger,
     },
-    (kind) => metrics.membershipChanges.inc({ kind }),
-    () => metrics.statusRpcs.inc(),
+    (kind, result) => metrics.membershipChanges.inc({ kind, result }),
+    (result) => metrics.statusRpcs.inc({ result }),
   );
   // Methods, query strings and charsets are checked before any route sees them (CONTRACT §4).
   const routers: Router[] = [requestGuard()];

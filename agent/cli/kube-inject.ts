@@ -168,6 +168,8 @@ function injectPod(doc: Document, podSpec: YAMLMap, site: PodSite, options: Reso
     const probe = doc.createNode({
       httpGet: { path: '/v1/health/local', port: options.port, ...listen.probeHost },
       periodSeconds: 5,
+      // The answer waits for an observation of at most ETCD_AGENT_HEALTH_MAX_AGE_MS (1 s by default).
+      timeoutSeconds: 3,
       failureThreshold: 3,
     });
     const key = new Scalar('readinessProbe');
@@ -222,7 +224,8 @@ function sidecarContainer(
   }
   if (listen.hostNetwork) env.push({ name: 'ETCD_AGENT_HOST_NETWORK', value: 'true' });
 
-  const probe = (path: string): object => ({ httpGet: { path, port: 'lifecycle', ...listen.probeHost } });
+  // Kubernetes' default probe timeout (1 s) is tight for a node under load; these answers are local.
+  const probe = (path: string): object => ({ httpGet: { path, port: 'lifecycle', ...listen.probeHost }, timeoutSeconds: 2 });
   return {
     name: SIDECAR_NAME,
     image: options.image,
@@ -241,6 +244,8 @@ function sidecarContainer(
       readOnlyRootFilesystem: true,
       allowPrivilegeEscalation: false,
       capabilities: { drop: ['ALL'] },
+      // Pod Security "restricted" requires it of every container.
+      seccompProfile: { type: 'RuntimeDefault' },
     },
   };
 }

@@ -39,8 +39,11 @@ const HEDGE_MS = 200;
 /** A membership RPC kind, as counted by `etcd_agent_membership_changes_total{kind}`. */
 export type ChangeKind = 'add' | 'remove' | 'promote' | 'move-leader';
 
-/** Called after each membership RPC is sent, whatever its result. */
-export type ChangeListener = (kind: ChangeKind) => void;
+/** Called when each membership RPC sent has its answer: `ok`, or the AgentError code it failed with. */
+export type ChangeListener = (kind: ChangeKind, result: string) => void;
+
+/** Called when each Status call has its answer: `ok`, or the AgentError code it failed with. */
+export type StatusListener = (result: string) => void;
 
 /** An etcd alarm as `etcdctl alarm list` shows it. */
 export interface Alarm {
@@ -106,7 +109,7 @@ export class EtcdCluster {
   constructor(
     private readonly options: EtcdConnectionOptions,
     private readonly onChange: ChangeListener = () => undefined,
-    private readonly onStatusCall: () => void = () => undefined,
+    private readonly onStatusCall: StatusListener = () => undefined,
   ) {
     this.attemptTimeoutMs = options.attemptTimeoutMs ?? 3000;
     this.barrierKey = Buffer.from(`${options.keyPrefix ?? '/etcd-lifecycle-agent/'}barrier`);
@@ -245,9 +248,9 @@ export class EtcdCluster {
   async memberStatus(clientURL: string, timeoutMs: number): Promise<MemberStatus> {
     const client = this.endpointClient(clientURL, false);
     const started = performance.now();
-    this.onStatusCall();
     try {
       const res = await client.maintenance.status({ deadline: new Date(Date.now() + timeoutMs) });
+      this.onStatusCall('ok');
       return {
         memberId: hexId(res.header.member_id),
         leaderId: hexId(res.leader),
@@ -261,7 +264,9 @@ export class EtcdCluster {
         latencyMs: Math.round((performance.now() - started) * 100) / 100,
       };
     } catch (err) {
-      throw toAgentError(err);
+      const error = toAgentError(err);
+      this.onStatusCall(error.code);
+      throw error;
     }
   }
 
@@ -415,11 +420,14 @@ export class EtcdCluster {
   /** One attempt of a membership RPC, counted whether or not etcd accepted it. */
   private async once<T>(deadline: Deadline, kind: ChangeKind, fn: (at: Date) => Promise<T>): Promise<T> {
     deadline.check(`sending ${kind}`);
-    this.onChange(kind);
     try {
-      return await fn(deadline.capped(this.attemptTimeoutMs * 2));
+      const answer = await fn(deadline.capped(this.attemptTimeoutMs * 2));
+      this.onChange(kind, 'ok');
+      return answer;
     } catch (err) {
-      throw toAgentError(err);
+      const error = toAgentError(err);
+      this.onChange(kind, error.code);
+      throw error;
     }
   }
 

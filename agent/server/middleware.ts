@@ -9,7 +9,7 @@ import { AgentError } from '../proto/errors';
 import { ROUTES } from '../proto/routes';
 import { routePath } from './request-guard';
 import type { Logger } from '../observability/logger';
-import type { Metrics } from '../observability/metrics';
+import { recordHttpRequest, type Metrics } from '../observability/metrics';
 import { toAgentError } from '../etcd/errors';
 
 const INCOMING_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -29,7 +29,8 @@ export function requestContext(logger: Logger, metrics: Metrics): RequestHandler
     const started = performance.now();
     res.on('finish', () => {
       const route = knownRoute(req.path) ?? 'unmatched';
-      metrics.httpRequests.inc({ method: req.method, route, status: String(res.statusCode) });
+      const seconds = (performance.now() - started) / 1000;
+      recordHttpRequest(metrics, { method: req.method, route, code: res.statusCode, seconds });
       // At info, the default level: the contract logs every answer's requestId. Checked first,
       // since winston formats a line (timestamp, redaction, JSON) before its level drops it.
       const level = res.statusCode >= 500 ? 'warn' : 'info';
@@ -39,7 +40,7 @@ export function requestContext(logger: Logger, metrics: Metrics): RequestHandler
         method: req.method,
         path: req.path.slice(0, 200),
         status: res.statusCode,
-        durationMs: Math.round((performance.now() - started) * 100) / 100,
+        durationMs: Math.round(seconds * 100_000) / 100,
         remote: req.socket.remoteAddress,
       });
     });

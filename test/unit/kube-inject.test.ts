@@ -174,8 +174,8 @@ describe('the injected sidecar', () => {
       image: 'etcd-lifecycle-agent:0.1.0',
       args: ['serve'],
       ports: [{ name: 'lifecycle', containerPort: 3501 }],
-      livenessProbe: { httpGet: { path: '/livez', port: 'lifecycle' } },
-      readinessProbe: { httpGet: { path: '/readyz', port: 'lifecycle' } },
+      livenessProbe: { httpGet: { path: '/livez', port: 'lifecycle' }, timeoutSeconds: 2 },
+      readinessProbe: { httpGet: { path: '/readyz', port: 'lifecycle' }, timeoutSeconds: 2 },
       resources: { requests: { cpu: '10m', memory: '48Mi' }, limits: { memory: '128Mi' } },
       securityContext: {
         runAsNonRoot: true,
@@ -183,8 +183,14 @@ describe('the injected sidecar', () => {
         readOnlyRootFilesystem: true,
         allowPrivilegeEscalation: false,
         capabilities: { drop: ['ALL'] },
+        seccompProfile: { type: 'RuntimeDefault' },
       },
     });
+  });
+
+  it('when the etcd container gets its readiness probe, then its timeout outlasts one health observation (max age 1 s)', () => {
+    const etcd = containers(spec).find((c) => c.name === 'etcd') as Json;
+    expect(etcd.readinessProbe).toMatchObject({ httpGet: { path: '/v1/health/local' }, timeoutSeconds: 3 });
   });
 
   it('when injected, then POD_NAME and POD_NAMESPACE come from the downward API before they are used', () => {
