@@ -108,8 +108,8 @@ describe('kube-inject on a hostNetwork: true StatefulSet', () => {
     });
 
     it('then every probe on the agent goes to 127.0.0.1, where it listens, not to the pod IP (the node address)', () => {
-      expect(sidecar.livenessProbe).toEqual({ httpGet: { path: '/livez', port: 'lifecycle', host: '127.0.0.1' } });
-      expect(sidecar.readinessProbe).toEqual({ httpGet: { path: '/readyz', port: 'lifecycle', host: '127.0.0.1' } });
+      expect(sidecar.livenessProbe).toEqual({ httpGet: { path: '/livez', port: 'lifecycle', host: '127.0.0.1' }, timeoutSeconds: 2 });
+      expect(sidecar.readinessProbe).toEqual({ httpGet: { path: '/readyz', port: 'lifecycle', host: '127.0.0.1' }, timeoutSeconds: 2 });
       expect((container(spec, 'etcd').readinessProbe as Json).httpGet).toEqual({ path: '/v1/health/local', port: 3501, host: '127.0.0.1' });
     });
 
@@ -172,7 +172,7 @@ describe('kube-inject on a pod-network StatefulSet', () => {
   it('when injected, then it listens on all addresses, is probed on the pod IP and is not told host network', () => {
     expect(envOf(sidecar).ETCD_AGENT_LISTEN).toBe('0.0.0.0:3501');
     expect(envOf(sidecar).ETCD_AGENT_HOST_NETWORK).toBeUndefined();
-    expect(sidecar.livenessProbe).toEqual({ httpGet: { path: '/livez', port: 'lifecycle' } });
+    expect(sidecar.livenessProbe).toEqual({ httpGet: { path: '/livez', port: 'lifecycle' }, timeoutSeconds: 2 });
   });
 
   it('when injected, then POD_IP and HOST_IP come from the downward API', () => {
