@@ -43,6 +43,7 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
       keyFile: config.etcdKeyFile,
       username: config.etcdUsername,
       passwordFile: config.etcdPasswordFile,
+      peerURLs: config.localPeerUrl === undefined ? [] : [config.localPeerUrl],
     },
     (kind) => metrics.membershipChanges.inc({ kind }),
     () => metrics.statusRpcs.inc(),
@@ -62,7 +63,12 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
   routers.push(healthRouter(health));
   stoppers.push(() => health.close());
   // kbagent's wire format (CONTRACT §5): an adapter over the same membership service.
-  routers.push(kbAgentRouter({ config, cluster, membership, logger }));
+  // roleProbe names the leader by the same rule as /v1/health, from the same shared observation.
+  const leader = async (): Promise<{ known: boolean; id?: string }> => {
+    const answer = await health.cluster();
+    return answer.health.status === 'unknown' ? { known: false } : { known: true, id: answer.health.leader?.id };
+  };
+  routers.push(kbAgentRouter({ config, cluster, membership, logger, leader }));
   const app = createApp({ config, logger, metrics, routers, errorHandlers: [kbAgentErrorHandler(logger)] });
   return {
     config,
