@@ -37,11 +37,13 @@ export async function leave(run: ActionRun, req: LeaveRequest): Promise<ActionRe
     req.id !== undefined
       ? { id: req.id, peerURLs: [] }
       : { name: req.name, peerURLs: requestedPeerURLs(run.deps.config, req.name ?? '', req.peerURLs) };
-  const absent = (list: MemberList): Answer => ({
-    outcome: run.sent.has('remove') ? 'removed' : 'already-absent',
-    complete: true,
-    list,
-  });
+  // The member this call sent MemberRemove for: a `removed` answer always names it, also when the
+  // remove's answer was lost and the next read finds the member gone.
+  let removing: Member | undefined;
+  const absent = (list: MemberList): Answer =>
+    run.sent.has('remove') && removing !== undefined
+      ? { outcome: 'removed', complete: true, member: removing, list: withMember(list, removing, true) }
+      : { outcome: 'already-absent', complete: true, list };
 
   const list = await run.readMembers();
   const target = find(list, wanted);
@@ -55,15 +57,16 @@ export async function leave(run: ActionRun, req: LeaveRequest): Promise<ActionRe
       if (member === undefined) return run.answer(absent(again));
       if (member.started && !member.isLearner) await makeVoterRemovable(run, held, again, member, req.force === true);
 
-      const sentBefore = run.sent.has('remove');
+      const sentBefore = run.sent.has('remove') && removing?.id === member.id;
       try {
         await run.send(held, 'remove', member, () => run.deps.cluster.removeMember(member.id, run.deadline));
       } catch (err) {
         // Gone between our read and our remove: someone else finished the job (or our own earlier
         // attempt in this call did, and its answer was lost).
         if (etcdSaid(err, isMemberNotFound)) {
-          return run.answer({ ...absent(again), outcome: sentBefore ? 'removed' : 'already-absent' });
+          return run.answer(sentBefore ? absent(again) : { outcome: 'already-absent', complete: true, list: again });
         }
+        removing = member;
         throw err;
       }
       return run.answer({ outcome: 'removed', complete: true, member, list: withMember(again, member, true) });
