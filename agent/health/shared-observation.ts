@@ -3,7 +3,15 @@
  * callers cause at most one observation at a time, and nobody is ever served a result whose
  * observation started more than `maxAgeMs` ago. A caller that cannot get a fresh result within
  * `maxAgeMs` of asking gets `undefined` ("unknown"), never the previous result.
+ *
+ * While it is being asked, the next observation starts ahead of the current one's expiry (as long
+ * before it as the last observation took, plus a margin), so that a caller rarely waits for one:
+ * with a silent member an observation takes the status timeout, and without refreshing ahead every
+ * caller after expiry would wait that long. Nobody asking, nothing runs.
  */
+
+/** Time, beyond an observation's own duration, by which the next one starts ahead of expiry. */
+const REFRESH_MARGIN_MS = 100;
 
 /** A value and when its observation ran (`startedAt`/`finishedAt` on the monotonic clock). */
 export interface Observed<T> {
@@ -41,13 +49,25 @@ export class SharedObservation<T> {
     // cover "joined one that then finished too late" without ever spinning.
     for (let round = 0; round < 3; round++) {
       const now = performance.now();
-      if (this.latest !== undefined && now - this.latest.startedAt <= this.maxAgeMs) return this.latest;
+      if (this.latest !== undefined && now - this.latest.startedAt <= this.maxAgeMs) {
+        this.refreshIfDue(this.latest, now);
+        return this.latest;
+      }
       if (now >= deadline) return undefined;
       const done = await within(this.inflight ?? this.start(), deadline - now);
       if (done === undefined) return undefined;
       if (performance.now() - done.startedAt <= this.maxAgeMs) return done;
     }
     return undefined;
+  }
+
+  /** Starts the next observation when `latest` expires within about the time one takes (see the module comment). */
+  private refreshIfDue(latest: Observed<T>, now: number): void {
+    if (this.inflight !== undefined) return;
+    const took = latest.finishedAt - latest.startedAt;
+    const due = latest.startedAt + this.maxAgeMs - took - (REFRESH_MARGIN_MS + took / 4);
+    // Its failure reaches whoever joins it; nobody waits on it here.
+    if (now >= due) this.start().catch(() => undefined);
   }
 
   private start(): Promise<Observed<T>> {
