@@ -176,11 +176,19 @@ export function retryTransient(deadline: Deadline, pacing: RetryPacing): pRetry.
 export function isTransient(err: unknown): boolean {
   // Retrying on a closed client would only spin until the call's deadline.
   if (isShuttingDown(err)) return false;
+  // A NOSPACE alarm stays until someone reclaims space: waiting inside the call only delays the answer.
+  if (isNoSpace(err)) return false;
   if (err instanceof AgentError) return err.code === 'unavailable' && err.retryable && !isCredentialError(err.cause);
   if (!(err instanceof Error)) return false;
   if (isCredentialError(err)) return false;
   if (isRecoverableError(err) || err instanceof GRPCDeadlineExceededError || isBrokenCircuitError(err)) return true;
   return /leader changed|no leader|not leader|request timed out/.test(err.message);
+}
+
+/** True when etcd refused a write because its NOSPACE alarm is raised ("mvcc: database space exceeded"). */
+export function isNoSpace(err: unknown): boolean {
+  if (err instanceof AgentError) return err.details?.alarm === 'NOSPACE' || isNoSpace(err.cause);
+  return err instanceof Error && err.message.includes('database space exceeded');
 }
 
 function isCredentialError(err: unknown): boolean {
