@@ -32,6 +32,36 @@ describe('SharedObservation', () => {
     expect(c.calls()).toBe(1);
   });
 
+  it.each<[string, number]>([
+    ['quick (a tenth of the max age)', 30],
+    ['slow (over half the max age, as with a silent member)', 180],
+  ])('when callers keep asking and an observation is %s, then the next starts ahead of expiry: once warm, no caller waits and none is served stale', async (_what, takesMs) => {
+    let calls = 0;
+    const maxAgeMs = 300;
+    const shared = new SharedObservation(maxAgeMs, async () => {
+      calls++;
+      await delay(takesMs);
+      return calls;
+    });
+
+    await shared.get();
+    const waited: number[] = [];
+    // The first refresh can only start once the first observation is done: warm up for two max ages.
+    const warm = performance.now() + 2 * maxAgeMs;
+    for (let i = 0; i < 60; i++) {
+      const arrival = performance.now();
+      const got = await shared.get(arrival);
+      expect(got).toBeDefined();
+      expect(arrival - (got?.startedAt ?? 0)).toBeLessThanOrEqual(maxAgeMs);
+      // Served an observation that had finished before the caller came: nobody waited for one.
+      if (arrival > warm && (got?.finishedAt ?? Infinity) > arrival) waited.push(i);
+      await delay(20);
+    }
+
+    expect(waited).toEqual([]);
+    expect(calls).toBeGreaterThan(2);
+  });
+
   it('when a finished observation is younger than the max age, then it is served without a new one', async () => {
     let calls = 0;
     const shared = new SharedObservation(200, async () => ++calls);
