@@ -9,7 +9,8 @@
  * before it as the last observation took, plus a margin), so that a caller rarely waits for one:
  * with a silent member an observation takes the status timeout, and without refreshing ahead every
  * caller after expiry would wait that long. An observation that takes more than half the max age
- * leaves no time to start the next after it finishes, so they may then overlap (three at most): the
+ * leaves no time to start the next after it finishes, so they may then overlap (three at most, so an
+ * observation that takes over about two thirds of the max age again makes some callers wait): the
  * load on etcd still depends on the max age, not on the request rate. Nobody asking, nothing runs.
  */
 
