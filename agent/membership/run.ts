@@ -109,7 +109,7 @@ export class ActionRun {
    */
   async converge<T>(attempt: () => Promise<T>, alsoRetry: RetryFilter = () => false): Promise<T> {
     try {
-      return await pRetry(attempt, {
+      const result = await pRetry(attempt, {
         // The deadline bounds the attempts (below); transient failures get at most 20 of them.
         retries: 1000,
         minTimeout: 100,
@@ -126,6 +126,14 @@ export class ActionRun {
           });
         },
       });
+      if (this.settlingSince !== undefined) {
+        this.deps.logger.info('etcd accepted the change after refusing it as "unhealthy cluster"', {
+          action: this.action,
+          requestId: this.context.requestId,
+          waitedMs: Date.now() - this.settlingSince,
+        });
+      }
+      return result;
     } catch (err) {
       throw this.withWait(err);
     }
