@@ -46,6 +46,7 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
       passwordFile: config.etcdPasswordFile,
       // The CA, certificate and key are re-read when their files change (etcd/credentials.ts).
       logger,
+      peerURLs: config.localPeerUrl === undefined ? [] : [config.localPeerUrl],
     },
     (kind, result) => metrics.membershipChanges.inc({ kind, result }),
     (result) => metrics.statusRpcs.inc({ result }),
@@ -65,9 +66,14 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
   routers.push(healthRouter(health));
   stoppers.push(() => health.close());
   // kbagent's wire format (CONTRACT §5): an adapter over the same membership service.
-  routers.push(kbAgentRouter({ config, cluster, membership, logger }));
+  // roleProbe names the leader by the same rule as /v1/health, from the same shared observation.
+  const leader = async (): Promise<{ known: boolean; id?: string }> => {
+    const answer = await health.cluster();
+    return answer.health.status === 'unknown' ? { known: false } : { known: true, id: answer.health.leader?.id };
+  };
+  routers.push(kbAgentRouter({ config, cluster, membership, logger, leader }));
   // This pod's role as plain text, for roleProbe as a KubeBlocks HTTP action.
-  routers.push(roleRouter({ config, cluster }));
+  routers.push(roleRouter({ config, cluster, leader }));
   const app = createApp({ config, logger, metrics, routers, errorHandlers: [kbAgentErrorHandler(logger)] });
   return {
     config,

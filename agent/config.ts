@@ -35,6 +35,8 @@ export interface Config {
   hostNetwork: boolean;
   /** In the node's network namespace, accept mutating calls from loopback without a token all the same. */
   hostNetworkAllowUnauthenticatedLoopback: boolean;
+  /** This pod's member's peer URL: where a learner's agent reads the member list (`GET <peer URL>/members`). */
+  localPeerUrl?: string;
 }
 
 /** winston's npm levels, the only ones `ETCD_AGENT_LOG_LEVEL` accepts. */
@@ -80,6 +82,7 @@ export const CONFIG_VARIABLES = [
   'ETCD_AGENT_TLS_KEY_FILE',
   'ETCD_AGENT_TLS_CLIENT_CA_FILE',
   'ETCD_AGENT_LOG_LEVEL',
+  'ETCD_AGENT_LOCAL_PEER_URL',
 ] as const;
 
 /** `ETCD_AGENT_HEALTH_MAX_AGE_MS` → `--health-max-age-ms`. */
@@ -175,6 +178,7 @@ function buildConfig(raw: Raw, env: NodeJS.ProcessEnv): Config {
     logLevel: logLevel(raw('ETCD_AGENT_LOG_LEVEL') ?? 'info'),
     hostNetwork: false,
     hostNetworkAllowUnauthenticatedLoopback: boolean(raw, 'ETCD_AGENT_HOST_NETWORK_ALLOW_UNAUTHENTICATED_LOOPBACK', false),
+    localPeerUrl: localPeerUrl(raw('ETCD_AGENT_LOCAL_PEER_URL'), raw('ETCD_AGENT_PEER_URL_TEMPLATE'), memberName),
   };
   pairs(config);
   hostNetworkAuth(config, raw, env);
@@ -277,6 +281,18 @@ function peerTemplate(value: string | undefined): string | undefined {
   } catch (err) {
     const why = err instanceof Error ? err.message : String(err);
     throw new ConfigError(variable, `"${value}" must make an http or https URL with a host and an explicit port only (${why})`);
+  }
+  return value;
+}
+
+/** `ETCD_AGENT_LOCAL_PEER_URL`, else the peer URL the template makes of this pod's member name, else none. */
+function localPeerUrl(value: string | undefined, template: string | undefined, memberName: string): string | undefined {
+  if (value === undefined) return template === undefined ? undefined : peerUrlFromTemplate(template, memberName);
+  try {
+    validatePeerUrl(value);
+  } catch (err) {
+    const why = err instanceof Error ? err.message : String(err);
+    throw new ConfigError('ETCD_AGENT_LOCAL_PEER_URL', `"${value}" is not a peer URL (${why})`);
   }
   return value;
 }

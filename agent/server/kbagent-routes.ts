@@ -53,6 +53,12 @@ export interface KbAgentDeps {
   cluster: EtcdCluster;
   membership: KbAgentMembership;
   logger: Logger;
+  /**
+   * The cluster's leader by the agent's one rule (membership/leader.ts), from the shared health
+   * observation; `known: false` when no observation finished in time. Without it, roleProbe takes
+   * the local member's own view.
+   */
+  leader?: () => Promise<{ known: boolean; id?: string }>;
 }
 
 /** The bare role `roleProbe` answers (CONTRACT §5). */
@@ -204,10 +210,10 @@ function timeout(request: KbAgentRequest): { timeoutSeconds?: number } {
 
 /**
  * This pod's member's role, from its own etcd (ETCD_AGENT_LOCAL_ENDPOINT): its
- * Status says who it is, whether it is a learner, and who leads; for a voter the
- * member list confirms it is still a member.
+ * Status says who it is and whether it is a learner; for a voter the member list
+ * confirms it is still a member, and the leader rule (a quorum of voters) says who leads.
  */
-export async function localRole(deps: Pick<KbAgentDeps, 'config' | 'cluster'>, deadline: Deadline): Promise<Role> {
+export async function localRole(deps: Pick<KbAgentDeps, 'config' | 'cluster' | 'leader'>, deadline: Deadline): Promise<Role> {
   const { config, cluster } = deps;
   const timeoutMs = Math.max(1, Math.min(deadline.remainingMs(), Math.max(1000, config.statusTimeoutMs)));
   let status;
@@ -230,5 +236,9 @@ export async function localRole(deps: Pick<KbAgentDeps, 'config' | 'cluster'>, d
     });
   }
   if (member.isLearner) return 'learner';
-  return status.leaderId === status.memberId ? 'leader' : 'follower';
+  if (deps.leader === undefined) return status.leaderId === status.memberId ? 'leader' : 'follower';
+  // The same leader as /v1/health, leave and transfer name: a quorum's, not this member's own view.
+  const view = await deps.leader();
+  if (!view.known) throw new AgentError('unavailable', 'no health observation finished in time to say who leads');
+  return view.id === status.memberId ? 'leader' : 'follower';
 }

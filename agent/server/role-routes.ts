@@ -21,7 +21,7 @@ export const ROLE_PATH = '/v1/role';
 const ROLE_DEADLINE_SECONDS = 4;
 
 /** The router of `GET /v1/role`. */
-export function roleRouter(deps: Pick<KbAgentDeps, 'config' | 'cluster'>): Router {
+export function roleRouter(deps: Pick<KbAgentDeps, 'config' | 'cluster' | 'leader'>): Router {
   const router = Router();
   router.get(ROLE_PATH, async (_req, res) => {
     const deadline = Deadline.in(Math.min(deps.config.timeoutSeconds, ROLE_DEADLINE_SECONDS) * 1000);

@@ -178,6 +178,11 @@ const GOOD: Array<[Env, Partial<Config>]> = [
   [{ ETCD_AGENT_LOG_LEVEL: 'debug' }, { logLevel: 'debug' }],
   [{ ETCD_AGENT_LOG_LEVEL: 'WARN' }, { logLevel: 'warn' }],
   [{ ETCD_AGENT_LOG_LEVEL: 'error' }, { logLevel: 'error' }],
+  [{ ETCD_AGENT_LOCAL_PEER_URL: 'http://127.0.0.1:2380' }, { localPeerUrl: 'http://127.0.0.1:2380' }],
+  [
+    { ETCD_AGENT_MEMBER_NAME: 'etcd-2', ETCD_AGENT_PEER_URL_TEMPLATE: 'http://{name}.etcd-headless:2380' },
+    { localPeerUrl: 'http://etcd-2.etcd-headless:2380' },
+  ],
 ];
 
 /** `<x>` in an expected value is the temp file x. */
@@ -296,6 +301,7 @@ const BAD: Array<[Env, string, string]> = [
   ],
   [{ ETCD_AGENT_LOG_LEVEL: 'trace' }, 'ETCD_AGENT_LOG_LEVEL', '"trace" is not one of error, warn, info, http, verbose, debug, silly'],
   [{ ETCD_AGENT_LOG_LEVEL: 'loud' }, 'ETCD_AGENT_LOG_LEVEL', 'is not one of'],
+  [{ ETCD_AGENT_LOCAL_PEER_URL: 'http://127.0.0.1' }, 'ETCD_AGENT_LOCAL_PEER_URL', 'is not a peer URL'],
 ];
 
 describe('loadConfig bad values', () => {
