@@ -13,15 +13,16 @@ const common = {
 module.exports = {
   // Integration suites each start their own etcd processes on free ports; two workers fit 2 cores.
   maxWorkers: 2,
+  // jest reads the timeout from the top-level config only (not per project); real etcd needs it.
+  testTimeout: 60000,
   reporters: ['default', '<rootDir>/test/helpers/summary-reporter.js'],
   projects: [
-    { ...common, displayName: 'unit', roots: ['<rootDir>/test/unit'], testTimeout: 20000 },
+    { ...common, displayName: 'unit', roots: ['<rootDir>/test/unit'] },
     {
       ...common,
       displayName: 'integration',
       roots: ['<rootDir>/test/integration'],
       globalSetup: '<rootDir>/test/helpers/global-setup.ts',
-      testTimeout: 60000,
     },
   ],
 };
