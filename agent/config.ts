@@ -5,7 +5,8 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import { hostNetworkSetting, resolveHostNetwork } from './host-network';
-import { peerUrlFromTemplate, validatePeerUrl } from './membership/match';
+import { isDnsSubdomain } from './proto/names';
+import { peerUrlFromTemplate, validatePeerUrl } from './proto/urls';
 import { startupAuthRefusal } from './server/auth';
 
 /** The agent's validated configuration. */
@@ -221,13 +222,6 @@ function pairs(config: Config): void {
       throw new ConfigError('ETCD_AGENT_ETCD_CA_FILE', `is required for the https endpoint ${url}`);
     }
   }
-}
-
-const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-
-/** True for a Kubernetes DNS-1123 subdomain (at most 253 characters). */
-export function isDnsSubdomain(value: string): boolean {
-  return value.length > 0 && value.length <= 253 && DNS_SUBDOMAIN.test(value);
 }
 
 function listenAddress(value: string): { host: string; port: number } {

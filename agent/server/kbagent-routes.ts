@@ -12,7 +12,7 @@ import type { Config } from '../config';
 import { Deadline } from '../deadline';
 import type { EtcdCluster } from '../etcd/cluster-client';
 import { toAgentError } from '../etcd/errors';
-import { peerUrlFromFqdn } from '../membership/match';
+import { peerUrlFromFqdn } from '../proto/urls';
 import type { MembershipService } from '../membership/service';
 import type { Logger } from '../observability/logger';
 import { answerOf } from '../proto/completion';
