@@ -4,6 +4,7 @@
  */
 import { ConfigError, loadConfig } from './config';
 import { isClientCommand, runCommand } from './cli/commands';
+import { settingsHelp } from './settings';
 
 const USAGE = `usage: etcd-lifecycle-agent <command> [flags]
 
@@ -16,7 +17,8 @@ commands:
   health
   transfer-leader [--to NAME]
   kube-inject -f FILE   add the agent sidecar to Kubernetes YAML
-`;
+
+${settingsHelp()}`;
 
 async function serve(argv: string[]): Promise<number> {
   let loaded;
