@@ -17,6 +17,7 @@ import type { Logger } from '../observability/logger';
 import type { EtcdCluster } from './cluster-client';
 import { isTransient, retryTransient, toAgentError } from './errors';
 import type { Unpin } from './retiring-clients';
+import { LEASE_REVOKE_MS, LOCK_ATTEMPT_MS, LOCK_MAX_WAIT_MS, LOCK_POLL_MS, LOCK_RESERVE_MS, LOCK_RETRY, LOCK_TTL_SECONDS } from '../timings';
 
 /** How the lock behaves; the defaults suit production. */
 export interface MembershipLockOptions {
@@ -45,14 +46,9 @@ interface LockValue {
   incarnation: string;
 }
 
-/** Time kept back from the call's deadline for the work done under the lock. */
-const RESERVE_MS = 1000;
-/**
- * Longest single attempt of a lock call. Each call goes to one endpoint; a frozen member (SIGSTOP,
- * a hung node) accepts the connection and never answers, so a short attempt followed by another
- * (on another endpoint) beats one long wait. A lock call on a working etcd takes milliseconds.
- */
-const ATTEMPT_MS = 1000;
+// Why each timing has its value: timings.ts.
+const RESERVE_MS = LOCK_RESERVE_MS;
+const ATTEMPT_MS = LOCK_ATTEMPT_MS;
 
 /** Takes and lists the cluster's membership lock; one per agent. */
 export class MembershipLock {
@@ -67,9 +63,9 @@ export class MembershipLock {
     private readonly cluster: EtcdCluster,
     private readonly options: MembershipLockOptions,
   ) {
-    this.ttlSeconds = options.ttlSeconds ?? 10;
-    this.maxWaitMs = options.maxWaitMs ?? 5000;
-    this.pollMs = options.pollMs ?? 100;
+    this.ttlSeconds = options.ttlSeconds ?? LOCK_TTL_SECONDS;
+    this.maxWaitMs = options.maxWaitMs ?? LOCK_MAX_WAIT_MS;
+    this.pollMs = options.pollMs ?? LOCK_POLL_MS;
   }
 
   private get lockKey(): string {
@@ -301,13 +297,10 @@ function isLeaseGone(err: unknown): boolean {
   return err instanceof Error && /lease not found|lease.*(expired|invalid)/i.test(err.message + err.name);
 }
 
-/** Lock calls are quick: retried soon, up to 50 ms before the deadline. */
-const LOCK_RETRY = { minTimeout: 20, maxTimeout: 200, reserveMs: 50 };
-
 /** Revokes `lease` (a few quick attempts, 3 s at most, whatever the call's deadline); never throws. */
 async function revokeQuietly(lease: Lease | undefined): Promise<void> {
   if (lease === undefined) return;
-  const deadline = Deadline.in(3000);
+  const deadline = Deadline.in(LEASE_REVOKE_MS);
   try {
     await pRetry(() => lease.revoke({ deadline: deadline.capped(ATTEMPT_MS) }), retryTransient(deadline, LOCK_RETRY));
   } catch {
