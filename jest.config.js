@@ -1,11 +1,28 @@
-/** Jest runs the TypeScript sources directly through ts-jest (CommonJS). */
-module.exports = {
+/**
+ * Jest runs the TypeScript sources directly through ts-jest (CommonJS), as two projects:
+ * - unit: pure logic, no process, no network; `npx jest --selectProjects unit` runs it in seconds.
+ * - integration: real etcd processes and real HTTP; its globalSetup makes the one build of dist/
+ *   that every suite spawning the agent uses (test/helpers/built-agent.ts).
+ */
+const common = {
   testEnvironment: 'node',
-  roots: ['<rootDir>/test'],
   testMatch: ['**/*.test.ts'],
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json', isolatedModules: true }] },
-  testTimeout: 60000,
+};
+
+module.exports = {
   // Integration suites each start their own etcd processes on free ports; two workers fit 2 cores.
   maxWorkers: 2,
+  // jest reads the timeout from the top-level config only (not per project); real etcd needs it.
+  testTimeout: 60000,
   reporters: ['default', '<rootDir>/test/helpers/summary-reporter.js'],
+  projects: [
+    { ...common, displayName: 'unit', roots: ['<rootDir>/test/unit'] },
+    {
+      ...common,
+      displayName: 'integration',
+      roots: ['<rootDir>/test/integration'],
+      globalSetup: '<rootDir>/test/helpers/global-setup.ts',
+    },
+  ],
 };

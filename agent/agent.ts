@@ -19,6 +19,7 @@ import { listen, Listening, ListenOptions } from './server/listen';
 import { requestGuard } from './server/request-guard';
 import { roleRouter } from './server/role-routes';
 import { v1Router } from './server/v1-routes';
+import { SHUTDOWN_BUDGET_MS, SHUTDOWN_CLOSE_RESERVE_MS } from './timings';
 
 /** A built agent: its parts, for tests to look into, and how to stop it. */
 export interface Agent {
@@ -88,8 +89,8 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
   };
 }
 
-/** How long a stop may take in all, a margin below the contract's 5 s. */
-export const SHUTDOWN_BUDGET_MS = 4700;
+/** How long a stop may take in all (timings.ts); re-exported for callers of `stop`. */
+export { SHUTDOWN_BUDGET_MS };
 
 /** A running agent: built, listening, and stoppable as SIGTERM would stop it. */
 export interface RunningAgent extends Agent {
@@ -110,9 +111,9 @@ export async function startAgent(
     listening,
     stop: async (budgetMs = SHUTDOWN_BUDGET_MS) => {
       // One budget for the whole stop (CONTRACT §2: within 5 s): in-flight calls get all of it but
-      // the last 1.5 s, which is for releasing locks and closing etcd connections.
+      // the last 1.5 s (SHUTDOWN_CLOSE_RESERVE_MS), which is for releasing locks and closing etcd connections.
       const end = Date.now() + budgetMs;
-      await listening.close(Math.max(0, budgetMs - 1500));
+      await listening.close(Math.max(0, budgetMs - SHUTDOWN_CLOSE_RESERVE_MS));
       let timer: NodeJS.Timeout | undefined;
       const budgetLeft = new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(0, end - Date.now()))));
       await Promise.race([agent.close(), budgetLeft]);

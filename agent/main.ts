@@ -4,6 +4,8 @@
  */
 import { ConfigError, loadConfig } from './config';
 import { isClientCommand, runCommand } from './cli/commands';
+import { settingsHelp } from './settings';
+import { EXIT_DRAIN_MS } from './timings';
 
 const USAGE = `usage: etcd-lifecycle-agent <command> [flags]
 
@@ -16,7 +18,8 @@ commands:
   health
   transfer-leader [--to NAME]
   kube-inject -f FILE   add the agent sidecar to Kubernetes YAML
-`;
+
+${settingsHelp()}`;
 
 async function serve(argv: string[]): Promise<number> {
   let loaded;
@@ -109,7 +112,7 @@ main(process.argv.slice(2)).then(
     // Let the last log lines drain, then leave even if a stray handle (a gRPC channel) lingers. The
     // timer is not unref'd: were the process left to exit on an empty event loop, Node would first
     // drop its signal handlers, and a second SIGTERM in that moment would kill it by signal.
-    setTimeout(() => process.exit(code), 50);
+    setTimeout(() => process.exit(code), EXIT_DRAIN_MS);
   },
   (err: unknown) => {
     process.stderr.write(`etcd-lifecycle-agent: ${err instanceof Error ? err.stack : String(err)}\n`);

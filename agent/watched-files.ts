@@ -12,6 +12,7 @@
  */
 import * as fs from 'node:fs';
 import type { Logger } from './observability/logger';
+import { FILE_CHECK_INTERVAL_MS } from './timings';
 
 /** Identity of one file's current contents, following symlinks; throws when it cannot be stat'ed. */
 export function fileIdentity(file: string): string {
@@ -67,7 +68,7 @@ export class FileReloader<T> {
   /** Starts polling; the timer never keeps the process alive. */
   start(): void {
     if (this.timer !== undefined) return;
-    this.timer = setInterval(() => this.check(), this.options.intervalMs ?? 1000);
+    this.timer = setInterval(() => this.check(), this.options.intervalMs ?? FILE_CHECK_INTERVAL_MS);
     this.timer.unref();
   }
 

@@ -7,6 +7,7 @@
  */
 import { parseArgs } from 'node:util';
 import { AgentAnswer, AgentCallError, AgentClient } from './client';
+import { CLI_ANSWER_MARGIN_SECONDS, CLI_CHANGE_SECONDS, CLI_READ_SECONDS } from '../timings';
 
 /** Exit codes of the client commands (CONTRACT §7). */
 export const EXIT = Object.freeze({
@@ -209,7 +210,7 @@ export async function runCommand(command: Command, argv: string[], io: CliIo, en
   }
   const request = requestFor(cmd);
   // The agent answers within the call's deadline (at most 60 s); leave it time to say so itself.
-  const waitSeconds = (cmd.timeoutSeconds ?? (request.method === 'GET' ? 10 : 60)) + 5;
+  const waitSeconds = (cmd.timeoutSeconds ?? (request.method === 'GET' ? CLI_READ_SECONDS : CLI_CHANGE_SECONDS)) + CLI_ANSWER_MARGIN_SECONDS;
   const client = new AgentClient({ url: cmd.agent, tokenFile: cmd.tokenFile, timeoutMs: waitSeconds * 1000 });
   let answer: AgentAnswer;
   try {

@@ -24,6 +24,7 @@
 import { readFile as readFileFromDisk } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { Document, isMap, isScalar, isSeq, Pair, parseAllDocuments, Scalar, YAMLMap, YAMLSeq } from 'yaml';
+import { isDnsSubdomain } from '../proto/names';
 import { hostNetworkListenAddress, KubeInjectUsageError, ListenPlan, listenPlan } from './kube-inject-host-network';
 
 export { DEFAULT_HOST_NETWORK_LISTEN, KubeInjectUsageError } from './kube-inject-host-network';
@@ -310,10 +311,6 @@ function detectIndentSeq(text: string): boolean {
     previous = line;
   }
   return false;
-}
-
-function isDnsSubdomain(name: string): boolean {
-  return name.length <= 253 && /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/.test(name);
 }
 
 function firstLine(message: string): string {

@@ -16,6 +16,7 @@ import type { ActionName, OperationRecord } from '../proto/types';
 import type { Logger } from '../observability/logger';
 import type { EtcdCluster, GrantedLease } from './cluster-client';
 import { isTransient, toAgentError } from './errors';
+import { LEASE_REVOKE_MS, LOCK_ATTEMPT_MS, LOCK_MAX_WAIT_MS, LOCK_POLL_MS, LOCK_RESERVE_MS, LOCK_TTL_SECONDS } from '../timings';
 
 /** How the lock behaves; the defaults suit production. */
 export interface MembershipLockOptions {
@@ -44,14 +45,9 @@ interface LockValue {
   incarnation: string;
 }
 
-/** Time kept back from the call's deadline for the work done under the lock. */
-const RESERVE_MS = 1000;
-/**
- * Longest single attempt of a lock call. Each call goes to one endpoint; a frozen member (SIGSTOP,
- * a hung node) accepts the connection and never answers, so a short attempt followed by another
- * (on another endpoint) beats one long wait. A lock call on a working etcd takes milliseconds.
- */
-const ATTEMPT_MS = 1000;
+// Why each timing has its value: timings.ts.
+const RESERVE_MS = LOCK_RESERVE_MS;
+const ATTEMPT_MS = LOCK_ATTEMPT_MS;
 
 /** Takes and lists the cluster's membership lock; one per agent. */
 export class MembershipLock {
@@ -66,9 +62,9 @@ export class MembershipLock {
     private readonly cluster: EtcdCluster,
     private readonly options: MembershipLockOptions,
   ) {
-    this.ttlSeconds = options.ttlSeconds ?? 10;
-    this.maxWaitMs = options.maxWaitMs ?? 5000;
-    this.pollMs = options.pollMs ?? 100;
+    this.ttlSeconds = options.ttlSeconds ?? LOCK_TTL_SECONDS;
+    this.maxWaitMs = options.maxWaitMs ?? LOCK_MAX_WAIT_MS;
+    this.pollMs = options.pollMs ?? LOCK_POLL_MS;
   }
 
   private get lockKey(): string {
@@ -303,7 +299,7 @@ function isLeaseGone(err: unknown): boolean {
 async function revokeQuietly(cluster: EtcdCluster, granted: GrantedLease | undefined): Promise<void> {
   if (granted === undefined) return;
   const { lease, id, unpin } = granted;
-  const deadline = Deadline.in(3000);
+  const deadline = Deadline.in(LEASE_REVOKE_MS);
   try {
     await lease.revoke({ deadline: deadline.capped(ATTEMPT_MS) });
     return;

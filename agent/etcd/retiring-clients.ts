@@ -10,6 +10,7 @@
  * a client that is still current simply carries over to its retirement.
  */
 import type { Etcd3 } from 'etcd3';
+import { RETIRED_CLIENT_MAX_HOLD_MS } from '../timings';
 
 /** Releases a pin; calling it twice releases once. */
 export type Unpin = () => void;
@@ -58,7 +59,7 @@ export class RetiringClients {
         entry.graceOver = true;
         this.closeIfDone(client);
       }, this.options.graceMs);
-      const cap = setTimeout(() => this.close(client), Math.max(this.options.graceMs, this.options.maxHoldMs ?? 70_000));
+      const cap = setTimeout(() => this.close(client), Math.max(this.options.graceMs, this.options.maxHoldMs ?? RETIRED_CLIENT_MAX_HOLD_MS));
       grace.unref();
       cap.unref();
       entry.timers.push(grace, cap);

@@ -19,6 +19,9 @@ import type { Alarm } from '../etcd/cluster-client';
 import { electLeader } from '../membership/leader';
 import { faultTolerance, isLearnerInSync, LEARNER_READY_RATIO, quorumOf } from '../membership/quorum';
 import type { Member, MemberStatus, OperationRecord } from '../proto/types';
+import { canonicalUrl } from '../proto/urls';
+
+export { canonicalUrl } from '../proto/urls';
 
 /** The contract's health states. */
 export type HealthStatus = 'healthy' | 'degraded' | 'unavailable' | 'unknown';
@@ -337,15 +340,4 @@ function collectAlarms(listed: Alarm[], answered: Array<{ status: MemberStatus }
 
 function sameUrl(a: string, b: string): boolean {
   return canonicalUrl(a) === canonicalUrl(b);
-}
-
-/** Scheme and host lowercased, explicit port, no trailing slash; what etcd reports compared loosely. */
-export function canonicalUrl(raw: string): string {
-  try {
-    const url = new URL(raw);
-    const port = url.port !== '' ? url.port : url.protocol === 'https:' ? '443' : '80';
-    return `${url.protocol}//${url.hostname.toLowerCase()}:${port}`;
-  } catch {
-    return raw.trim().toLowerCase().replace(/\/+$/, '');
-  }
 }

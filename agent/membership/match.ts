@@ -1,116 +1,16 @@
 /**
- * Peer URL normalising and member matching (CONTRACT §3). Pure: no I/O, no etcd.
- *
- * Two URL checks, on purpose:
- * - `validatePeerUrl` is the strict rule for URLs a caller sends (CONTRACT §4, last paragraph):
- *   http or https, a host, an explicit port, nothing else.
- * - `normalizeUrl` is the lenient form used to compare URLs: it also accepts a missing port
- *   (the scheme's default), since etcd reports URLs as its members were configured.
- * Both return the same normal form: `scheme://host:port`, scheme and host lowercased,
- * IPv6 hosts in brackets in canonical (compressed) form, no trailing slash.
+ * Member matching (CONTRACT §3): which listed member a request names. Pure: no I/O, no etcd.
+ * The URL normal forms and the name rule it relies on live in proto/urls.ts and proto/names.ts
+ * (re-exported here for existing callers).
  */
 import { AgentError } from '../proto/errors';
 import type { ClusterSummary, Member, Phase } from '../proto/types';
+import { normalizeUrl } from '../proto/urls';
 
-const DEFAULT_PORTS: Readonly<Record<string, number>> = { http: 80, https: 443 };
+export { isValidMemberName } from '../proto/names';
+export { normalizeUrl, peerUrlFromFqdn, peerUrlFromTemplate, validatePeerUrl } from '../proto/urls';
 
-// scheme "://" authority rest; the authority ends at the first "/", "?", "#" or "\"
-// (WHATWG parsers treat "\" as "/" in http URLs, so it may not hide inside a host).
-const URL_SHAPE = /^([A-Za-z][A-Za-z0-9+.-]*):\/\/([^/?#\\]*)(.*)$/s;
-// A DNS name or an IPv4 address; underscores appear in some real host names.
-const REG_NAME = /^[A-Za-z0-9._-]+$/;
-const IPV6_LITERAL = /^\[([0-9A-Fa-f:.]+)\]$/;
-const PORT = /^[0-9]{1,5}$/;
-const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const HEX_ID = /^(?:0x)?0*([0-9a-fA-F]{1,16})$/;
-
-function badUrl(raw: string, why: string): AgentError {
-  return new AgentError('bad-request', `peer URL ${JSON.stringify(raw)} ${why}`, { details: { url: raw } });
-}
-
-/** Canonical host: lowercase name or IPv4 as written, IPv6 compressed inside brackets. */
-function normalizeHost(raw: string, host: string): string {
-  if (host === '') throw badUrl(raw, 'has no host');
-  if (host.startsWith('[')) {
-    if (!IPV6_LITERAL.test(host)) throw badUrl(raw, 'has an invalid IPv6 host');
-    try {
-      // WHATWG's IPv6 parser validates and compresses ([0:0::1] → [::1]).
-      return new URL(`http://${host}/`).hostname;
-    } catch {
-      throw badUrl(raw, 'has an invalid IPv6 host');
-    }
-  }
-  if (!REG_NAME.test(host)) throw badUrl(raw, 'has an invalid host');
-  return host.toLowerCase();
-}
-
-function parseUrl(raw: string, requirePort: boolean): string {
-  const shape = URL_SHAPE.exec(raw);
-  if (shape === null) throw badUrl(raw, 'is not an http or https URL with a host');
-  const [, rawScheme, authority, rest] = shape as unknown as [string, string, string, string];
-  const scheme = rawScheme.toLowerCase();
-  const defaultPort = DEFAULT_PORTS[scheme];
-  if (defaultPort === undefined) throw badUrl(raw, 'must use http or https');
-  if (authority.includes('@')) throw badUrl(raw, 'must not carry a user');
-  if (rest.includes('?')) throw badUrl(raw, 'must not carry a query');
-  if (rest.includes('#')) throw badUrl(raw, 'must not carry a fragment');
-  if (rest !== '' && rest !== '/') throw badUrl(raw, 'must not carry a path');
-
-  // An IPv6 host is bracketed; any other colon separates the port.
-  const portAt = authority.startsWith('[') ? authority.indexOf(':', authority.indexOf(']')) : authority.indexOf(':');
-  const host = portAt === -1 ? authority : authority.slice(0, portAt);
-  const rawPort = portAt === -1 ? undefined : authority.slice(portAt + 1);
-  const canonicalHost = normalizeHost(raw, host);
-
-  let port = defaultPort;
-  if (rawPort === undefined) {
-    if (requirePort) throw badUrl(raw, 'must name a port');
-  } else {
-    if (!PORT.test(rawPort)) throw badUrl(raw, 'has an invalid port');
-    port = Number(rawPort);
-    if (port < 1 || port > 65535) throw badUrl(raw, 'has a port outside 1-65535');
-  }
-  return `${scheme}://${canonicalHost}:${port}`;
-}
-
-/**
- * Lenient normal form for comparing URLs (e.g. those etcd reports): a missing port becomes the
- * scheme's default (http 80, https 443). Throws AgentError `bad-request` for anything that is not
- * http/https with a host, or that carries a user, a path other than "/", a query or a fragment.
- */
-export function normalizeUrl(raw: string): string {
-  return parseUrl(raw, false);
-}
-
-/**
- * Strict check of a peer URL sent in a request (CONTRACT §4): like `normalizeUrl`, but the port
- * must be written out. Returns the normal form; throws AgentError `bad-request`.
- */
-export function validatePeerUrl(raw: string): string {
-  return parseUrl(raw, true);
-}
-
-/** True when `name` is a DNS-1123 subdomain of at most 253 characters (as Kubernetes validates it). */
-export function isValidMemberName(name: string): boolean {
-  return name.length <= 253 && DNS1123_SUBDOMAIN.test(name);
-}
-
-/**
- * Substitutes every `{name}` and `{fqdn}` in `template` (`fqdn` defaults to `name`). The result is
- * not checked here; pass it through `validatePeerUrl`.
- */
-export function peerUrlFromTemplate(template: string, name: string, fqdn?: string): string {
-  return template.replaceAll('{name}', name).replaceAll('{fqdn}', fqdn ?? name);
-}
-
-/**
- * The peer URL of the kbagent route (CONTRACT §5): `{scheme}://{fqdn}:2380`, with `https` when
- * the template's scheme is https, else `http`.
- */
-export function peerUrlFromFqdn(fqdn: string, template?: string): string {
-  const scheme = template !== undefined && /^https:\/\//i.test(template.trim()) ? 'https' : 'http';
-  return `${scheme}://${fqdn}:2380`;
-}
 
 /** How a request's member reference resolved against the member list. */
 export type MatchResult =

@@ -5,7 +5,8 @@
  */
 import { z } from 'zod';
 import { AgentError, isAgentError } from './errors';
-import { isValidMemberName, validatePeerUrl } from '../membership/match';
+import { isValidMemberName } from './names';
+import { validatePeerUrl } from './urls';
 
 const memberName = z
   .string()

@@ -7,7 +7,7 @@ import { Router, type Request, type Response } from 'express';
 import type { ClusterHealth } from '../health/classify';
 import { withExpected } from '../health/classify';
 import type { HealthObserver } from '../health/observer';
-import { isValidMemberName } from '../membership/match';
+import { isValidMemberName } from '../proto/names';
 import { AgentError } from '../proto/errors';
 import { sendJson } from './middleware';
 

@@ -12,7 +12,7 @@ import type { Config } from '../config';
 import { Deadline } from '../deadline';
 import type { EtcdCluster } from '../etcd/cluster-client';
 import { toAgentError } from '../etcd/errors';
-import { peerUrlFromFqdn } from '../membership/match';
+import { peerUrlFromFqdn } from '../proto/urls';
 import type { MembershipService } from '../membership/service';
 import type { Logger } from '../observability/logger';
 import { answerOf } from '../proto/completion';
@@ -41,6 +41,7 @@ import {
 } from '../proto/requests';
 import type { ActionResult } from '../proto/types';
 import { fromBodyParserError, requestId } from './middleware';
+import { ROLE_STATUS_MIN_MS } from '../timings';
 
 const PATH = '/v1.0/action';
 
@@ -215,7 +216,7 @@ function timeout(request: KbAgentRequest): { timeoutSeconds?: number } {
  */
 export async function localRole(deps: Pick<KbAgentDeps, 'config' | 'cluster' | 'leader'>, deadline: Deadline): Promise<Role> {
   const { config, cluster } = deps;
-  const timeoutMs = Math.max(1, Math.min(deadline.remainingMs(), Math.max(1000, config.statusTimeoutMs)));
+  const timeoutMs = Math.max(1, Math.min(deadline.remainingMs(), Math.max(ROLE_STATUS_MIN_MS, config.statusTimeoutMs)));
   let status;
   try {
     status = await cluster.memberStatus(config.localEndpoint, timeoutMs);

@@ -10,6 +10,7 @@ import type { RequestListener } from 'node:http';
 import type { Config } from '../config';
 import type { Logger } from '../observability/logger';
 import { httpsServerOptions, tlsFilesOf, TlsReloader } from './tls';
+import { CLOSE_GRACE_MS, CONNECTIONS_CHECK_INTERVAL_MS, HEADERS_TIMEOUT_MS, KEEP_ALIVE_TIMEOUT_MS, REQUEST_TIMEOUT_MS } from '../timings';
 
 /** A listening server and how to stop it. */
 export interface Listening {
@@ -35,15 +36,15 @@ export type ListenConfig = Pick<Config, 'listen'> & Partial<Pick<Config, 'tlsCer
 
 /** Starts the HTTP server of `app` (HTTPS when TLS files are configured) on the configured address. */
 export async function listen(app: RequestListener, config: ListenConfig, options: ListenOptions = {}): Promise<Listening> {
-  const requestTimeout = options.requestTimeoutMs ?? 15_000;
+  const requestTimeout = options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
   const serverOptions: http.ServerOptions = {
-    keepAliveTimeout: 5000,
+    keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
     // Checked by `requireHost` instead, so the refusal carries the contract's envelope.
     requireHostHeader: false,
     // A 64 KiB body arrives in well under these; a slow sender cannot hold a connection for minutes.
-    headersTimeout: Math.min(10_000, requestTimeout),
+    headersTimeout: Math.min(HEADERS_TIMEOUT_MS, requestTimeout),
     requestTimeout,
-    connectionsCheckingInterval: Math.min(1000, requestTimeout),
+    connectionsCheckingInterval: Math.min(CONNECTIONS_CHECK_INTERVAL_MS, requestTimeout),
   };
   const files = tlsFilesOf(config);
   const handler = requireHost(app);
@@ -77,7 +78,7 @@ export async function listen(app: RequestListener, config: ListenConfig, options
     server,
     url: `${files === undefined ? 'http' : 'https'}://${clientHost}:${address.port}`,
     port: address.port,
-    close: (graceMs = 5000) => {
+    close: (graceMs = CLOSE_GRACE_MS) => {
       reloader?.stop();
       return closeServer(server, graceMs);
     },

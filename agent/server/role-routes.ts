@@ -9,16 +9,10 @@
 import { Router } from 'express';
 import { Deadline } from '../deadline';
 import { localRole, type KbAgentDeps } from './kbagent-routes';
+import { ROLE_DEADLINE_SECONDS } from '../timings';
 
 /** The path of the role route. */
 export const ROLE_PATH = '/v1/role';
-
-/**
- * A probe is polled every few seconds: a role not known within this many seconds is not known.
- * Below the roleProbe's timeoutSeconds (5) in deploy/kubeblocks-componentdefinition.yaml, so the
- * agent's own answer (503 and why) reaches kbagent before kbagent gives up on the call.
- */
-const ROLE_DEADLINE_SECONDS = 4;
 
 /** The router of `GET /v1/role`. */
 export function roleRouter(deps: Pick<KbAgentDeps, 'config' | 'cluster' | 'leader'>): Router {

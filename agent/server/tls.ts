@@ -10,6 +10,7 @@ import { X509Certificate } from 'node:crypto';
 import type { Config } from '../config';
 import type { Logger } from '../observability/logger';
 import { FileReloader } from '../watched-files';
+import { FILE_CHECK_INTERVAL_MS } from '../timings';
 
 /** The PEM files of the agent's own HTTPS endpoint; with `clientCaFile`, clients must show a certificate it signed. */
 export interface TlsFiles {
@@ -58,7 +59,7 @@ export class TlsReloader {
     files: TlsFiles,
     install: (options: tls.SecureContextOptions) => void,
     logger?: Logger,
-    intervalMs = 1000,
+    intervalMs = FILE_CHECK_INTERVAL_MS,
   ) {
     this.reloader = new FileReloader({
       files: [files.certFile, files.keyFile, ...(files.clientCaFile === undefined ? [] : [files.clientCaFile])],

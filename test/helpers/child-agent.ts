@@ -1,46 +1,14 @@
 /**
  * The built agent (`node main.js serve`) as a child process that a test can
- * SIGKILL and start again, with its JSON log lines collected.
+ * SIGKILL and start again, with its JSON log lines collected. The binary is the
+ * one build of dist/ (MAIN_JS, see built-agent.ts).
  */
-import { ChildProcess, execFile, spawn } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
+import { ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
+import { ROOT } from './built-agent';
 import { call } from './http-call';
 
-const ROOT = path.resolve(__dirname, '../..');
-
-function newestSource(dir: string): number {
-  let newest = 0;
-  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
-    const file = path.join(dir, entry.name);
-    if (entry.isDirectory()) newest = Math.max(newest, newestSource(file));
-    else if (entry.name.endsWith('.ts')) newest = Math.max(newest, fs.statSync(file).mtimeMs);
-  }
-  return newest;
-}
-
-/**
- * dist/agent/main.js when it is newer than every source, else a fresh build in a
- * directory of our own (another engineer may be rebuilding dist/ at this moment).
- * Answers the entry point and the directory to remove afterwards, if any.
- */
-export async function builtAgentMain(): Promise<{ main: string; cleanup: () => void }> {
-  const dist = path.join(ROOT, 'dist', 'agent', 'main.js');
-  if (fs.existsSync(dist) && fs.statSync(dist).mtimeMs > newestSource(path.join(ROOT, 'agent'))) {
-    return { main: dist, cleanup: () => undefined };
-  }
-  const outDir = fs.mkdtempSync(path.join(os.tmpdir(), 'agent-build-'));
-  const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-  await new Promise<void>((resolve, reject) => {
-    execFile(process.execPath, [tsc, '-p', path.join(ROOT, 'tsconfig.build.json'), '--outDir', outDir], { cwd: ROOT }, (err, stdout) => {
-      // Type errors in an unfinished file still emit JavaScript; only a missing entry point stops us.
-      if (err && !fs.existsSync(path.join(outDir, 'agent', 'main.js'))) reject(new Error(`build failed: ${stdout}`));
-      else resolve();
-    });
-  });
-  return { main: path.join(outDir, 'agent', 'main.js'), cleanup: () => fs.rmSync(outDir, { recursive: true, force: true }) };
-}
+export { MAIN_JS } from './built-agent';
 
 /** One parsed log line of the agent. */
 export type LogLine = Record<string, unknown> & { message?: string; level?: string };

@@ -1,33 +1,21 @@
 /**
  * Runs the built command line (dist/agent/main.js) or a shell script as a
  * child process and collects its exit code and output, for the CLI and script
- * tests. The binary comes from `npx tsc -p tsconfig.build.json` (`npm run build`).
+ * tests. The binary is the one build of dist/ that jest's globalSetup keeps fresh (built-agent.ts).
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { MAIN_JS } from './built-agent';
 
-/** The repository root. */
-export const ROOT = path.resolve(__dirname, '../..');
-/** The built entry point of `etcd-lifecycle-agent`. */
-export const MAIN_JS = path.join(ROOT, 'dist/agent/main.js');
+export { MAIN_JS, ROOT } from './built-agent';
 
 /** What a process did. */
 export interface Ran {
   code: number | null;
   stdout: string;
   stderr: string;
-}
-
-/** Throws a clear error when the CLI has not been built (or is older than its sources). */
-export function requireBuiltCli(): void {
-  const sources = ['agent/main.ts', 'agent/cli/commands.ts', 'agent/cli/client.ts'].map((f) => path.join(ROOT, f));
-  const built = fs.existsSync(MAIN_JS) ? fs.statSync(MAIN_JS).mtimeMs : 0;
-  const stale = sources.filter((s) => fs.statSync(s).mtimeMs > built);
-  if (built === 0 || stale.length > 0) {
-    throw new Error(`dist/agent/main.js is missing or older than ${stale.join(', ')}: run npx tsc -p tsconfig.build.json`);
-  }
 }
 
 /**

@@ -10,7 +10,7 @@ import path from 'node:path';
 import type { RunningAgent } from '../../agent/agent';
 import { eventually, freePort, withCluster, type MemberSpec } from '../helpers/etcd-cluster';
 import { startMemberAgent } from '../helpers/membership';
-import { requireBuiltCli, runCli, type Ran } from '../helpers/run-process';
+import { runCli, type Ran } from '../helpers/run-process';
 
 describe('etcd-lifecycle-agent CLI against a running agent and a real 3-member etcd', () => {
   const cluster = withCluster(3);
@@ -22,7 +22,6 @@ describe('etcd-lifecycle-agent CLI against a running agent and a real 3-member e
     runCli([...args, ...(args.includes('--json') ? [] : ['--summary']), '--agent', agent.listening.url]);
 
   beforeAll(async () => {
-    requireBuiltCli();
     agent = await startMemberAgent(cluster(), 'etcd-0');
     etcd3 = await cluster().reserveMember('etcd-3');
     etcd4 = await cluster().reserveMember('etcd-4');

@@ -13,7 +13,7 @@
  * run; `FAULT_ITERATIONS=50` is the long form. It prints "N passed, M failed".
  */
 import fs from 'node:fs';
-import { ChildAgent, builtAgentMain } from '../helpers/child-agent';
+import { ChildAgent, MAIN_JS as main } from '../helpers/child-agent';
 import { ListedMember, LocalEtcdCluster, MemberSpec, withCluster } from '../helpers/etcd-cluster';
 import type { Answer } from '../helpers/http-call';
 import { leaderOf, post, settle } from '../helpers/membership';
@@ -112,8 +112,6 @@ class QuorumWatch {
 
 describe('fault injection: agent SIGKILLs, a killed leader, a frozen member (real etcd, built agent)', () => {
   const cluster = withCluster(3);
-  let main = '';
-  let cleanup = (): void => undefined;
   let agent: ChildAgent | undefined;
   let spec: MemberSpec;
   let watch: QuorumWatch;
@@ -131,7 +129,6 @@ describe('fault injection: agent SIGKILLs, a killed leader, a frozen member (rea
 
   beforeAll(async () => {
     const started = Date.now();
-    ({ main, cleanup } = await builtAgentMain());
     spec = await cluster().reserveMember('etcd-3');
     await startPodAgent();
     watch = new QuorumWatch(cluster());
@@ -143,7 +140,6 @@ describe('fault injection: agent SIGKILLs, a killed leader, a frozen member (rea
   afterAll(async () => {
     await watch?.stop();
     await agent?.kill('SIGKILL');
-    cleanup();
   });
 
   /** The member list from the running core members, etcd-3 excluded (it may be leaving). */

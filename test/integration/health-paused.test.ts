@@ -11,7 +11,7 @@
  * test measures again (three windows at most) rather than blame the agent for the scheduler.
  */
 import { ChildProcess, spawn } from 'node:child_process';
-import { ChildAgent, builtAgentMain } from '../helpers/child-agent';
+import { ChildAgent, MAIN_JS } from '../helpers/child-agent';
 import { eventually, withCluster } from '../helpers/etcd-cluster';
 import { get } from '../helpers/membership';
 
@@ -29,13 +29,10 @@ describe('/v1/health while a member is paused', () => {
   const cluster = withCluster(3);
   let agent: ChildAgent | undefined;
   let control: { url: string; child: ChildProcess } | undefined;
-  let cleanup = (): void => undefined;
 
   beforeAll(async () => {
-    const built = await builtAgentMain();
-    cleanup = built.cleanup;
     const own = cluster().member('etcd-0');
-    agent = await ChildAgent.start(built.main, {
+    agent = await ChildAgent.start(MAIN_JS, {
       ETCD_AGENT_MEMBER_NAME: 'etcd-0',
       ETCD_AGENT_ENDPOINTS: own.clientURL,
       ETCD_AGENT_LOCAL_ENDPOINT: own.clientURL,
@@ -47,7 +44,6 @@ describe('/v1/health while a member is paused', () => {
   afterAll(async () => {
     control?.child.kill('SIGKILL');
     await agent?.kill('SIGTERM');
-    cleanup();
   });
 
   /** 100 calls at 10 req/s to the agent, each beside one to the control; latencies sorted. */

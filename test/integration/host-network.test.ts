@@ -8,12 +8,10 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { builtAgentMain, ChildAgent } from '../helpers/child-agent';
+import { ChildAgent, MAIN_JS as main } from '../helpers/child-agent';
 import { call, CallOptions } from '../helpers/http-call';
 
 const ROOT = path.resolve(__dirname, '../..');
-let main = '';
-let cleanup: () => void = () => undefined;
 let dir = '';
 const agents: ChildAgent[] = [];
 
@@ -27,14 +25,12 @@ const BASE = {
 const MUTATION: CallOptions = { path: '/v1.0/action', body: { action: 'noSuchAction' } };
 
 beforeAll(async () => {
-  ({ main, cleanup } = await builtAgentMain());
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'host-network-test-'));
-}, 120_000);
+});
 
 afterAll(async () => {
   await Promise.all(agents.map((a) => a.kill('SIGKILL')));
   fs.rmSync(dir, { recursive: true, force: true });
-  cleanup();
 });
 
 /** Runs `serve` to its end with only `env` (and PATH, NODE_PATH) in its environment. */

@@ -52,6 +52,8 @@ describe('POST /v1.0/action (kbagent wire format) against a real 3-member etcd',
   });
   const agentOf = (name: string): RunningAgent => agents.get(name) as RunningAgent;
   const roleOf = async (name: string): Promise<string> => output(await kbCall(agentOf(name), { action: 'roleProbe' }));
+  /** The role etcd itself gives `name` now: leader or follower. */
+  const realRoleOf = async (name: string): Promise<string> => ((await leaderOf(cluster())).name === name ? 'leader' : 'follower');
 
   beforeAll(async () => {
     for (const name of ['etcd-0', 'etcd-1', 'etcd-2']) agents.set(name, await startMemberAgent(cluster(), name));
@@ -104,7 +106,7 @@ describe('POST /v1.0/action (kbagent wire format) against a real 3-member etcd',
         nonBlocking: false,
       });
 
-      expect(['leader', 'follower']).toContain(output(answer));
+      expect(output(answer)).toBe(await realRoleOf('etcd-0'));
     });
 
     it('when a token is configured and the call carries none, then the v1 envelope with 401 (auth is not kbagent-shaped)', async () => {
@@ -119,7 +121,7 @@ describe('POST /v1.0/action (kbagent wire format) against a real 3-member etcd',
 
       expect(refused.status).toBe(401);
       expect(refused.body).toMatchObject({ requestId: expect.any(String), error: { code: 'unauthorized' } });
-      expect(['leader', 'follower']).toContain(output(accepted));
+      expect(output(accepted)).toBe(await realRoleOf('etcd-0'));
       fs.rmSync(dir, { recursive: true, force: true });
     });
   });
@@ -194,7 +196,7 @@ describe('POST /v1.0/action (kbagent wire format) against a real 3-member etcd',
       cluster: { members: 4, voters: 4, learners: 0 },
     });
     expect(Object.keys(joined)[0]).toBe('requestId');
-    expect(['follower', 'leader']).toContain(await roleOf('etcd-3'));
+    expect(await roleOf('etcd-3')).toBe(await realRoleOf('etcd-3'));
     expect(result(await kbCall(agentOf('etcd-2'), join3()))).toMatchObject({ outcome: 'already-member', complete: true });
   }, 40_000);
 

@@ -12,7 +12,7 @@
  * before it could answer or send its next RPC.
  */
 import type { RunningAgent } from '../../agent/agent';
-import { ChildAgent, builtAgentMain } from '../helpers/child-agent';
+import { ChildAgent, MAIN_JS as main } from '../helpers/child-agent';
 import { withCluster } from '../helpers/etcd-cluster';
 import type { Answer } from '../helpers/http-call';
 import { get, leaderOf, post, settle, startMemberAgent } from '../helpers/membership';
@@ -21,8 +21,6 @@ import { TcpProxy } from '../helpers/tcp-proxy';
 const JOIN = '/v1/members/join';
 const LEAVE = '/v1/members/leave';
 
-let main = '';
-let cleanup = (): void => undefined;
 
 /** A request that the test expects never to be answered: resolves with the answer or what went wrong. */
 function settled(p: Promise<Answer>): Promise<{ status: number } | { failed: string }> {
@@ -41,7 +39,6 @@ describe('the agent killed in the middle of a membership change', () => {
 
   beforeAll(async () => {
     started = Date.now();
-    ({ main, cleanup } = await builtAgentMain());
     // Another pod's agent, to look at the operation records while etcd-0's agent is dead.
     observer = await startMemberAgent(cluster(), 'etcd-2');
   }, 120_000);
@@ -53,7 +50,6 @@ describe('the agent killed in the middle of a membership change', () => {
 
   afterAll(async () => {
     await observer?.stop(100);
-    cleanup();
   });
 
   /** etcd-0's agent; through a proxy to `via` when given, else straight to every member. */

@@ -12,7 +12,7 @@ import type { RunningAgent } from '../../agent/agent';
 import { eventually, withCluster, type MemberSpec } from '../helpers/etcd-cluster';
 import { freeLoopbackHost, KB_PEER_PORT } from '../helpers/loopback-host';
 import { startMemberAgent } from '../helpers/membership';
-import { childEnv, cliOnPath, requireBuiltCli, ROOT, run, type Ran } from '../helpers/run-process';
+import { childEnv, cliOnPath, ROOT, run, type Ran } from '../helpers/run-process';
 
 const JOIN_SH = path.join(ROOT, 'scripts/member-join.sh');
 const LEAVE_SH = path.join(ROOT, 'scripts/member-leave.sh');
@@ -43,7 +43,6 @@ describe('member-join.sh and member-leave.sh against a running agent and a real 
     script(LEAVE_SH, via, { KB_LEAVE_MEMBER_POD_NAME: 'etcd-3', KB_LEAVE_MEMBER_POD_FQDN: host, KB_LEAVE_MEMBER_POD_IP: '10.0.0.3' });
 
   beforeAll(async () => {
-    requireBuiltCli();
     agent = await startMemberAgent(cluster(), 'etcd-0');
     bin = cliOnPath();
     withCli = `${bin}:${withoutCli}`;

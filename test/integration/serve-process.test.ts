@@ -1,14 +1,10 @@
 import { ChildProcess, execFile, spawn } from 'node:child_process';
-import fs from 'node:fs';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
+import { MAIN_JS, ROOT } from '../helpers/built-agent';
 
-// The real binary, as `etcd-lifecycle-agent serve` runs it: compiled by the build config, started by node.
-// It is compiled into a directory of its own, so a build another engineer runs meanwhile cannot change it under us.
-const ROOT = path.resolve(__dirname, '../..');
-let outDir = '';
-let main = '';
+// The real binary, as `etcd-lifecycle-agent serve` runs it: the one build of dist/ (built-agent.ts), started by node.
+const main = MAIN_JS;
 
 /** An environment with nothing inherited but PATH and where to find node_modules; no stray ETCD_AGENT_* value. */
 function baseEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
@@ -21,24 +17,6 @@ function baseEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
     ...extra,
   };
 }
-
-beforeAll(async () => {
-  outDir = fs.mkdtempSync(path.join(os.tmpdir(), 'agent-build-'));
-  const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-  await new Promise<void>((resolve, reject) => {
-    execFile(process.execPath, [tsc, '-p', path.join(ROOT, 'tsconfig.build.json'), '--outDir', outDir], { cwd: ROOT }, (err, stdout) => {
-      // Type errors still emit JavaScript; only a missing entry point stops this suite.
-      if (err && !fs.existsSync(path.join(outDir, 'agent', 'main.js'))) reject(new Error(`build failed: ${stdout}`));
-      else resolve();
-    });
-  });
-  main = path.join(outDir, 'agent', 'main.js');
-  expect(fs.existsSync(main)).toBe(true);
-}, 120_000);
-
-afterAll(() => {
-  fs.rmSync(outDir, { recursive: true, force: true });
-});
 
 interface Exit {
   code: number | null;

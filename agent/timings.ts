@@ -1,0 +1,79 @@
+/**
+ * The agent's fixed timings, in one place, each with why it has its value. Settings a user may
+ * change are in settings.ts instead; these are the ones the design fixes. Invariant: every value
+ * here stays inside the contract's bounds (a call's deadline at most 60 s, a stop within 5 s).
+ *
+ * Timings of agent/membership/, agent/health/, agent/etcd/cluster-client.ts and
+ * agent/observability/metrics.ts still live beside their code (those files were being reworked
+ * when this module was made); move them here as they settle.
+ */
+
+// ── Stopping (CONTRACT §2: a stop within 5 s) ────────────────────────────────
+
+/** How long a stop may take in all, a margin below the contract's 5 s. */
+export const SHUTDOWN_BUDGET_MS = 4700;
+/** The end of the stop budget kept for releasing locks and closing etcd connections (in-flight calls get the rest). */
+export const SHUTDOWN_CLOSE_RESERVE_MS = 1500;
+/** After the last answer, how long the process lets its log lines drain before it exits. */
+export const EXIT_DRAIN_MS = 50;
+
+// ── HTTP server (server/listen.ts) ───────────────────────────────────────────
+
+/** A whole request must arrive within this (a 64 KiB body arrives in well under it). */
+export const REQUEST_TIMEOUT_MS = 15_000;
+/** Headers must arrive within this (or the request timeout, if shorter). */
+export const HEADERS_TIMEOUT_MS = 10_000;
+/** An idle keep-alive connection is closed after this. */
+export const KEEP_ALIVE_TIMEOUT_MS = 5000;
+/** How often Node checks connections against the timeouts above (or the request timeout, if shorter). */
+export const CONNECTIONS_CHECK_INTERVAL_MS = 1000;
+/** `Listening.close()`'s default wait for in-flight requests before closing every connection. */
+export const CLOSE_GRACE_MS = 5000;
+
+// ── Files watched for rotation ───────────────────────────────────────────────
+
+/** How often watched certificate, key and token files are looked at for a change. */
+export const FILE_CHECK_INTERVAL_MS = 1000;
+/** The longest a retired etcd client pinned by a call stays open (longer than the longest call deadline, 60 s). */
+export const RETIRED_CLIENT_MAX_HOLD_MS = 70_000;
+
+// ── Role (GET /v1/role, kbagent roleProbe) ───────────────────────────────────
+
+/**
+ * A probe is polled every few seconds: a role not known within this many seconds is not known.
+ * Below the roleProbe's timeoutSeconds (5) in deploy/kubeblocks-componentdefinition.yaml, so the
+ * agent's own answer (503 and why) reaches kbagent before kbagent gives up on the call.
+ */
+export const ROLE_DEADLINE_SECONDS = 4;
+/** The local member's status call of a role answer gets at least this, even with a shorter status timeout. */
+export const ROLE_STATUS_MIN_MS = 1000;
+
+// ── Membership lock (etcd/lock.ts) ───────────────────────────────────────────
+
+/** Time kept back from the call's deadline for the work done under the lock. */
+export const LOCK_RESERVE_MS = 1000;
+/**
+ * Longest single attempt of a lock call. Each call goes to one endpoint; a frozen member (SIGSTOP,
+ * a hung node) accepts the connection and never answers, so a short attempt followed by another
+ * (on another endpoint) beats one long wait. A lock call on a working etcd takes milliseconds.
+ */
+export const LOCK_ATTEMPT_MS = 1000;
+/** Default TTL of the lock's lease: a crashed holder's lock lapses after this. */
+export const LOCK_TTL_SECONDS = 10;
+/** Default longest wait for a lock another operation holds. */
+export const LOCK_MAX_WAIT_MS = 5000;
+/** Default interval between looks at a held lock. */
+export const LOCK_POLL_MS = 100;
+/** Lock calls are quick: retried soon (20–200 ms apart), up to 50 ms before the deadline. */
+export const LOCK_RETRY = { minTimeout: 20, maxTimeout: 200, reserveMs: 50 } as const;
+/** Revoking a lease: a few quick attempts, this long at most, whatever the call's deadline. */
+export const LEASE_REVOKE_MS = 3000;
+
+// ── Command line client (cli/commands.ts) ────────────────────────────────────
+
+/** The deadline a client command gives a read (GET) that names none. */
+export const CLI_READ_SECONDS = 10;
+/** The deadline a client command gives a change that names none: the longest a call may ask for. */
+export const CLI_CHANGE_SECONDS = 60;
+/** Beyond the call's deadline, how long the client waits, so the agent can say itself that it ran out. */
+export const CLI_ANSWER_MARGIN_SECONDS = 5;
