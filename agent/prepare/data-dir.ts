@@ -22,6 +22,13 @@ export type DataDirState =
   /** Files etcd would misread (e.g. a snapshot database without a WAL): unusable as it is. */
   | { kind: 'unusable'; reason: string };
 
+/**
+ * The bootstrap marker prepare writes inside the data directory before etcd first starts `new`:
+ * inside, so a lost or wiped directory loses it too and can never pass for "decided, never started".
+ * etcd only warns about a file it does not know there.
+ */
+export const BOOTSTRAP_MARKER = 'etcd-lifecycle-agent-bootstrap.json';
+
 /** walpb.Record types (etcd server/wal/wal.go). */
 const METADATA_RECORD = 1;
 /** A record larger than this is not a WAL's first metadata record: the file is not a WAL. */
@@ -29,7 +36,7 @@ const MAX_FIRST_RECORD_BYTES = 1 << 20;
 
 /** Reads what `dataDir` holds; throws only on I/O errors other than "missing". */
 export function readDataDir(dataDir: string): DataDirState {
-  const entries = listDir(dataDir);
+  const entries = listDir(dataDir)?.filter((f) => f !== BOOTSTRAP_MARKER);
   if (entries === undefined || entries.length === 0) return { kind: 'empty' };
   const walDir = path.join(dataDir, 'member', 'wal');
   const wals = (listDir(walDir) ?? []).filter((f) => f.endsWith('.wal')).sort();
@@ -121,7 +128,7 @@ export function moveAside(dataDir: string, now = new Date()): string {
 
 /** Writes `content` to `file` so a reader sees the old file or the whole new one, never half (write, fsync, rename). */
 export function writeFileAtomic(file: string, content: string): void {
-  fs.mkdirSync(path.dirname(file), { recursive: true });
+  fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
   const tmp = `${file}.tmp-${process.pid}`;
   const fd = fs.openSync(tmp, 'w', 0o644);
   try {

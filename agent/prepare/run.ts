@@ -15,6 +15,7 @@
  * written before the flags that start `new`.
  */
 import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { Deadline, delay } from '../deadline';
 import { EtcdCluster } from '../etcd/cluster-client';
 import { MembershipService } from '../membership/service';
@@ -22,7 +23,7 @@ import type { Logger } from '../observability/logger';
 import { createMetrics } from '../observability/metrics';
 import { isAgentError } from '../proto/errors';
 import { askPeers, AnswerServer, serveAnswer } from './answer-server';
-import { moveAside, readDataDir, writeFileAtomic } from './data-dir';
+import { BOOTSTRAP_MARKER, moveAside, readDataDir, writeFileAtomic } from './data-dir';
 import { BootstrapPlan, decidePrepare, initialClusterOf, PrepareFacts, PrepareStep, samePlan } from './decide';
 import type { PrepareOptions } from './options';
 
@@ -35,9 +36,9 @@ const LINGER_MAX_MS = 10_000;
 /** …and at least this long, so the last to decide is seen by the others. */
 const LINGER_MIN_MS = 1500;
 
-/** Where the bootstrap marker of a data directory lives: beside it, on the same volume. */
+/** Where the bootstrap marker of a data directory lives: inside it (see BOOTSTRAP_MARKER). */
 export function markerPath(dataDir: string): string {
-  return `${dataDir}.prepare.json`;
+  return path.join(dataDir, BOOTSTRAP_MARKER);
 }
 
 /** The start flags as a shell fragment the etcd container's command sources (the last flag wins in etcd). */
@@ -81,6 +82,9 @@ export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<
         if (step.state === 'new' && !samePlan(readMarker(opts.dataDir) ?? { initialCluster: '', token: '' }, plan)) {
           writeFileAtomic(markerPath(opts.dataDir), `${JSON.stringify(plan)}\n`);
         }
+        // Once etcd has written its WAL the marker has done its work: without it, a later loss of the
+        // member directory alone cannot pass for "decided, never started".
+        if (step.state === 'existing') fs.rmSync(markerPath(opts.dataDir), { force: true });
         writeFileAtomic(opts.flagsFile, flagsFileContent(step, opts.token, opts.self.name, new Date()));
         logger.info('prepared', { member: opts.self.name, state: step.state, initialCluster: step.initialCluster, reason: step.reason, flagsFile: opts.flagsFile });
         if (step.state === 'new') await linger(opts, plan, logger);
@@ -141,7 +145,6 @@ async function act(step: PrepareStep, opts: PrepareOptions, membership: Membersh
     switch (step.kind) {
       case 'move-aside': {
         const target = moveAside(opts.dataDir);
-        fs.rmSync(markerPath(opts.dataDir), { force: true });
         logger.warn('moved the data directory aside, not deleted', { member: opts.self.name, from: opts.dataDir, to: target, reason: step.reason });
         return '';
       }
