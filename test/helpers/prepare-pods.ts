@@ -22,7 +22,7 @@ import { freePorts } from '../../scripts/ports';
 import { builtAgentMain, LogLine } from './child-agent';
 
 /** The etcd container's command, as kube-inject writes it (the flags file appends the decided flags). */
-export const ETCD_WRAPPER = '. "$ETCD_AGENT_FLAGS_FILE" && exec "$ETCD_BIN" "$@"';
+export const ETCD_WRAPPER = '. "$FLAGS_FILE" && exec "$EXEC_ETCD" "$@"';
 
 /** One pod: its stable identity and, while they run, its processes. */
 export interface Pod {
@@ -189,10 +189,11 @@ export class PodSet {
       '--log-outputs=stderr',
     ];
     const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('ETCD')));
+    fs.mkdirSync(path.join(this.root, name), { recursive: true });
     const log = fs.openSync(path.join(this.root, name, 'etcd.log'), 'a');
     try {
       const child = spawn('/bin/sh', ['-c', ETCD_WRAPPER, 'etcd', ...args], {
-        env: { ...env, ETCD_AGENT_FLAGS_FILE: pod.flagsFile, ETCD_BIN: this.etcdBin },
+        env: { ...env, FLAGS_FILE: pod.flagsFile, EXEC_ETCD: this.etcdBin },
         stdio: ['ignore', log, log],
         detached: true,
       });
@@ -238,6 +239,31 @@ export class PodSet {
     const pod = this.pod(name);
     await pod.agent?.stop(1000);
     pod.agent = undefined;
+  }
+
+  /** Pod `name`'s etcd log so far (all its runs). */
+  etcdLog(name: string): string {
+    try {
+      return fs.readFileSync(path.join(this.root, name, 'etcd.log'), 'utf8');
+    } catch {
+      return '';
+    }
+  }
+
+  /** Writes pod `name`'s flags file by hand, as prepare would, for tests of etcd's own behaviour. */
+  writeFlags(name: string, state: 'new' | 'existing', initialCluster = this.initialCluster): void {
+    const file = this.pod(name).flagsFile;
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(file, `set -- "$@" '--initial-cluster=${initialCluster}' '--initial-cluster-state=${state}' '--initial-cluster-token=${this.token}'\n`);
+  }
+
+  /** Resolves once pod `name`'s etcd has exited (e.g. a panic at start). */
+  async etcdExit(name: string, timeoutMs = 15_000): Promise<void> {
+    const exited = this.pod(name).etcdExited;
+    if (exited === undefined) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([exited, new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`${name}'s etcd still runs after ${timeoutMs} ms`)), timeoutMs)))]);
+    clearTimeout(timer);
   }
 
   /** Whether the pod's etcd answers /health with "true". */
