@@ -19,6 +19,7 @@
 import { readFile as readFileFromDisk } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { Document, isMap, isScalar, isSeq, Pair, parseAllDocuments, Scalar, YAMLMap, YAMLSeq } from 'yaml';
+import { injectPrepare } from './kube-inject-prepare';
 
 /** Name of the injected container; a pod that has a container of this name counts as injected. */
 export const SIDECAR_NAME = 'etcd-lifecycle-agent';
@@ -144,9 +145,14 @@ function injectPod(doc: Document, podSpec: YAMLMap, site: PodSite, options: Reso
     client: etcd !== undefined && usesHttps(etcd, 'listen-client-urls') ? 'https' : 'http',
     peer: etcd !== undefined && usesHttps(etcd, 'listen-peer-urls') ? 'https' : 'http',
   };
-  const sidecar = doc.createNode(sidecarContainer(site, schemes, options));
+  const sidecarSpec = sidecarContainer(site, schemes, options) as { env: object[]; resources: object };
+  const sidecar = doc.createNode(sidecarSpec);
   sidecar.commentBefore = ' added by etcd-lifecycle-agent kube-inject';
   containers.add(sidecar);
+  // The prepare init container and the etcd command that sources its decision (kube-inject-prepare.ts).
+  if (etcd !== undefined) {
+    injectPrepare(doc, podSpec, etcd, { image: options.image, port: options.port, agentEnv: sidecarSpec.env, resources: sidecarSpec.resources });
+  }
 
   if (etcd !== undefined && !etcd.has('readinessProbe')) {
     const probe = doc.createNode({
