@@ -69,11 +69,19 @@ export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<
   const plan: BootstrapPlan = { initialCluster: initialClusterOf(opts.initial), token: opts.token };
   let server: AnswerServer | undefined;
   try {
+    // Without the answer (the port taken, e.g. prepare run beside a running sidecar) the peers read
+    // "no answer" and never bootstrap with this pod: safe, only slower.
     server = await serveAnswer(config.listen.host, config.listen.port, () => ({
       name: opts.self.name,
       dataDir: readDataDir(opts.dataDir).kind,
       bootstrap: readMarker(opts.dataDir) ?? null,
-    }));
+    })).catch((err: unknown) => {
+      logger.warn('cannot serve the prepare answer; the other initial members will not count this pod as empty', {
+        listen: `${config.listen.host}:${config.listen.port}`,
+        error: err instanceof Error ? err.message : String(err),
+      });
+      return undefined;
+    });
     const end = Date.now() + opts.waitSeconds * 1000;
     let lastReason = '';
     for (;;) {
