@@ -30,8 +30,8 @@ import type { PrepareOptions } from './options';
 /** Pause between passes while waiting. */
 const PASS_PAUSE_MS = 500;
 /** How long one read of the member list may take before the cluster counts as not answering. */
-const LIST_TIMEOUT_MS = 3000;
-/** After deciding `new`, keep answering until every initial peer was seen deciding too, at most this long. */
+const LIST_TIMEOUT_MS = 2000;
+/** After deciding `new`, keep answering until every initial peer was seen deciding (or running etcd), at most this long. */
 const LINGER_MAX_MS = 10_000;
 /** …and at least this long, so the last to decide is seen by the others. */
 const LINGER_MIN_MS = 1500;
@@ -181,12 +181,26 @@ async function linger(opts: PrepareOptions, plan: BootstrapPlan, logger: Logger)
   const started = Date.now();
   const waiting = new Set(opts.initial.map((m) => m.name).filter((n) => n !== opts.self.name));
   while (Date.now() - started < LINGER_MAX_MS) {
-    const answers = await askPeers(opts.initial.filter((m) => waiting.has(m.name)), opts.config.listen.port, 500);
+    const peers = opts.initial.filter((m) => waiting.has(m.name));
+    const answers = await askPeers(peers, opts.config.listen.port, 500);
     for (const [name, answer] of answers) if (answer.kind === 'bootstrap' && samePlan(answer.plan, plan)) waiting.delete(name);
+    // A peer whose etcd already serves its peer listener has decided and gone on: no need to wait for it.
+    await Promise.all(peers.map(async (m) => ((await peerEtcdAnswers(m.peerURL)) ? waiting.delete(m.name) : undefined)));
     if (waiting.size === 0 && Date.now() - started >= LINGER_MIN_MS) return;
     await delay(250);
   }
   logger.info('stopped waiting for the other initial members to decide', { member: opts.self.name, notSeen: [...waiting] });
+}
+
+/** Whether an etcd serves `GET <peer URL>/members` (every member does, even without a quorum). */
+async function peerEtcdAnswers(peerURL: string): Promise<boolean> {
+  try {
+    const res = await fetch(`${peerURL}/members`, { signal: AbortSignal.timeout(500) });
+    await res.arrayBuffer();
+    return res.ok;
+  } catch {
+    return false;
+  }
 }
 
 function readMarker(dataDir: string): BootstrapPlan | undefined {

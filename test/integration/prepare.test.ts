@@ -122,16 +122,22 @@ class Writer {
 
 describe('prepare', () => {
   it('when three new pods start together and one prepare is killed after deciding, then each decides new once the others report empty data, and one cluster forms', async () => {
-    const killed = pods.prepare('etcd-0', { killOn: (l) => l.message === 'prepared' });
-    const others = Promise.all(['etcd-1', 'etcd-2'].map((n) => pods.prepare(n)));
-    expect((await killed).signal).toBe('SIGKILL');
+    // Each pod starts its etcd as soon as its own prepare exits 0, as the kubelet does.
+    const started = async (name: string, run: PrepareRun): Promise<PrepareRun> => {
+      if (run.code === 0) pods.startEtcd(name);
+      return run;
+    };
+    const killing = pods.prepare('etcd-0', { killOn: (l) => l.message === 'prepared' });
+    const others = Promise.all(['etcd-1', 'etcd-2'].map(async (n) => started(n, await pods.prepare(n))));
+    expect((await killing).signal).toBe('SIGKILL');
     // The re-run finds its own marker beside the still-empty data directory: the same bootstrap again.
-    const again = await pods.prepare('etcd-0');
+    const again = await started('etcd-0', await pods.prepare('etcd-0'));
     for (const run of [again, ...(await others)]) {
       expect(run.code).toBe(0);
       expect(decided(run)).toMatchObject({ state: 'new', initialCluster: pods.initialCluster });
     }
-    await Promise.all(INITIAL.map(startPod));
+    await Promise.all(INITIAL.map((n) => eventually(async () => expect(await pods.healthy(n)).toBe(true), 20_000, 100)));
+    await Promise.all(INITIAL.map((n) => pods.startAgent(n)));
     clusterId = (await members()).clusterId;
     await expectOneCluster(INITIAL);
     await votersAre(INITIAL);
@@ -246,7 +252,8 @@ describe('prepare', () => {
   it('when every member is down and they restart in any order with their data, then none bootstraps a new cluster, and a pod without data waits', async () => {
     const ids = Object.fromEntries(ALL.map((n) => [n, walMember(n)]));
     await Promise.all(ALL.map((n) => pods.stopAgent(n)));
-    await Promise.all(ALL.map((n) => pods.stopEtcd(n)));
+    // All at once, as a power loss would: no member gets to hand anything over.
+    await Promise.all(ALL.map((n) => pods.stopEtcd(n, true)));
 
     // etcd-0 without its data while the cluster is down: the others have data (or no prepare answers), so it must wait.
     const data = pods.pod('etcd-0').dataDir;
