@@ -27,6 +27,11 @@ export const FLAGS_FILE = `${START_MOUNT_PATH}/etcd-flags.sh`;
 /** The static shell the etcd command runs. */
 export const STATIC_SHELL = `${START_MOUNT_PATH}/sh`;
 
+/** The script etcd's command runs: source the flags prepare wrote, then become etcd with all arguments. */
+export function etcdStartScript(flagsFile: string, binary: string): string {
+  return `. ${flagsFile} && exec ${binary} "$@"`;
+}
+
 /** What the init container shares with the sidecar. */
 export interface PrepareInjection {
   image: string;
@@ -91,7 +96,7 @@ export function injectPrepare(doc: Document, podSpec: YAMLMap, etcd: YAMLMap, in
   // The command is replaced in place (same key, same position); etcd's `args` stay as they were.
   const pair = etcd.items.find((p) => isScalar(p.key) && p.key.value === 'command');
   if (pair !== undefined) {
-    pair.value = doc.createNode([STATIC_SHELL, '-c', `. ${FLAGS_FILE} && exec ${commandWords[0]} "$@"`, ...commandWords]);
+    pair.value = doc.createNode([STATIC_SHELL, '-c', etcdStartScript(FLAGS_FILE, commandWords[0]), ...commandWords]);
     const note = ' etcd starts with the flags etcd-lifecycle-agent prepare decided (kube-inject)';
     if (isScalar(pair.key)) pair.key.commentBefore = pair.key.commentBefore === undefined || pair.key.commentBefore === null ? note : `${pair.key.commentBefore}\n${note}`;
   }

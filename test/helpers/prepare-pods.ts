@@ -4,7 +4,7 @@
  * own IP), the same ports as every other pod, a volume (its data directory),
  * and an emptyDir (the flags file). Starting a pod runs `prepare` (the init
  * container, the built agent as a child process) and then etcd through the
- * same `sh -c '. flags && exec etcd "$@"'` wrapper kube-inject writes; the
+ * same `sh -c '. flags && exec etcd "$@"'` script kube-inject writes; the
  * sidecar is a real agent, in this process, whose auto-promotion promotes the
  * pod's learner.
  */
@@ -14,6 +14,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { RunningAgent, startAgent } from '../../agent/agent';
+import { etcdStartScript } from '../../agent/cli/kube-inject-prepare';
 import { loadConfig } from '../../agent/config';
 import { createLogger } from '../../agent/observability/logger';
 import { createMetrics } from '../../agent/observability/metrics';
@@ -21,8 +22,6 @@ import { findEtcd, findEtcdctl } from '../../scripts/local-cluster';
 import { freePorts } from '../../scripts/ports';
 import { builtAgentMain, LogLine } from './child-agent';
 
-/** The etcd container's command, as kube-inject writes it (the flags file appends the decided flags). */
-export const ETCD_WRAPPER = '. "$FLAGS_FILE" && exec "$EXEC_ETCD" "$@"';
 
 /** One pod: its stable identity and, while they run, its processes. */
 export interface Pod {
@@ -192,8 +191,9 @@ export class PodSet {
     fs.mkdirSync(path.join(this.root, name), { recursive: true });
     const log = fs.openSync(path.join(this.root, name, 'etcd.log'), 'a');
     try {
-      const child = spawn('/bin/sh', ['-c', ETCD_WRAPPER, 'etcd', ...args], {
-        env: { ...env, FLAGS_FILE: pod.flagsFile, EXEC_ETCD: this.etcdBin },
+      // The script kube-inject gives the etcd container (paths here have no spaces, as there).
+      const child = spawn('/bin/sh', ['-c', etcdStartScript(pod.flagsFile, this.etcdBin), this.etcdBin, ...args], {
+        env,
         stdio: ['ignore', log, log],
         detached: true,
       });
