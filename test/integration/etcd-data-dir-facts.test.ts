@@ -95,7 +95,8 @@ describe('etcd 3.4 data directories and bootstrap', () => {
     try {
       const list = await client.listMembers(Deadline.in(5000));
       const id = list.members.find((m) => m.peerURLs.includes(pods.pod('etcd-2').peerURL))?.id ?? '';
-      await client.removeMember(id, Deadline.in(5000));
+      // etcd refuses as "unhealthy cluster" until the remaining members have been connected for 5 s.
+      await eventually(() => client.removeMember(id, Deadline.in(5000)), 15_000, 250);
     } finally {
       client.close();
     }
