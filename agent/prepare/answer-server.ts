@@ -76,16 +76,29 @@ export async function askPeers(members: InitialMember[], port: number, timeoutMs
 async function askOne(member: InitialMember, port: number, timeoutMs: number): Promise<PeerAnswer> {
   const url = new URL(member.peerURL);
   const target = `http://${url.host.replace(/:\d+$/, '')}:${port}${PREPARE_ANSWER_PATH}`;
-  let body: PrepareAnswer;
+  let body: unknown;
   try {
     const res = await fetch(target, { signal: AbortSignal.timeout(timeoutMs) });
     if (!res.ok) return { kind: 'no-answer', detail: `its agent port answers HTTP ${res.status}: no prepare is waiting there` };
-    body = (await res.json()) as PrepareAnswer;
+    body = await res.json();
   } catch (err) {
     return { kind: 'no-answer', detail: `no prepare answers at ${target}: ${err instanceof Error ? err.message : String(err)}` };
   }
-  if (body.name !== member.name) return { kind: 'no-answer', detail: `${target} answers as ${String(body.name)}` };
-  if (body.dataDir !== 'empty') return { kind: 'has-data', detail: `its data directory is ${String(body.dataDir)}` };
-  if (body.bootstrap !== null && typeof body.bootstrap === 'object') return { kind: 'bootstrap', plan: body.bootstrap };
-  return { kind: 'empty' };
+  return classifyAnswer(member.name, body);
+}
+
+/**
+ * What a peer's `GET /v1/prepare` body says, for the bootstrap decision. Only a well-formed answer
+ * from the member asked counts as "empty" or "bootstrap"; anything else counts against bootstrapping.
+ */
+export function classifyAnswer(name: string, body: unknown): PeerAnswer {
+  const answer = (typeof body === 'object' && body !== null ? body : {}) as Partial<PrepareAnswer>;
+  if (answer.name !== name) return { kind: 'no-answer', detail: `the answer is not ${name}'s (${String(answer.name)})` };
+  if (answer.dataDir !== 'empty') return { kind: 'has-data', detail: `its data directory is ${String(answer.dataDir)}` };
+  const plan = answer.bootstrap;
+  if (plan === null) return { kind: 'empty' };
+  if (typeof plan === 'object' && plan !== undefined && typeof plan.initialCluster === 'string' && typeof plan.token === 'string') {
+    return { kind: 'bootstrap', plan: { initialCluster: plan.initialCluster, token: plan.token } };
+  }
+  return { kind: 'no-answer', detail: 'its answer is malformed' };
 }

@@ -1,3 +1,4 @@
+import { classifyAnswer } from '../../agent/prepare/answer-server';
 import { decidePrepare, initialClusterFromList, PeerAnswer, PrepareFacts, PrepareStep, samePlan } from '../../agent/prepare/decide';
 import type { Member, MemberList } from '../../agent/proto/types';
 
@@ -93,5 +94,19 @@ describe('decidePrepare', () => {
     ['one member fewer', false, `etcd-0=${url(0)},etcd-1=${url(1)}`, token],
   ])('when two plans differ by %s, then samePlan is %s', (_story, same, ic, tk) => {
     expect(samePlan({ initialCluster, token }, { initialCluster: ic, token: tk })).toBe(same);
+  });
+});
+
+describe('classifyAnswer', () => {
+  it.each([
+    ['an empty data directory', { name: 'etcd-0', dataDir: 'empty', bootstrap: null }, 'empty'],
+    ['a bootstrap decided', { name: 'etcd-0', dataDir: 'empty', bootstrap: { initialCluster, token } }, 'bootstrap'],
+    ['a data directory with a member', { name: 'etcd-0', dataDir: 'member', bootstrap: null }, 'has-data'],
+    ['another pod', { name: 'etcd-9', dataDir: 'empty', bootstrap: null }, 'no-answer'],
+    ['no bootstrap field', { name: 'etcd-0', dataDir: 'empty' }, 'no-answer'],
+    ['a malformed plan', { name: 'etcd-0', dataDir: 'empty', bootstrap: { token: 1 } }, 'no-answer'],
+    ['not an object', 'ok', 'no-answer'],
+  ])('when a peer answers %s, then it counts as %s', (_what, body, kind) => {
+    expect(classifyAnswer('etcd-0', body).kind).toBe(kind);
   });
 });
