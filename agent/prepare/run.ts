@@ -158,7 +158,7 @@ async function act(step: PrepareStep, opts: PrepareOptions, membership: Membersh
       }
       case 'join': {
         const result = await membership.join({ name: opts.self.name, peerURLs: [opts.self.peerURL], learner: true }, { requestId: 'prepare' });
-        logger.info('joined', { member: opts.self.name, outcome: result.outcome, id: result.member?.id });
+        logger.info('joined', { member: opts.self.name, outcome: result.outcome, id: result.member?.id, isLearner: result.member?.isLearner });
         return '';
       }
       case 'replace': {

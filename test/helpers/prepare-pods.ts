@@ -192,7 +192,12 @@ export class PodSet {
     const log = fs.openSync(path.join(this.root, name, 'etcd.log'), 'a');
     try {
       // The script kube-inject gives the etcd container (paths here have no spaces, as there).
-      const child = spawn('/bin/sh', ['-c', etcdStartScript(pod.flagsFile, this.etcdBin), this.etcdBin, ...args], {
+      const argv = ['/bin/sh', '-c', etcdStartScript(pod.flagsFile, this.etcdBin), this.etcdBin, ...args];
+      // As the harness does: with setpriv, the kernel kills etcd when this process dies, even by SIGKILL
+      // (the death signal survives the shell's exec of etcd).
+      const setpriv = ['/usr/bin/setpriv', '/bin/setpriv'].find((f) => fs.existsSync(f));
+      const [cmd, ...rest] = setpriv === undefined ? argv : [setpriv, '--pdeathsig=KILL', '--', ...argv];
+      const child = spawn(cmd, rest, {
         env,
         stdio: ['ignore', log, log],
         detached: true,
