@@ -23,6 +23,9 @@ COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /src/dist ./dist
 COPY package.json ./
 COPY scripts/member-join.sh scripts/member-leave.sh scripts/member-common.sh /scripts/
+# A static shell for etcd images that have none (official etcd images from 3.5.7 on): kube-inject's
+# prepare init container copies /bin/busybox next to the flags file, and etcd's command runs it.
+RUN apt-get update && apt-get install -y --no-install-recommends busybox-static && rm -rf /var/lib/apt/lists/*
 RUN ln -s /app/dist/agent/main.js /usr/local/bin/etcd-lifecycle-agent && chmod 0755 /app/dist/agent/main.js
 # 65532 is the conventional "nonroot" uid; kube-inject sets runAsUser to the same.
 USER 65532:65532

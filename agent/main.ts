@@ -18,6 +18,8 @@ commands:
   health
   transfer-leader [--to NAME]
   kube-inject -f FILE   add the agent sidecar to Kubernetes YAML
+  prepare --data-dir DIR [--initial-cluster N=URL,...] [--flags-file FILE]
+                        decide how this pod's etcd starts (an init container); exit 0 once decided
 
 ${settingsHelp()}`;
 
@@ -80,6 +82,22 @@ async function serve(argv: string[]): Promise<number> {
   });
 }
 
+async function prepare(argv: string[]): Promise<number> {
+  const { loadPrepareOptions } = await import('./prepare/options');
+  let options;
+  try {
+    options = loadPrepareOptions(process.env, argv);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`etcd-lifecycle-agent prepare: invalid configuration: ${err.message}\n`);
+      return 2;
+    }
+    throw err;
+  }
+  const [{ runPrepare }, { createLogger }] = await Promise.all([import('./prepare/run'), import('./observability/logger')]);
+  return runPrepare(options, createLogger({ level: options.config.logLevel }));
+}
+
 const stdio = {
   stdout: (s: string) => void process.stdout.write(s),
   stderr: (s: string) => void process.stderr.write(s),
@@ -91,6 +109,8 @@ async function main(argv: string[]): Promise<number> {
   switch (command) {
     case 'serve':
       return serve(rest);
+    case 'prepare':
+      return prepare(rest);
     case 'kube-inject':
       return (await import('./cli/kube-inject')).runKubeInject(rest, stdio);
     case undefined:

@@ -26,6 +26,7 @@ import { parseArgs } from 'node:util';
 import { Document, isMap, isScalar, isSeq, Pair, parseAllDocuments, Scalar, YAMLMap, YAMLSeq } from 'yaml';
 import { isDnsSubdomain } from '../proto/names';
 import { hostNetworkListenAddress, KubeInjectUsageError, ListenPlan, listenPlan } from './kube-inject-host-network';
+import { injectPrepare } from './kube-inject-prepare';
 
 export { DEFAULT_HOST_NETWORK_LISTEN, KubeInjectUsageError } from './kube-inject-host-network';
 
@@ -161,9 +162,14 @@ function injectPod(doc: Document, podSpec: YAMLMap, site: PodSite, options: Reso
     client: etcd !== undefined && usesHttps(etcd, 'listen-client-urls') ? 'https' : 'http',
     peer: etcd !== undefined && usesHttps(etcd, 'listen-peer-urls') ? 'https' : 'http',
   };
-  const sidecar = doc.createNode(sidecarContainer(site, schemes, options, listen));
+  const sidecarSpec = sidecarContainer(site, schemes, options, listen) as { env: object[]; resources: object };
+  const sidecar = doc.createNode(sidecarSpec);
   sidecar.commentBefore = ' added by etcd-lifecycle-agent kube-inject';
   containers.add(sidecar);
+  // The prepare init container and the etcd command that sources its decision (kube-inject-prepare.ts).
+  if (etcd !== undefined) {
+    injectPrepare(doc, podSpec, etcd, { image: options.image, port: options.port, agentEnv: sidecarSpec.env, resources: sidecarSpec.resources });
+  }
 
   if (etcd !== undefined && !etcd.has('readinessProbe')) {
     const probe = doc.createNode({

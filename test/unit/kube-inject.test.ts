@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { kubeInject, KubeInjectIo, runKubeInject, SIDECAR_NAME, TOKEN_MOUNT_PATH } from '../../agent/cli/kube-inject';
+import { FLAGS_FILE, PREPARE_NAME, START_MOUNT_PATH, START_VOLUME, STATIC_SHELL } from '../../agent/cli/kube-inject-prepare';
 
 const ROOT = join(__dirname, '..', '..');
 const FIXTURES = join(ROOT, 'test', 'fixtures', 'kube-inject');
@@ -61,8 +62,20 @@ function stripInjection(resources: unknown[]): unknown[] {
       }
     }
     if (Array.isArray(podSpec.volumes)) {
-      podSpec.volumes = (podSpec.volumes as Json[]).filter((v) => v.name !== 'etcd-lifecycle-agent-token');
+      podSpec.volumes = (podSpec.volumes as Json[]).filter((v) => v.name !== 'etcd-lifecycle-agent-token' && v.name !== START_VOLUME);
       if ((podSpec.volumes as Json[]).length === 0) delete podSpec.volumes;
+    }
+    // prepare: the init container, the shared emptyDir's mount, and etcd's wrapped command.
+    if (Array.isArray(podSpec.initContainers)) {
+      podSpec.initContainers = (podSpec.initContainers as Json[]).filter((c) => c.name !== PREPARE_NAME);
+      if ((podSpec.initContainers as Json[]).length === 0) delete podSpec.initContainers;
+    }
+    for (const container of containers(podSpec)) {
+      const command = container.command as string[] | undefined;
+      if (command?.[0] === STATIC_SHELL) container.command = command.slice(3);
+      if (Array.isArray(container.volumeMounts)) {
+        container.volumeMounts = (container.volumeMounts as Json[]).filter((m) => m.name !== START_VOLUME);
+      }
     }
   }
   return resources;
@@ -216,6 +229,42 @@ describe('the injected sidecar', () => {
       name: 'etcd-lifecycle-agent-token',
       secret: { secretName: 'agent-token', items: [{ key: 'token', path: 'token' }] },
     });
+  });
+});
+
+describe('the injected prepare step', () => {
+  const spec = podSpecs(parse(kubeInject(fixture('statefulset.yaml'))))[0];
+  const init = (spec.initContainers as Json[]).find((c) => c.name === PREPARE_NAME) as Json;
+  const etcd = containers(spec).find((c) => c.name === 'etcd') as Json;
+
+  it('when a StatefulSet names etcd, its data directory and a Service, then an init container runs prepare with what etcd was told', () => {
+    expect(init).toMatchObject({ image: 'etcd-lifecycle-agent:0.1.0', command: ['/bin/sh', '-c', expect.stringContaining('exec etcd-lifecycle-agent prepare')] });
+    const env = envOf(init);
+    expect(env).toMatchObject({
+      ETCD_AGENT_MEMBER_NAME: '$(POD_NAME)',
+      ETCD_AGENT_DATA_DIR: '/var/run/etcd/default.etcd',
+      ETCD_AGENT_INITIAL_CLUSTER: expect.stringMatching(/^etcd-0=http:\/\/etcd-0\.etcd-headless\.demo\.svc\.cluster\.local:2380,etcd-1=/),
+      ETCD_AGENT_INITIAL_CLUSTER_TOKEN: 'etcd-demo',
+      ETCD_AGENT_PREPARE_FLAGS_FILE: FLAGS_FILE,
+      ETCD_AGENT_LISTEN: '0.0.0.0:3501',
+      ETCD_AGENT_PEER_URL_TEMPLATE: 'http://{name}.etcd-headless.$(POD_NAMESPACE).svc.cluster.local:2380',
+    });
+    expect((init.volumeMounts as Json[]).map((m) => m.mountPath)).toEqual(['/var/run/etcd', START_MOUNT_PATH]);
+  });
+
+  it("when injected, then etcd's command sources the flags file and execs the same binary with the same arguments", () => {
+    expect(etcd.command).toEqual([STATIC_SHELL, '-c', `. ${FLAGS_FILE} && exec /usr/local/bin/etcd "$@"`, '/usr/local/bin/etcd']);
+    expect(etcd.volumeMounts).toContainEqual({ name: START_VOLUME, mountPath: START_MOUNT_PATH, readOnly: true });
+    expect(spec.volumes).toContainEqual({ name: START_VOLUME, emptyDir: {} });
+  });
+
+  it.each([
+    ['pod.yaml', 0, 'no Service to derive peer URLs from'],
+    ['multi-document.yaml', 0, 'etcd reads a --config-file, which would ignore added flags'],
+  ])('when %s (pod %s) is injected, then no prepare is added: %s', (file, pod) => {
+    const injected = podSpecs(parse(kubeInject(fixture(file))))[pod];
+    expect(injected.initContainers).toBeUndefined();
+    expect(JSON.stringify(injected)).not.toContain(STATIC_SHELL);
   });
 });
 

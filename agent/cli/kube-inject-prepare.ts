@@ -1,0 +1,138 @@
+/**
+ * The `prepare` part of kube-inject: an init container that decides how the
+ * pod's etcd starts (`etcd-lifecycle-agent prepare`), and an etcd command that
+ * sources its decision. Invariant: it is added only where it can work — the
+ * etcd container names its binary (`command`), its data directory
+ * (`--data-dir`) sits on one of its volumes, it takes no `--config-file`
+ * (etcd would then ignore the flags prepare adds), and peer URLs can be
+ * derived (a governing Service) — and otherwise nothing here changes the pod.
+ *
+ * The official etcd images from 3.5.7 on have no shell, so the init container
+ * (the agent's image) also copies Debian's static busybox into the shared
+ * emptyDir as `sh`, and the etcd container runs
+ * `sh -c '. etcd-flags.sh && exec <etcd> "$@"'`: the flags file appends
+ * `--initial-cluster*` to etcd's own arguments (Go's flag package keeps the
+ * last), so the manifest's arguments stay as they were.
+ */
+import { Document, isMap, isScalar, isSeq, YAMLMap, YAMLSeq } from 'yaml';
+
+/** Name of the init container. */
+export const PREPARE_NAME = 'etcd-lifecycle-agent-prepare';
+/** The emptyDir shared by the init container and etcd: the flags file and the static shell. */
+export const START_VOLUME = 'etcd-lifecycle-agent-start';
+/** Where that emptyDir is mounted in both containers. */
+export const START_MOUNT_PATH = '/var/run/etcd-lifecycle-agent';
+/** The flags file prepare writes and etcd's command sources. */
+export const FLAGS_FILE = `${START_MOUNT_PATH}/etcd-flags.sh`;
+/** The static shell the etcd command runs. */
+export const STATIC_SHELL = `${START_MOUNT_PATH}/sh`;
+
+/** The script etcd's command runs: source the flags prepare wrote, then become etcd with all arguments. */
+export function etcdStartScript(flagsFile: string, binary: string): string {
+  return `. ${flagsFile} && exec ${binary} "$@"`;
+}
+
+/** What the init container shares with the sidecar. */
+export interface PrepareInjection {
+  image: string;
+  port: number;
+  /** The sidecar's env entries (POD_NAME, POD_NAMESPACE, endpoints, template …), in order. */
+  agentEnv: object[];
+  resources: object;
+}
+
+/** Adds prepare to `podSpec` when `etcd` allows it (see the module comment); true when added. */
+export function injectPrepare(doc: Document, podSpec: YAMLMap, etcd: YAMLMap, inject: PrepareInjection): boolean {
+  const command = etcd.get('command');
+  if (!isSeq(command) || command.items.length === 0) return false;
+  const commandWords = strings(command);
+  if (commandWords.length !== command.items.length) return false;
+  const words = [...commandWords, ...strings(etcd.get('args'))];
+  if (words.some((w) => w.startsWith('--config-file'))) return false;
+  const dataDir = flagValue(words, 'data-dir') ?? envValue(etcd, 'ETCD_DATA_DIR');
+  const hasTemplate = inject.agentEnv.some((e) => (e as { name?: string }).name === 'ETCD_AGENT_PEER_URL_TEMPLATE');
+  if (dataDir === undefined || !hasTemplate) return false;
+  const mounts = isSeq(etcd.get('volumeMounts')) ? (etcd.get('volumeMounts') as YAMLSeq).items.filter(isMap) : [];
+  const dataMounts = mounts.filter((m) => {
+    const at = m.get('mountPath');
+    return typeof at === 'string' && dataDir.startsWith(`${at.replace(/\/+$/, '')}/`);
+  });
+  if (dataMounts.length === 0) return false;
+
+  const initialCluster = flagValue(words, 'initial-cluster') ?? envValue(etcd, 'ETCD_INITIAL_CLUSTER');
+  const token = flagValue(words, 'initial-cluster-token') ?? envValue(etcd, 'ETCD_INITIAL_CLUSTER_TOKEN');
+  const env: object[] = [
+    ...inject.agentEnv.filter((e) => (e as { name?: string }).name !== 'ETCD_AGENT_LISTEN'),
+    // Peers' prepare steps read this pod's answer on the agent port while it waits.
+    { name: 'ETCD_AGENT_LISTEN', value: `0.0.0.0:${inject.port}` },
+    { name: 'ETCD_AGENT_DATA_DIR', value: dataDir },
+    ...(initialCluster === undefined ? [] : [{ name: 'ETCD_AGENT_INITIAL_CLUSTER', value: initialCluster }]),
+    ...(token === undefined ? [] : [{ name: 'ETCD_AGENT_INITIAL_CLUSTER_TOKEN', value: token }]),
+    { name: 'ETCD_AGENT_PREPARE_FLAGS_FILE', value: FLAGS_FILE },
+  ];
+  const init = doc.createNode({
+    name: PREPARE_NAME,
+    image: inject.image,
+    command: ['/bin/sh', '-c', `cp /bin/busybox ${STATIC_SHELL} && exec etcd-lifecycle-agent prepare`],
+    env,
+    volumeMounts: [...dataMounts.map((m) => m.toJSON() as object), { name: START_VOLUME, mountPath: START_MOUNT_PATH }],
+    resources: inject.resources,
+    // Root, as etcd's own image runs, to move a stale data directory aside on etcd's volume; no capabilities.
+    securityContext: {
+      runAsUser: 0,
+      readOnlyRootFilesystem: true,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ['ALL'] },
+    },
+  });
+  init.commentBefore = ' added by etcd-lifecycle-agent kube-inject: decides how etcd starts (join, lost disk, bootstrap)';
+  let initContainers = podSpec.get('initContainers');
+  if (!isSeq(initContainers)) {
+    initContainers = new YAMLSeq();
+    podSpec.set('initContainers', initContainers);
+  }
+  (initContainers as YAMLSeq).add(init);
+
+  // The command is replaced in place (same key, same position); etcd's `args` stay as they were.
+  const pair = etcd.items.find((p) => isScalar(p.key) && p.key.value === 'command');
+  if (pair !== undefined) {
+    pair.value = doc.createNode([STATIC_SHELL, '-c', etcdStartScript(FLAGS_FILE, commandWords[0]), ...commandWords]);
+    const note = ' etcd starts with the flags etcd-lifecycle-agent prepare decided (kube-inject)';
+    if (isScalar(pair.key)) pair.key.commentBefore = pair.key.commentBefore === undefined || pair.key.commentBefore === null ? note : `${pair.key.commentBefore}\n${note}`;
+  }
+  const mount = doc.createNode({ name: START_VOLUME, mountPath: START_MOUNT_PATH, readOnly: true });
+  if (isSeq(etcd.get('volumeMounts'))) (etcd.get('volumeMounts') as YAMLSeq).add(mount);
+  else etcd.set('volumeMounts', doc.createNode([mount]));
+
+  let volumes = podSpec.get('volumes');
+  if (!isSeq(volumes)) {
+    volumes = new YAMLSeq();
+    podSpec.set('volumes', volumes);
+  }
+  (volumes as YAMLSeq).add(doc.createNode({ name: START_VOLUME, emptyDir: {} }));
+  return true;
+}
+
+/** `--flag=value` or `--flag value` (also `-flag`), the last one winning as in etcd. */
+function flagValue(words: string[], flag: string): string | undefined {
+  let value: string | undefined;
+  words.forEach((w, i) => {
+    const m = new RegExp(`^--?${flag}(?:=(.*))?$`).exec(w);
+    if (m !== null) value = m[1] ?? words[i + 1];
+  });
+  return value;
+}
+
+function envValue(container: YAMLMap, name: string): string | undefined {
+  const env = container.get('env');
+  if (!isSeq(env)) return undefined;
+  const value = env.items.find((e): e is YAMLMap => isMap(e) && e.get('name') === name)?.get('value');
+  return typeof value === 'string' ? value : undefined;
+}
+
+function strings(node: unknown): string[] {
+  if (!isSeq(node)) return [];
+  return node.items
+    .map((item) => (isScalar(item) ? item.value : item))
+    .filter((value): value is string => typeof value === 'string');
+}

@@ -1,0 +1,215 @@
+/**
+ * `etcd-lifecycle-agent prepare`: the shell around `decidePrepare`. It reads
+ * the facts (data directory, marker, the member list through a quorum, the
+ * peers' answers when nothing else answers), takes the one step decided, and
+ * reads again, until etcd's start flags are written (exit 0) or the wait runs
+ * out (exit 1, one line saying why). Joins and removals go through the same
+ * MembershipService the agent serves, in this process: prepare runs before
+ * the pod's sidecar exists, and a peer's agent would refuse an unauthenticated
+ * remote call (CONTRACT §6); in-process it gets the same lock, the same
+ * idempotent join (learner first, one learner at a time) and the same quorum
+ * gate on removals.
+ *
+ * Crash safety: every step is re-derived from what etcd and the disk say, the
+ * flags file is written last and atomically, and the bootstrap marker is
+ * written before the flags that start `new`.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { Deadline, delay } from '../deadline';
+import { EtcdCluster } from '../etcd/cluster-client';
+import { MembershipService } from '../membership/service';
+import type { Logger } from '../observability/logger';
+import { createMetrics } from '../observability/metrics';
+import { isAgentError } from '../proto/errors';
+import { askPeers, AnswerServer, serveAnswer } from './answer-server';
+import { BOOTSTRAP_MARKER, moveAside, readDataDir, writeFileAtomic } from './data-dir';
+import { BootstrapPlan, decidePrepare, initialClusterOf, PrepareFacts, PrepareStep, samePlan } from './decide';
+import type { PrepareOptions } from './options';
+
+/** Pause between passes while waiting. */
+const PASS_PAUSE_MS = 500;
+/** How long one read of the member list may take before the cluster counts as not answering. */
+const LIST_TIMEOUT_MS = 2000;
+/** After deciding `new`, keep answering until every initial peer was seen deciding (or running etcd), at most this long. */
+const LINGER_MAX_MS = 10_000;
+/** …and at least this long, so the last to decide is seen by the others. */
+const LINGER_MIN_MS = 1500;
+
+/** Where the bootstrap marker of a data directory lives: inside it (see BOOTSTRAP_MARKER). */
+export function markerPath(dataDir: string): string {
+  return path.join(dataDir, BOOTSTRAP_MARKER);
+}
+
+/** The start flags as a shell fragment the etcd container's command sources (the last flag wins in etcd). */
+export function flagsFileContent(step: Extract<PrepareStep, { kind: 'start' }>, token: string, name: string, at: Date): string {
+  const quote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
+  const flags = [`--initial-cluster=${step.initialCluster}`, `--initial-cluster-state=${step.state}`, `--initial-cluster-token=${token}`];
+  return [
+    `# written by etcd-lifecycle-agent prepare for ${name} at ${at.toISOString()}`,
+    `# ${step.reason.replace(/\n/g, ' ')}`,
+    `set -- "$@" ${flags.map(quote).join(' ')}`,
+    '',
+  ].join('\n');
+}
+
+/** Runs prepare to its end; resolves to the exit code (0 flags written, 1 not decided in time). */
+export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<number> {
+  const { config } = opts;
+  const cluster = new EtcdCluster({
+    endpoints: config.endpoints,
+    keyPrefix: config.keyPrefix,
+    caFile: config.etcdCaFile,
+    certFile: config.etcdCertFile,
+    keyFile: config.etcdKeyFile,
+    username: config.etcdUsername,
+    passwordFile: config.etcdPasswordFile,
+  });
+  const membership = new MembershipService({ cluster, config, logger, metrics: createMetrics({ defaultMetrics: false }) });
+  const plan: BootstrapPlan = { initialCluster: initialClusterOf(opts.initial), token: opts.token };
+  let server: AnswerServer | undefined;
+  try {
+    // Without the answer (the port taken, e.g. prepare run beside a running sidecar) the peers read
+    // "no answer" and never bootstrap with this pod: safe, only slower.
+    server = await serveAnswer(config.listen.host, config.listen.port, () => ({
+      name: opts.self.name,
+      dataDir: readDataDir(opts.dataDir).kind,
+      bootstrap: readMarker(opts.dataDir) ?? null,
+    })).catch((err: unknown) => {
+      logger.warn('cannot serve the prepare answer; the other initial members will not count this pod as empty', {
+        listen: `${config.listen.host}:${config.listen.port}`,
+        error: err instanceof Error ? err.message : String(err),
+      });
+      return undefined;
+    });
+    const end = Date.now() + opts.waitSeconds * 1000;
+    let lastReason = '';
+    for (;;) {
+      const step = await nextStep(opts, cluster);
+      if (step.kind === 'start') {
+        if (step.state === 'new' && !samePlan(readMarker(opts.dataDir) ?? { initialCluster: '', token: '' }, plan)) {
+          writeFileAtomic(markerPath(opts.dataDir), `${JSON.stringify(plan)}\n`);
+        }
+        // Once etcd has written its WAL the marker has done its work: without it, a later loss of the
+        // member directory alone cannot pass for "decided, never started".
+        if (step.state === 'existing') fs.rmSync(markerPath(opts.dataDir), { force: true });
+        writeFileAtomic(opts.flagsFile, flagsFileContent(step, opts.token, opts.self.name, new Date()));
+        logger.info('prepared', { member: opts.self.name, state: step.state, initialCluster: step.initialCluster, reason: step.reason, flagsFile: opts.flagsFile });
+        if (step.state === 'new') await linger(opts, plan, logger);
+        return 0;
+      }
+      let reason: string;
+      if (step.kind === 'wait') {
+        reason = step.reason;
+      } else {
+        logger.info('prepare step', { member: opts.self.name, step: step.kind, reason: 'reason' in step ? step.reason : '' });
+        reason = await act(step, opts, membership, logger);
+      }
+      if (reason !== '' && reason !== lastReason) logger.info('waiting', { member: opts.self.name, reason });
+      lastReason = reason || lastReason;
+      if (Date.now() + PASS_PAUSE_MS > end) {
+        logger.error('prepare cannot decide safely yet; exiting so the init container runs it again', {
+          member: opts.self.name,
+          reason: lastReason || 'the wait ran out',
+        });
+        return 1;
+      }
+      if (reason !== '') await delay(PASS_PAUSE_MS);
+    }
+  } finally {
+    await server?.close();
+    await membership.close();
+    cluster.close();
+  }
+}
+
+/** Reads the facts and decides, asking the peers only when the decision needs them. */
+async function nextStep(opts: PrepareOptions, cluster: EtcdCluster): Promise<PrepareStep> {
+  const facts: PrepareFacts = {
+    self: opts.self,
+    dataDir: readDataDir(opts.dataDir),
+    marker: readMarker(opts.dataDir),
+    cluster: await readCluster(cluster),
+    initial: opts.initial,
+    token: opts.token,
+  };
+  const step = decidePrepare(facts);
+  if (step.kind !== 'ask-peers') return step;
+  const others = opts.initial.filter((m) => m.name !== opts.self.name);
+  return decidePrepare({ ...facts, peers: await askPeers(others, opts.config.listen.port, 1000) });
+}
+
+async function readCluster(cluster: EtcdCluster): Promise<PrepareFacts['cluster']> {
+  try {
+    return { kind: 'answered', list: await cluster.listMembers(Deadline.in(LIST_TIMEOUT_MS)) };
+  } catch (err) {
+    return { kind: 'unreachable', reason: err instanceof Error ? err.message : String(err) };
+  }
+}
+
+/** Takes one step; answers why to wait before the next pass, or '' to go on at once. */
+async function act(step: PrepareStep, opts: PrepareOptions, membership: MembershipService, logger: Logger): Promise<string> {
+  try {
+    switch (step.kind) {
+      case 'move-aside': {
+        const target = moveAside(opts.dataDir);
+        logger.warn('moved the data directory aside, not deleted', { member: opts.self.name, from: opts.dataDir, to: target, reason: step.reason });
+        return '';
+      }
+      case 'join': {
+        const result = await membership.join({ name: opts.self.name, peerURLs: [opts.self.peerURL], learner: true }, { requestId: 'prepare' });
+        logger.info('joined', { member: opts.self.name, outcome: result.outcome, id: result.member?.id, isLearner: result.member?.isLearner });
+        return '';
+      }
+      case 'replace': {
+        const result = await membership.leave({ id: step.member.id }, { requestId: 'prepare' });
+        logger.info('removed the member of the lost data directory', { member: opts.self.name, id: step.member.id, outcome: result.outcome });
+        return '';
+      }
+      default:
+        return '';
+    }
+  } catch (err) {
+    // Refusals time lifts (busy: another learner; unsafe: quorum or etcd's 5 s health rule) are waited out.
+    if (isAgentError(err) && err.retryable) return `${step.kind}: ${err.message}`;
+    throw err;
+  }
+}
+
+/** Keeps the answer served after deciding `new`, until each initial peer was seen deciding too. */
+async function linger(opts: PrepareOptions, plan: BootstrapPlan, logger: Logger): Promise<void> {
+  const started = Date.now();
+  const waiting = new Set(opts.initial.map((m) => m.name).filter((n) => n !== opts.self.name));
+  while (Date.now() - started < LINGER_MAX_MS) {
+    const peers = opts.initial.filter((m) => waiting.has(m.name));
+    const answers = await askPeers(peers, opts.config.listen.port, 500);
+    for (const [name, answer] of answers) if (answer.kind === 'bootstrap' && samePlan(answer.plan, plan)) waiting.delete(name);
+    // A peer whose etcd already serves its peer listener has decided and gone on: no need to wait for it.
+    await Promise.all(peers.map(async (m) => ((await peerEtcdAnswers(m.peerURL)) ? waiting.delete(m.name) : undefined)));
+    if (waiting.size === 0 && Date.now() - started >= LINGER_MIN_MS) return;
+    await delay(250);
+  }
+  logger.info('stopped waiting for the other initial members to decide', { member: opts.self.name, notSeen: [...waiting] });
+}
+
+/** Whether an etcd serves `GET <peer URL>/members` (every member does, even without a quorum). */
+async function peerEtcdAnswers(peerURL: string): Promise<boolean> {
+  try {
+    const res = await fetch(`${peerURL}/members`, { signal: AbortSignal.timeout(500) });
+    await res.arrayBuffer();
+    return res.ok;
+  } catch {
+    return false;
+  }
+}
+
+function readMarker(dataDir: string): BootstrapPlan | undefined {
+  try {
+    const parsed = JSON.parse(fs.readFileSync(markerPath(dataDir), 'utf8')) as Partial<BootstrapPlan>;
+    return typeof parsed.initialCluster === 'string' && typeof parsed.token === 'string'
+      ? { initialCluster: parsed.initialCluster, token: parsed.token }
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,312 @@
+/**
+ * Pods of an etcd StatefulSet, played by local processes as the kubelet would
+ * run them: each pod has its own loopback address (127.x.y.z, as a pod has its
+ * own IP), the same ports as every other pod, a volume (its data directory),
+ * and an emptyDir (the flags file). Starting a pod runs `prepare` (the init
+ * container, the built agent as a child process) and then etcd through the
+ * same `sh -c '. flags && exec etcd "$@"'` script kube-inject writes; the
+ * sidecar is a real agent, in this process, whose auto-promotion promotes the
+ * pod's learner.
+ */
+import { ChildProcess, execFile, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { RunningAgent, startAgent } from '../../agent/agent';
+import { etcdStartScript } from '../../agent/cli/kube-inject-prepare';
+import { loadConfig } from '../../agent/config';
+import { createLogger } from '../../agent/observability/logger';
+import { createMetrics } from '../../agent/observability/metrics';
+import { findEtcd, findEtcdctl } from '../../scripts/local-cluster';
+import { freePorts } from '../../scripts/ports';
+import { LogLine, MAIN_JS } from './child-agent';
+
+
+/** One pod: its stable identity and, while they run, its processes. */
+export interface Pod {
+  name: string;
+  host: string;
+  clientURL: string;
+  peerURL: string;
+  dataDir: string;
+  flagsFile: string;
+  etcd?: ChildProcess;
+  etcdExited?: Promise<void>;
+  agent?: RunningAgent;
+}
+
+/** What one run of prepare did. */
+export interface PrepareRun {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  lines: LogLine[];
+  stderr: string;
+}
+
+function bindable(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = net.createServer();
+    server.once('error', () => resolve(false));
+    server.listen({ port, host, exclusive: true }, () => server.close(() => resolve(true)));
+  });
+}
+
+/** A StatefulSet's pods on loopback; `destroy` kills everything and removes the volumes. */
+export class PodSet {
+  readonly pods = new Map<string, Pod>();
+  private readonly main = MAIN_JS;
+  private readonly etcdBin = findEtcd();
+
+  private constructor(
+    readonly root: string,
+    readonly ports: { client: number; peer: number; agent: number },
+    readonly token: string,
+    readonly initialSize: number,
+  ) {}
+
+  /** Makes `maxPods` pod identities (etcd-0 …) with free ports on each pod's address; the first `initialSize` are the initial set. */
+  static async create(maxPods: number, initialSize: number): Promise<PodSet> {
+    for (let attempt = 0; attempt < 10; attempt++) {
+      const hosts = Array.from({ length: maxPods }, (_, i) => `127.${100 + Math.floor(Math.random() * 150)}.${Math.floor(Math.random() * 250) + 1}.${i + 1}`);
+      const [client, peer, agent] = await freePorts(3, hosts[0]);
+      const free = await Promise.all(hosts.flatMap((h) => [client, peer, agent].map((p) => bindable(h, p))));
+      if (!free.every(Boolean)) continue;
+      const root = fs.mkdtempSync(path.join(os.tmpdir(), 'prepare-pods-'));
+      const set = new PodSet(root, { client, peer, agent }, `tok-${path.basename(root)}`, initialSize);
+      hosts.forEach((host, i) => {
+        const name = `etcd-${i}`;
+        set.pods.set(name, {
+          name,
+          host,
+          clientURL: `http://${host}:${client}`,
+          peerURL: `http://${host}:${peer}`,
+          dataDir: path.join(root, name, 'volume', 'default.etcd'),
+          flagsFile: path.join(root, name, 'run', 'etcd-flags.sh'),
+        });
+      });
+      return set;
+    }
+    throw new Error('no set of loopback addresses with the same free ports found');
+  }
+
+  /** Pod `name`. */
+  pod(name: string): Pod {
+    const pod = this.pods.get(name);
+    if (pod === undefined) throw new Error(`no pod ${name}`);
+    return pod;
+  }
+
+  /** `--initial-cluster` of the initial set. */
+  get initialCluster(): string {
+    return [...this.pods.values()].slice(0, this.initialSize).map((p) => `${p.name}=${p.peerURL}`).join(',');
+  }
+
+  /** Client URLs of the first `count` pods: the headless Service's addresses. */
+  endpoints(count = this.pods.size): string[] {
+    return [...this.pods.values()].slice(0, count).map((p) => p.clientURL);
+  }
+
+  /**
+   * Runs `prepare` once for pod `name`, as the init container would (a fresh emptyDir unless
+   * `keepRun`), and kills it with SIGKILL on the first log line `killOn` accepts.
+   */
+  prepare(name: string, opts: { killOn?: (line: LogLine) => boolean; waitSeconds?: number; endpoints?: number; keepRun?: boolean } = {}): Promise<PrepareRun> {
+    const pod = this.pod(name);
+    if (opts.keepRun !== true) fs.rmSync(path.dirname(pod.flagsFile), { recursive: true, force: true });
+    fs.mkdirSync(path.dirname(pod.dataDir), { recursive: true });
+    const env = {
+      PATH: process.env.PATH,
+      NODE_PATH: path.resolve(__dirname, '../../node_modules'),
+      ETCD_AGENT_LISTEN: `${pod.host}:${this.ports.agent}`,
+      ETCD_AGENT_MEMBER_NAME: name,
+      ETCD_AGENT_ENDPOINTS: this.endpoints(opts.endpoints).join(','),
+      ETCD_AGENT_PEER_URL: pod.peerURL,
+      ETCD_AGENT_DATA_DIR: pod.dataDir,
+      ETCD_AGENT_PREPARE_FLAGS_FILE: pod.flagsFile,
+      ETCD_AGENT_INITIAL_CLUSTER: this.initialCluster,
+      ETCD_AGENT_INITIAL_CLUSTER_TOKEN: this.token,
+      ETCD_AGENT_PREPARE_WAIT_SECONDS: String(opts.waitSeconds ?? 30),
+      ETCD_AGENT_LOG_LEVEL: 'info',
+    };
+    const child = spawn(process.execPath, [this.main, 'prepare'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const run: PrepareRun = { code: null, signal: null, lines: [], stderr: '' };
+    let buffer = '';
+    child.stdout.setEncoding('utf8');
+    child.stdout.on('data', (chunk: string) => {
+      buffer += chunk;
+      let nl: number;
+      while ((nl = buffer.indexOf('\n')) >= 0) {
+        const text = buffer.slice(0, nl);
+        buffer = buffer.slice(nl + 1);
+        try {
+          const line = JSON.parse(text) as LogLine;
+          run.lines.push(line);
+          if (opts.killOn?.(line) === true) child.kill('SIGKILL');
+        } catch {
+          // not a log line
+        }
+      }
+    });
+    child.stderr.setEncoding('utf8');
+    child.stderr.on('data', (chunk: string) => (run.stderr += chunk));
+    return new Promise((resolve) => {
+      child.once('exit', (code, signal) => resolve({ ...run, code, signal }));
+    });
+  }
+
+  /** Runs prepare until it exits 0, as the kubelet restarts a failing init container; answers every run. */
+  async prepareUntilReady(name: string, opts: { waitSeconds?: number; endpoints?: number; attempts?: number } = {}): Promise<PrepareRun[]> {
+    const runs: PrepareRun[] = [];
+    for (let i = 0; i < (opts.attempts ?? 5); i++) {
+      const run = await this.prepare(name, opts);
+      runs.push(run);
+      if (run.code === 0) return runs;
+    }
+    const last = runs[runs.length - 1];
+    throw new Error(`prepare of ${name} never exited 0: ${JSON.stringify(last.lines.slice(-3))} ${last.stderr}`);
+  }
+
+  /** Starts pod `name`'s etcd through the wrapper that sources the flags file. */
+  startEtcd(name: string): void {
+    const pod = this.pod(name);
+    if (pod.etcd !== undefined) throw new Error(`${name}'s etcd already runs`);
+    const args = [
+      `--name=${name}`,
+      `--data-dir=${pod.dataDir}`,
+      `--listen-client-urls=${pod.clientURL}`,
+      `--advertise-client-urls=${pod.clientURL}`,
+      `--listen-peer-urls=${pod.peerURL}`,
+      `--initial-advertise-peer-urls=${pod.peerURL}`,
+      '--heartbeat-interval=50',
+      '--election-timeout=500',
+      '--logger=zap',
+      '--log-outputs=stderr',
+    ];
+    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('ETCD')));
+    fs.mkdirSync(path.join(this.root, name), { recursive: true });
+    const log = fs.openSync(path.join(this.root, name, 'etcd.log'), 'a');
+    try {
+      // The script kube-inject gives the etcd container (paths here have no spaces, as there).
+      const argv = ['/bin/sh', '-c', etcdStartScript(pod.flagsFile, this.etcdBin), this.etcdBin, ...args];
+      // As the harness does: with setpriv, the kernel kills etcd when this process dies, even by SIGKILL
+      // (the death signal survives the shell's exec of etcd).
+      const setpriv = ['/usr/bin/setpriv', '/bin/setpriv'].find((f) => fs.existsSync(f));
+      const [cmd, ...rest] = setpriv === undefined ? argv : [setpriv, '--pdeathsig=KILL', '--', ...argv];
+      const child = spawn(cmd, rest, {
+        env,
+        stdio: ['ignore', log, log],
+        detached: true,
+      });
+      pod.etcd = child;
+      pod.etcdExited = new Promise((resolve) =>
+        child.once('exit', () => {
+          if (pod.etcd === child) pod.etcd = undefined;
+          resolve();
+        }),
+      );
+    } finally {
+      fs.closeSync(log);
+    }
+  }
+
+  /** Stops pod `name`'s etcd (SIGTERM, or SIGKILL when `kill`) and waits for it to exit. */
+  async stopEtcd(name: string, kill = false): Promise<void> {
+    const pod = this.pod(name);
+    if (pod.etcd === undefined) return;
+    pod.etcd.kill(kill ? 'SIGKILL' : 'SIGTERM');
+    const timer = setTimeout(() => pod.etcd?.kill('SIGKILL'), 5000);
+    await pod.etcdExited;
+    clearTimeout(timer);
+  }
+
+  /** Starts pod `name`'s sidecar: a real agent in this process (its auto-promotion promotes the pod's learner). */
+  async startAgent(name: string): Promise<RunningAgent> {
+    const pod = this.pod(name);
+    const { config } = loadConfig({
+      ETCD_AGENT_LISTEN: `${pod.host}:0`,
+      ETCD_AGENT_ENDPOINTS: this.endpoints().join(','),
+      ETCD_AGENT_LOCAL_ENDPOINT: pod.clientURL,
+      ETCD_AGENT_MEMBER_NAME: name,
+    });
+    const level = process.env.MEMBERSHIP_TEST_LOG;
+    const logger = level === undefined ? createLogger({ silent: true }) : createLogger({ level, stream: process.stderr });
+    pod.agent = await startAgent(config, { logger, metrics: createMetrics({ defaultMetrics: false }) });
+    return pod.agent;
+  }
+
+  /** Stops pod `name`'s sidecar. */
+  async stopAgent(name: string): Promise<void> {
+    const pod = this.pod(name);
+    await pod.agent?.stop(1000);
+    pod.agent = undefined;
+  }
+
+  /** Pod `name`'s etcd log so far (all its runs). */
+  etcdLog(name: string): string {
+    try {
+      return fs.readFileSync(path.join(this.root, name, 'etcd.log'), 'utf8');
+    } catch {
+      return '';
+    }
+  }
+
+  /** Writes pod `name`'s flags file by hand, as prepare would, for tests of etcd's own behaviour. */
+  writeFlags(name: string, state: 'new' | 'existing', initialCluster = this.initialCluster): void {
+    const file = this.pod(name).flagsFile;
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(file, `set -- "$@" '--initial-cluster=${initialCluster}' '--initial-cluster-state=${state}' '--initial-cluster-token=${this.token}'\n`);
+  }
+
+  /** Resolves once pod `name`'s etcd has exited (e.g. a panic at start). */
+  async etcdExit(name: string, timeoutMs = 15_000): Promise<void> {
+    const exited = this.pod(name).etcdExited;
+    if (exited === undefined) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([exited, new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`${name}'s etcd still runs after ${timeoutMs} ms`)), timeoutMs)))]);
+    clearTimeout(timer);
+  }
+
+  /** Whether the pod's etcd answers /health with "true". */
+  async healthy(name: string): Promise<boolean> {
+    try {
+      const res = await fetch(`${this.pod(name).clientURL}/health`, { signal: AbortSignal.timeout(1000) });
+      return ((await res.json()) as { health?: string }).health === 'true';
+    } catch {
+      return false;
+    }
+  }
+
+  /** etcdctl (API v3) against the given pods' client URLs; resolves to its stdout. */
+  etcdctl(args: string[], pods: string[]): Promise<string> {
+    const env = { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('ETCD'))), ETCDCTL_API: '3' };
+    const argv = [`--endpoints=${pods.map((p) => this.pod(p).clientURL).join(',')}`, ...args];
+    return new Promise((resolve, reject) => {
+      execFile(findEtcdctl(this.etcdBin), argv, { env, timeout: 10_000 }, (err, stdout, stderr) => {
+        if (err) reject(new Error(`etcdctl ${args.join(' ')}: ${String(stderr).trim() || err.message}`));
+        else resolve(String(stdout));
+      });
+    });
+  }
+
+  /** The cluster id each named pod's etcd reports about itself (hex), by pod. */
+  async clusterIds(pods: string[]): Promise<Record<string, string>> {
+    const ids: Record<string, string> = {};
+    for (const name of pods) {
+      const out = await this.etcdctl(['endpoint', 'status', '-w', 'json'], [name]);
+      const id = /"cluster_id":(\d+)/.exec(out)?.[1];
+      if (id === undefined) throw new Error(`no cluster id in ${out}`);
+      ids[name] = BigInt(id).toString(16);
+    }
+    return ids;
+  }
+
+  /** Kills every process and removes the volumes. */
+  async destroy(): Promise<void> {
+    for (const pod of this.pods.values()) {
+      await this.stopAgent(pod.name).catch(() => undefined);
+      await this.stopEtcd(pod.name, true);
+    }
+    if (!process.env.LOCAL_ETCD_KEEP) fs.rmSync(this.root, { recursive: true, force: true });
+  }
+}
