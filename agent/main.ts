@@ -4,6 +4,7 @@
  */
 import { ConfigError, loadConfig } from './config';
 import { isClientCommand, runCommand } from './cli/commands';
+import { tlsFilesProblem } from './etcd/credentials';
 import { settingsHelp } from './settings';
 import { EXIT_DRAIN_MS } from './timings';
 
@@ -39,6 +40,15 @@ async function serve(argv: string[]): Promise<number> {
     return 2;
   }
   const { config } = loaded;
+  if (config.etcdCaFile !== undefined) {
+    // Read once here so that files that do not load stop start-up as a bad value does (exit 2);
+    // later rotations that do not load keep the previous credentials instead (etcd/credentials.ts).
+    const problem = tlsFilesProblem({ caFile: config.etcdCaFile, certFile: config.etcdCertFile, keyFile: config.etcdKeyFile });
+    if (problem !== undefined) {
+      process.stderr.write(`etcd-lifecycle-agent: invalid configuration: ETCD_AGENT_ETCD_CA_FILE: the etcd TLS files do not load: ${problem}\n`);
+      return 2;
+    }
+  }
   // Signals are taken from the start: a SIGTERM while the agent is still starting
   // (Kubernetes may send one at any time) stops it cleanly once it is up.
   // `on`, not `once`: a second signal during shutdown must meet the guard below,

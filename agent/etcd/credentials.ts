@@ -110,6 +110,19 @@ export function decideCredentials(current: EtcdTlsMaterial | undefined, read: Et
   return { action: 'swap', material };
 }
 
+/**
+ * Why the TLS files cannot be used now (unreadable, incomplete, or a certificate and key that do
+ * not belong together), or undefined when they load: start-up refuses the configuration with it.
+ */
+export function tlsFilesProblem(files: EtcdTlsFiles): string | undefined {
+  try {
+    validateTlsBytes(readTlsFiles(files));
+    return undefined;
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+
 /** Reads the files as they are now (no validation). */
 export function readTlsFiles(files: EtcdTlsFiles): EtcdTlsBytes {
   return {

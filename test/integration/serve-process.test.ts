@@ -49,6 +49,7 @@ describe('serve with a bad configuration value', () => {
     ['ETCD_AGENT_LEARNER_FIRST is no boolean', [], { ETCD_AGENT_LEARNER_FIRST: 'maybe' }, 'ETCD_AGENT_LEARNER_FIRST'],
     ['--log-level is unknown', ['--log-level', 'loud'], {}, 'ETCD_AGENT_LOG_LEVEL'],
     ['--listen has no value', ['--listen'], {}, 'ETCD_AGENT_LISTEN'],
+    ['ETCD_AGENT_ETCD_CA_FILE holds no certificate', [], { ETCD_AGENT_ETCD_CA_FILE: path.join(ROOT, 'package.json') }, 'ETCD_AGENT_ETCD_CA_FILE'],
   ])('when %s, then it exits 2 with one line naming the variable', async (_what, argv, env, variable) => {
     const exit = await run(['serve', ...argv], baseEnv(env));
 
