@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # Build stage: compile TypeScript with the pinned dev tool chain.
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -10,13 +10,13 @@ COPY scripts ./scripts
 RUN npm run build
 
 # Production dependencies only, resolved from the same lock file.
-FROM node:20-bookworm-slim AS deps
+FROM node:24-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 
 # Runtime: no shell scripts run, no package manager needed, a non-root user.
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 ENV NODE_ENV=production
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
