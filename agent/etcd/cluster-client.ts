@@ -7,9 +7,10 @@
 import * as fs from 'node:fs';
 import pRetry from 'p-retry';
 import { ConsecutiveBreaker, circuitBreaker, handleWhen, noop } from 'cockatiel';
-import { Etcd3, IMember, IMemberListResponse, IOptions, isRecoverableError } from 'etcd3';
+import type { Etcd3, IMember, IMemberListResponse, IOptions } from 'etcd3';
 import { Deadline } from '../deadline';
 import type { Member, MemberList, MemberStatus } from '../proto/types';
+import { etcd3 } from './etcd3-module';
 import { isTransient, retryTransient, shuttingDownError, toAgentError } from './errors';
 
 /** How the agent reaches etcd: endpoints, TLS and credentials (CONTRACT §2). */
@@ -76,7 +77,10 @@ export function toMemberList(res: IMemberListResponse): MemberList {
 
 /** A client of one etcd cluster, through its configured endpoints and the client URLs its members report. */
 export class EtcdCluster {
-  private readonly main: Etcd3;
+  /** Options of the client of the configured endpoints, made at construction (TLS files are read then). */
+  private readonly mainOptions: IOptions;
+  /** That client, made on first use (see etcd3-module.ts). */
+  private mainClient?: Etcd3;
   private readonly perEndpoint = new Map<string, Etcd3>();
   /** Per-endpoint clients that send no etcd credentials, for Status (see `memberStatus`). */
   private readonly anonymous = new Map<string, Etcd3>();
@@ -99,19 +103,28 @@ export class EtcdCluster {
   ) {
     this.attemptTimeoutMs = options.attemptTimeoutMs ?? 3000;
     this.barrierKey = Buffer.from(`${options.keyPrefix ?? '/etcd-lifecycle-agent/'}barrier`);
-    this.main = new Etcd3({
+    this.mainOptions = {
       ...this.baseOptions(options.endpoints),
       faultHandling: {
         global: noop,
         // Skip a host that failed three times in a row for a second, so a paused
         // member does not eat every call's deadline.
         host: () =>
-          circuitBreaker(handleWhen(isRecoverableError), {
+          circuitBreaker(handleWhen((err) => etcd3().isRecoverableError(err)), {
             halfOpenAfter: 1000,
             breaker: new ConsecutiveBreaker(3),
           }),
       },
-    });
+    };
+  }
+
+  /** The client of the configured endpoints; made on first use, never after `close`. */
+  private get main(): Etcd3 {
+    if (this.mainClient === undefined) {
+      if (this.closed) throw shuttingDownError();
+      this.mainClient = new (etcd3().Etcd3)(this.mainOptions);
+    }
+    return this.mainClient;
   }
 
   /** The underlying client for this package's own lock and record helpers. */
@@ -231,7 +244,7 @@ export class EtcdCluster {
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    this.main.close();
+    this.mainClient?.close();
     for (const client of [...this.perEndpoint.values(), ...this.anonymous.values()]) client.close();
     this.perEndpoint.clear();
     this.anonymous.clear();
@@ -339,7 +352,7 @@ export class EtcdCluster {
     const clients = authenticated ? this.perEndpoint : this.anonymous;
     let client = clients.get(url);
     if (client === undefined) {
-      client = new Etcd3({ ...this.baseOptions([url], authenticated), faultHandling: { global: noop, host: () => noop } });
+      client = new (etcd3().Etcd3)({ ...this.baseOptions([url], authenticated), faultHandling: { global: noop, host: () => noop } });
       clients.set(url, client);
     }
     return client;

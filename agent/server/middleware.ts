@@ -4,7 +4,8 @@
  * renderer that turns anything thrown into the contract's envelope.
  */
 import { randomUUID } from 'node:crypto';
-import express, { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response } from 'express';
+import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response } from 'express';
+import { expressModule } from './express-module';
 import { AgentError } from '../proto/errors';
 import { ROUTES } from '../proto/routes';
 import { routePath } from './request-guard';
@@ -55,7 +56,7 @@ function knownRoute(path: string): string | undefined {
 
 /** Parses JSON bodies of at most 64 KiB; a POST must be application/json (an empty body counts as `{}`). */
 export function jsonBody(): RequestHandler[] {
-  const parse = express.json({ limit: '64kb', strict: true, type: () => true });
+  const parse = expressModule().json({ limit: '64kb', strict: true, type: () => true });
   const contentType: RequestHandler = (req, _res, next) => {
     if (req.method !== 'POST') return next();
     const length = req.get('content-length');
