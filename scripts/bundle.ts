@@ -16,7 +16,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { build, type Plugin } from 'esbuild';
 
-const ROOT = path.resolve(__dirname, '../..');
+/** The repository root: this file runs as dist/scripts/bundle.js, and as scripts/bundle.ts in the tests. */
+const ROOT = [path.resolve(__dirname, '..'), path.resolve(__dirname, '../..')].find((d) => fs.existsSync(path.join(d, 'package.json'))) ?? process.cwd();
 /** Where the runtime artefact goes. */
 export const BIN_DIR = path.join(ROOT, 'dist', 'bin');
 /** The package's bin and the image's entry point: a launcher of the bundle (see LAUNCHER). */
@@ -88,8 +89,15 @@ const jsonAsString: Plugin = {
   },
 };
 
-async function bundle(): Promise<void> {
-  fs.rmSync(BIN_DIR, { recursive: true, force: true });
+/**
+ * Bundles the agent into `binDir` (default dist/bin; the tests that must not race a concurrent
+ * build bundle into a directory of their own) and etcd3's .proto files into `binDir/../proto`.
+ * Resolves the bin's path.
+ */
+export async function bundle(binDir = BIN_DIR): Promise<string> {
+  const bin = path.join(binDir, path.basename(BIN));
+  const main = path.join(binDir, path.basename(BUNDLE));
+  fs.rmSync(binDir, { recursive: true, force: true });
   const common = {
     bundle: true,
     platform: 'node' as const,
@@ -106,21 +114,22 @@ async function bundle(): Promise<void> {
   await build({
     ...common,
     entryPoints: [path.join(ROOT, 'agent/main.ts')],
-    outfile: BUNDLE,
+    outfile: main,
     plugins: [splitLazy(), jsonAsString],
   });
   // esbuild keeps main.ts's own `#!/usr/bin/env node`; the bundle is not run directly.
-  fs.writeFileSync(BUNDLE, fs.readFileSync(BUNDLE, 'utf8').replace(/^#![^\n]*\n/, ''));
-  fs.writeFileSync(BIN, launcher(shebang), { mode: 0o755 });
+  fs.writeFileSync(main, fs.readFileSync(main, 'utf8').replace(/^#![^\n]*\n/, ''));
+  fs.writeFileSync(bin, launcher(shebang), { mode: 0o755 });
   for (const lazy of LAZY) {
-    await build({ ...common, entryPoints: [lazy.entry], outfile: path.join(BIN_DIR, lazy.file), plugins: [splitLazy(lazy.file), jsonAsString] });
+    await build({ ...common, entryPoints: [lazy.entry], outfile: path.join(binDir, lazy.file), plugins: [splitLazy(lazy.file), jsonAsString] });
   }
   const protoSource = path.join(path.dirname(require.resolve('etcd3/package.json', { paths: [ROOT] })), 'proto');
-  const protoTarget = path.join(ROOT, 'dist', 'proto');
+  const protoTarget = path.join(binDir, '..', 'proto');
   fs.mkdirSync(protoTarget, { recursive: true });
   for (const file of fs.readdirSync(protoSource).filter((f) => f.endsWith('.proto'))) {
     fs.copyFileSync(path.join(protoSource, file), path.join(protoTarget, file));
   }
+  return bin;
 }
 
 if (require.main === module) {

@@ -1,11 +1,13 @@
 /**
- * The built agent (`node main.js serve`) as a child process that a test can
+ * The built agent (the bin, `etcd-lifecycle-agent serve`) as a child process that a test can
  * SIGKILL and start again, with its JSON log lines collected.
  */
-import { ChildProcess, execFile, spawn } from 'node:child_process';
+import { ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { binCommand } from '../../scripts/bin-command';
+import { bundle } from '../../scripts/bundle';
 import { call } from './http-call';
 
 const ROOT = path.resolve(__dirname, '../..');
@@ -21,25 +23,18 @@ function newestSource(dir: string): number {
 }
 
 /**
- * dist/agent/main.js when it is newer than every source, else a fresh build in a
- * directory of our own (another engineer may be rebuilding dist/ at this moment).
- * Answers the entry point and the directory to remove afterwards, if any.
+ * The bin as `npm run build` makes it (dist/bin/etcd-lifecycle-agent.js, the bundle the image runs)
+ * when it is newer than every source, else a fresh bundle in a directory of our own (another
+ * engineer may be rebuilding dist/ at this moment). Answers the bin and how to remove that directory.
  */
 export async function builtAgentMain(): Promise<{ main: string; cleanup: () => void }> {
-  const dist = path.join(ROOT, 'dist', 'agent', 'main.js');
+  const dist = path.join(ROOT, 'dist', 'bin', 'etcd-lifecycle-agent.js');
   if (fs.existsSync(dist) && fs.statSync(dist).mtimeMs > newestSource(path.join(ROOT, 'agent'))) {
     return { main: dist, cleanup: () => undefined };
   }
   const outDir = fs.mkdtempSync(path.join(os.tmpdir(), 'agent-build-'));
-  const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-  await new Promise<void>((resolve, reject) => {
-    execFile(process.execPath, [tsc, '-p', path.join(ROOT, 'tsconfig.build.json'), '--outDir', outDir], { cwd: ROOT }, (err, stdout) => {
-      // Type errors in an unfinished file still emit JavaScript; only a missing entry point stops us.
-      if (err && !fs.existsSync(path.join(outDir, 'agent', 'main.js'))) reject(new Error(`build failed: ${stdout}`));
-      else resolve();
-    });
-  });
-  return { main: path.join(outDir, 'agent', 'main.js'), cleanup: () => fs.rmSync(outDir, { recursive: true, force: true }) };
+  const main = await bundle(path.join(outDir, 'bin'));
+  return { main, cleanup: () => fs.rmSync(outDir, { recursive: true, force: true }) };
 }
 
 /** One parsed log line of the agent. */
@@ -75,10 +70,11 @@ export class ChildAgent {
     this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
   }
 
-  /** Starts `main serve` with `env` (nothing inherited but PATH) and waits for its "listening" line. */
+  /** Starts `main serve` (with the Node flags of its first line) with `env` (nothing inherited but PATH) and waits for its "listening" line. */
   static async start(main: string, env: Record<string, string>, timeoutMs = 15_000): Promise<ChildAgent> {
-    const child = spawn(process.execPath, [main, 'serve'], {
-      env: { PATH: process.env.PATH, NODE_PATH: path.join(ROOT, 'node_modules'), ETCD_AGENT_LISTEN: '127.0.0.1:0', ...env },
+    const [node, argv] = binCommand(main, ['serve']);
+    const child = spawn(node, argv, {
+      env: { PATH: process.env.PATH, ETCD_AGENT_LISTEN: '127.0.0.1:0', ...env },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     const agent = new ChildAgent(child);

@@ -1,17 +1,18 @@
 /**
- * Runs the built command line (dist/agent/main.js) or a shell script as a
- * child process and collects its exit code and output, for the CLI and script
- * tests. The binary comes from `npx tsc -p tsconfig.build.json` (`npm run build`).
+ * Runs the built command line (dist/bin/etcd-lifecycle-agent.js, the bundle the
+ * image runs) or a shell script as a child process and collects its exit code and
+ * output, for the CLI and script tests. The binary comes from `npm run build`.
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { binCommand } from '../../scripts/bin-command';
 
 /** The repository root. */
 export const ROOT = path.resolve(__dirname, '../..');
-/** The built entry point of `etcd-lifecycle-agent`. */
-export const MAIN_JS = path.join(ROOT, 'dist/agent/main.js');
+/** The built entry point of `etcd-lifecycle-agent` (the package's bin). */
+export const MAIN_JS = path.join(ROOT, 'dist/bin/etcd-lifecycle-agent.js');
 
 /** What a process did. */
 export interface Ran {
@@ -26,7 +27,7 @@ export function requireBuiltCli(): void {
   const built = fs.existsSync(MAIN_JS) ? fs.statSync(MAIN_JS).mtimeMs : 0;
   const stale = sources.filter((s) => fs.statSync(s).mtimeMs > built);
   if (built === 0 || stale.length > 0) {
-    throw new Error(`dist/agent/main.js is missing or older than ${stale.join(', ')}: run npx tsc -p tsconfig.build.json`);
+    throw new Error(`dist/bin/etcd-lifecycle-agent.js is missing or older than ${stale.join(', ')}: run npm run build`);
   }
 }
 
@@ -55,16 +56,18 @@ export function run(file: string, args: string[], env: NodeJS.ProcessEnv, timeou
 
 /** Runs `etcd-lifecycle-agent args…` from dist with `env` (ETCD_AGENT_* of this process removed). */
 export function runCli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Ran> {
-  return run(process.execPath, [MAIN_JS, ...args], childEnv(env));
+  const [node, argv] = binCommand(MAIN_JS, args);
+  return run(node, argv, childEnv(env));
 }
 
 /**
- * A directory holding an `etcd-lifecycle-agent` launcher for dist/agent/main.js, as
- * `npm install -g` or the image's symlink would put on PATH. The caller removes it.
+ * A directory holding an `etcd-lifecycle-agent` launcher for the bin, as `npm install -g` or the
+ * image's symlink would put on PATH (with this process's node and the bin's own flags). The caller removes it.
  */
 export function cliOnPath(): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'etcd-agent-bin-'));
   const launcher = path.join(dir, 'etcd-lifecycle-agent');
-  fs.writeFileSync(launcher, `#!/bin/sh\nexec "${process.execPath}" "${MAIN_JS}" "$@"\n`, { mode: 0o755 });
+  const [node, argv] = binCommand(MAIN_JS);
+  fs.writeFileSync(launcher, `#!/bin/sh\nexec ${[node, ...argv].map((a) => `"${a}"`).join(' ')} "$@"\n`, { mode: 0o755 });
   return dir;
 }

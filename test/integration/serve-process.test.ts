@@ -3,18 +3,19 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { binCommand } from '../../scripts/bin-command';
+import { bundle } from '../../scripts/bundle';
 
-// The real binary, as `etcd-lifecycle-agent serve` runs it: compiled by the build config, started by node.
-// It is compiled into a directory of its own, so a build another engineer runs meanwhile cannot change it under us.
-const ROOT = path.resolve(__dirname, '../..');
+// The real binary, as `etcd-lifecycle-agent serve` runs it: the bundle `npm run build` makes, started by node
+// with the flags of its first line. It is bundled into a directory of its own, without node_modules beside it
+// (as in the image), so a build another engineer runs meanwhile cannot change it under us.
 let outDir = '';
 let main = '';
 
-/** An environment with nothing inherited but PATH and where to find node_modules; no stray ETCD_AGENT_* value. */
+/** An environment with nothing inherited but PATH; no stray ETCD_AGENT_* value. */
 function baseEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   return {
     PATH: process.env.PATH,
-    NODE_PATH: path.join(ROOT, 'node_modules'),
     ETCD_AGENT_MEMBER_NAME: 'etcd-0',
     ETCD_AGENT_ENDPOINTS: 'http://127.0.0.1:1',
     ETCD_AGENT_LOCAL_ENDPOINT: 'http://127.0.0.1:1',
@@ -24,15 +25,7 @@ function baseEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
 
 beforeAll(async () => {
   outDir = fs.mkdtempSync(path.join(os.tmpdir(), 'agent-build-'));
-  const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-  await new Promise<void>((resolve, reject) => {
-    execFile(process.execPath, [tsc, '-p', path.join(ROOT, 'tsconfig.build.json'), '--outDir', outDir], { cwd: ROOT }, (err, stdout) => {
-      // Type errors still emit JavaScript; only a missing entry point stops this suite.
-      if (err && !fs.existsSync(path.join(outDir, 'agent', 'main.js'))) reject(new Error(`build failed: ${stdout}`));
-      else resolve();
-    });
-  });
-  main = path.join(outDir, 'agent', 'main.js');
+  main = await bundle(path.join(outDir, 'bin'));
   expect(fs.existsSync(main)).toBe(true);
 }, 120_000);
 
@@ -52,7 +45,8 @@ interface Exit {
 function run(args: string[], env: NodeJS.ProcessEnv, timeoutMs = 10_000): Promise<Exit> {
   return new Promise((resolve, reject) => {
     const started = Date.now();
-    execFile(process.execPath, [main, ...args], { env, timeout: timeoutMs }, (err, stdout, stderr) => {
+    const [node, argv] = binCommand(main, args);
+    execFile(node, argv, { env, timeout: timeoutMs }, (err, stdout, stderr) => {
       const code = err === null ? 0 : typeof err.code === 'number' ? err.code : null;
       if (err !== null && code === null && err.signal === null) reject(err);
       else resolve({ code, signal: err?.signal ?? null, stdout, stderr, ms: Date.now() - started });
@@ -103,7 +97,8 @@ afterEach(() => {
 
 /** Starts `serve` and resolves once it logged its `listening` line (within 5 s). */
 async function serve(argv: string[]): Promise<Serving> {
-  const child = spawn(process.execPath, [main, 'serve', ...argv], { env: baseEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+  const [node, args] = binCommand(main, ['serve', ...argv]);
+  const child = spawn(node, args, { env: baseEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   const lines: Array<Record<string, unknown>> = [];
   const waiters: Array<() => void> = [];
