@@ -122,13 +122,23 @@ describe('a learner catching up, and an alarm, seen through /v1/health and /v1/h
 
   it('when the backend quota is exceeded, then the NOSPACE alarm makes the cluster degraded and names the member', async () => {
     const big = Buffer.alloc(600_000, 'x');
-    for (let i = 0; i < 8; i++) {
-      try {
-        await agent.cluster.raw.put(`big/${i}`).value(big);
-      } catch {
-        break; // "mvcc: database space exceeded": the alarm is raised
+    // Until etcd refuses for the quota ("mvcc: database space exceeded": the alarm is raised). Any other
+    // failure (a busy machine's timeout) is tried again, or the loop would stop short of the quota.
+    let refused = false;
+    for (let i = 0; i < 8 && !refused; i++) {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await agent.cluster.raw.put(`big/${i}`).value(big);
+          break;
+        } catch (err) {
+          if (String(err).includes('database space exceeded')) refused = true;
+          else if (attempt < 5) continue;
+          else throw err;
+          break;
+        }
       }
     }
+    expect(refused).toBe(true);
 
     const answer = await until(health, (a) => a.json.alarms.length > 0);
 
