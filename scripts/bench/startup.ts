@@ -100,7 +100,7 @@ async function explainIdleMemory(opts: AgentOptions, idleRssMiB: number, bareRss
       `idle memory missed by ${round(idleRssMiB - bareRssMiB - IDLE_MARGIN_MIB, 1)} MiB (${round(idleRssMiB, 1)} MiB vs ≤ bare + ${IDLE_MARGIN_MIB} MiB; a bare Node HTTP server holds ${round(bareRssMiB, 1)} MiB = ${describeMap(bareMap)}). ` +
       `Memory profile of an idle agent (/proc/<pid>/smaps, and V8 heap statistics from inside after a forced full GC): RSS ${round(rss, 1)} MiB = ${describeMap(map)}; ` +
       `V8 heap used ${mib(inside.memory.heapUsed)} MiB of ${mib(inside.memory.heapTotal)} MiB committed (MiB: ${spaces}) — the code and data of the modules it loads ` +
-      `(express, etcd3 with gRPC and protobufjs, winston, prom-client, zod); external ${mib(inside.memory.external)} MiB.`
+      `(etcd3 with gRPC and protobufjs, winston, prom-client, zod; probes and health never load express); external ${mib(inside.memory.external)} MiB.`
     );
   } finally {
     await agent.stop();
