@@ -16,9 +16,10 @@ ENV NODE_ENV=production
 WORKDIR /app
 COPY --from=build /src/dist/bin ./dist/bin
 COPY --from=build /src/dist/proto ./dist/proto
-COPY scripts/member-join.sh scripts/member-leave.sh /scripts/
+COPY scripts/member-join.sh scripts/member-leave.sh scripts/member-common.sh /scripts/
 # The bin's first line carries its Node flags (#!/usr/bin/env -S node …). One run fills Node's module
 # compile cache beside it (dist/bin/.compile-cache), which a read-only root filesystem can still read.
+# No package.json: etcd_agent_build_info's version is bundled into the bin (build-info.ts).
 RUN ln -s /app/dist/bin/etcd-lifecycle-agent.js /usr/local/bin/etcd-lifecycle-agent \
   && etcd-lifecycle-agent help >/dev/null \
   && chmod -R a+rX /app/dist

@@ -41,9 +41,12 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
       keyFile: config.etcdKeyFile,
       username: config.etcdUsername,
       passwordFile: config.etcdPasswordFile,
+      // The CA, certificate and key are re-read when their files change (etcd/credentials.ts).
+      logger,
+      peerURLs: config.localPeerUrl === undefined ? [] : [config.localPeerUrl],
     },
-    (kind) => metrics.membershipChanges.inc({ kind }),
-    () => metrics.statusRpcs.inc(),
+    (kind, result) => metrics.membershipChanges.inc({ kind, result }),
+    (result) => metrics.statusRpcs.inc({ result }),
   );
   const stoppers: Array<() => Promise<void> | void> = [];
   // Membership (CONTRACT §4); its auto-promotion loop asks the local etcd for its Status once a second.
@@ -55,7 +58,7 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
   const operations = (d: Deadline): Promise<OperationRecord[]> => membership.listOperations(d);
   const health = new HealthObserver({ cluster, config, logger, metrics, operations });
   stoppers.push(() => health.close());
-  // The v1 routes, the health routes with a query, and kbagent's wire format (CONTRACT §5): express,
+  // The v1 routes, the health routes with a query, GET /v1/role and kbagent's wire format (CONTRACT §5): express,
   // loaded and built by the first request that needs it (express-module.ts says why).
   let slow: RequestListener | undefined;
   const app = fastRoutes({ observer: health, metrics, logger }, () => {

@@ -4,7 +4,9 @@
  */
 import * as fs from 'node:fs';
 import * as os from 'node:os';
+import { hostNetworkSetting, resolveHostNetwork } from './host-network';
 import { peerUrlFromTemplate, validatePeerUrl } from './membership/match';
+import { startupAuthRefusal } from './server/auth';
 
 /** The agent's validated configuration. */
 export interface Config {
@@ -29,6 +31,12 @@ export interface Config {
   tlsKeyFile?: string;
   tlsClientCaFile?: string;
   logLevel: LogLevel;
+  /** The agent shares the node's network namespace (`host-network.ts`): loopback vouches for nobody. */
+  hostNetwork: boolean;
+  /** In the node's network namespace, accept mutating calls from loopback without a token all the same. */
+  hostNetworkAllowUnauthenticatedLoopback: boolean;
+  /** This pod's member's peer URL: where a learner's agent reads the member list (`GET <peer URL>/members`). */
+  localPeerUrl?: string;
 }
 
 /** winston's npm levels, the only ones `ETCD_AGENT_LOG_LEVEL` accepts. */
@@ -63,6 +71,8 @@ export const CONFIG_VARIABLES = [
   'ETCD_AGENT_KEY_PREFIX',
   'ETCD_AGENT_TOKEN_FILE',
   'ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED',
+  'ETCD_AGENT_HOST_NETWORK',
+  'ETCD_AGENT_HOST_NETWORK_ALLOW_UNAUTHENTICATED_LOOPBACK',
   'ETCD_AGENT_ETCD_CA_FILE',
   'ETCD_AGENT_ETCD_CERT_FILE',
   'ETCD_AGENT_ETCD_KEY_FILE',
@@ -72,6 +82,7 @@ export const CONFIG_VARIABLES = [
   'ETCD_AGENT_TLS_KEY_FILE',
   'ETCD_AGENT_TLS_CLIENT_CA_FILE',
   'ETCD_AGENT_LOG_LEVEL',
+  'ETCD_AGENT_LOCAL_PEER_URL',
 ] as const;
 
 /** `ETCD_AGENT_HEALTH_MAX_AGE_MS` → `--health-max-age-ms`. */
@@ -79,7 +90,13 @@ export function flagFor(variable: string): string {
   return `--${variable.replace(/^ETCD_AGENT_/, '').toLowerCase().replace(/_/g, '-')}`;
 }
 
-const BOOLEAN_VARIABLES = new Set<string>(['ETCD_AGENT_LEARNER_FIRST', 'ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED']);
+/** Variables whose flag may stand alone for `true` (`--host-network` also takes `=auto` or `=false`). */
+const BOOLEAN_VARIABLES = new Set<string>([
+  'ETCD_AGENT_LEARNER_FIRST',
+  'ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED',
+  'ETCD_AGENT_HOST_NETWORK',
+  'ETCD_AGENT_HOST_NETWORK_ALLOW_UNAUTHENTICATED_LOOPBACK',
+]);
 const FLAG_TO_VARIABLE = new Map<string, string>(CONFIG_VARIABLES.map((v) => [flagFor(v), v]));
 
 /**
@@ -159,9 +176,32 @@ function buildConfig(raw: Raw, env: NodeJS.ProcessEnv): Config {
     tlsKeyFile: readableFile(raw, 'ETCD_AGENT_TLS_KEY_FILE'),
     tlsClientCaFile: readableFile(raw, 'ETCD_AGENT_TLS_CLIENT_CA_FILE'),
     logLevel: logLevel(raw('ETCD_AGENT_LOG_LEVEL') ?? 'info'),
+    hostNetwork: false,
+    hostNetworkAllowUnauthenticatedLoopback: boolean(raw, 'ETCD_AGENT_HOST_NETWORK_ALLOW_UNAUTHENTICATED_LOOPBACK', false),
+    localPeerUrl: localPeerUrl(raw('ETCD_AGENT_LOCAL_PEER_URL'), raw('ETCD_AGENT_PEER_URL_TEMPLATE'), memberName),
   };
   pairs(config);
+  hostNetworkAuth(config, raw, env);
   return Object.freeze(config);
+}
+
+/** Sets `hostNetwork`, and refuses a host-network agent that any process on the node could command. */
+function hostNetworkAuth(config: Config, raw: Raw, env: NodeJS.ProcessEnv): void {
+  const variable = 'ETCD_AGENT_HOST_NETWORK';
+  const value = raw(variable) ?? 'auto';
+  const setting = hostNetworkSetting(value);
+  if (setting === undefined) throw new ConfigError(variable, `"${value}" is not true, false or auto`);
+  const answer = resolveHostNetwork({ setting, podIp: env.POD_IP, hostIp: env.HOST_IP });
+  if ('conflict' in answer) throw new ConfigError(variable, answer.conflict);
+  config.hostNetwork = answer.hostNetwork;
+  const refusal = startupAuthRefusal({
+    tokenConfigured: config.tokenFile !== undefined,
+    allowRemoteUnauthenticated: config.allowRemoteUnauthenticated,
+    hostNetwork: config.hostNetwork,
+    hostNetworkAllowUnauthenticatedLoopback: config.hostNetworkAllowUnauthenticatedLoopback,
+    hostNetworkReason: answer.reason,
+  });
+  if (refusal !== undefined) throw new ConfigError(refusal.variable, refusal.message);
 }
 
 function pairs(config: Config): void {
@@ -241,6 +281,18 @@ function peerTemplate(value: string | undefined): string | undefined {
   } catch (err) {
     const why = err instanceof Error ? err.message : String(err);
     throw new ConfigError(variable, `"${value}" must make an http or https URL with a host and an explicit port only (${why})`);
+  }
+  return value;
+}
+
+/** `ETCD_AGENT_LOCAL_PEER_URL`, else the peer URL the template makes of this pod's member name, else none. */
+function localPeerUrl(value: string | undefined, template: string | undefined, memberName: string): string | undefined {
+  if (value === undefined) return template === undefined ? undefined : peerUrlFromTemplate(template, memberName);
+  try {
+    validatePeerUrl(value);
+  } catch (err) {
+    const why = err instanceof Error ? err.message : String(err);
+    throw new ConfigError('ETCD_AGENT_LOCAL_PEER_URL', `"${value}" is not a peer URL (${why})`);
   }
   return value;
 }

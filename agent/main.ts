@@ -70,6 +70,8 @@ async function serve(argv: string[]): Promise<number> {
       address: `${config.listen.host}:${agent.listening.port}`,
       member: config.memberName,
       endpoints: config.endpoints,
+      // In the node's network namespace loopback callers need the token too (server/auth.ts).
+      hostNetwork: config.hostNetwork,
     });
     if (signalled !== undefined) stop(signalled);
   });

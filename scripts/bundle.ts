@@ -16,8 +16,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { build, type Plugin } from 'esbuild';
 
-/** The repository root: this file runs as dist/scripts/bundle.js, and as scripts/bundle.ts in the tests. */
-const ROOT = [path.resolve(__dirname, '..'), path.resolve(__dirname, '../..')].find((d) => fs.existsSync(path.join(d, 'package.json'))) ?? process.cwd();
+/**
+ * The repository root: this file runs as dist/scripts/bundle.js, and as scripts/bundle.ts in the tests.
+ * Told by agent/main.ts, not package.json: tsc copies package.json into dist/ too (build-info.ts imports it).
+ */
+const ROOT = [path.resolve(__dirname, '..'), path.resolve(__dirname, '../..')].find((d) => fs.existsSync(path.join(d, 'agent', 'main.ts'))) ?? process.cwd();
 /** Where the runtime artefact goes. */
 export const BIN_DIR = path.join(ROOT, 'dist', 'bin');
 /** The package's bin and the image's entry point: a launcher of the bundle (see LAUNCHER). */

@@ -4,9 +4,12 @@
 # to make KB_JOIN_MEMBER_POD_NAME a voting member.
 #
 # Reads (as the addon's script): KB_JOIN_MEMBER_POD_NAME (required),
-#   KB_JOIN_MEMBER_POD_FQDN (optional: peer URL {scheme}://{fqdn}:2380, https when
-#   ETCD_AGENT_PEER_URL_TEMPLATE is https, as the agent's kbagent route does;
-#   without it the agent derives the peer URL from its template).
+#   KB_JOIN_MEMBER_POD_FQDN (optional: peer URL {scheme}://{host}:2380, where host
+#   is the FQDN, or the pod's address in PEER_ENDPOINT (the addon's LoadBalancer /
+#   host-network mode), and scheme comes from ETCD_PEER_SCHEME, else the addon's
+#   TLS_ENABLED and PEER_TLS, else ETCD_AGENT_PEER_URL_TEMPLATE's scheme, else http:
+#   see member-common.sh, which must sit beside this script; without a host the
+#   agent derives the peer URL from its template).
 #   Other KB_* variables KubeBlocks sets (KB_JOIN_MEMBER_POD_IP, LEADER_POD_FQDN,
 #   KB_MEMBER_ADDRESSES, ...) are accepted and ignored: the agent reads the member
 #   list itself.
@@ -19,13 +22,18 @@
 # the reason on stderr: kbagent counts that as a failure and calls again (the
 # ComponentDefinition's retryPolicy), and the next call picks up where this one
 # stopped, since every join reads the member list first. Exit 4: refused as unsafe
-# or busy (call again later); 1: any other failure; 2: bad input.
+# or busy (call again later); 1: any other failure; 2: bad input. When kbagent runs
+# it (KB_AGENT_ACTION in the environment), every failure exits 1, the reason on
+# stderr: kbagent reads any non-zero exit as `failed`.
 #
 # How it calls the agent: the agent's own CLI when `etcd-lifecycle-agent` is on
 # PATH (the agent image has node but no curl), else curl against /v1/members/join
 # (same call, same answers). The kbagent route /v1.0/action has no `wait`, so
 # neither path uses it.
 set -u
+# Beside this script; found without dirname, which a bare PATH may not have.
+case "$0" in */*) here="${0%/*}" ;; *) here=. ;; esac
+. "$here/member-common.sh"
 
 me=member-join
 name="${KB_JOIN_MEMBER_POD_NAME:-}"
@@ -35,19 +43,16 @@ agent="${ETCD_AGENT_URL:-http://127.0.0.1:3501}"
 
 if [ -z "$name" ]; then
   echo "$me: KB_JOIN_MEMBER_POD_NAME is not set" >&2
-  exit 2
+  finish 2
 fi
 case "$timeout" in
   '' | [1-9] | [1-5][0-9] | 60) ;;
-  *) echo "$me: ETCD_AGENT_TIMEOUT_SECONDS=$timeout is not a whole number from 1 to 60" >&2; exit 2 ;;
+  *) echo "$me: ETCD_AGENT_TIMEOUT_SECONDS=$timeout is not a whole number from 1 to 60" >&2; finish 2 ;;
 esac
+scheme=$(peer_scheme) || { echo "$me: ETCD_PEER_SCHEME=$ETCD_PEER_SCHEME is neither http nor https" >&2; finish 2; }
+host=$(peer_host "$name" "$fqdn")
 peer_url=""
-if [ -n "$fqdn" ]; then
-  case "${ETCD_AGENT_PEER_URL_TEMPLATE:-}" in
-    [Hh][Tt][Tt][Pp][Ss]://*) peer_url="https://$fqdn:2380" ;;
-    *) peer_url="http://$fqdn:2380" ;;
-  esac
-fi
+[ -n "$host" ] && peer_url="$scheme://$host:2380"
 
 if command -v etcd-lifecycle-agent >/dev/null 2>&1; then
   set -- join "$name" --wait --summary --agent "$agent"
@@ -60,12 +65,12 @@ if command -v etcd-lifecycle-agent >/dev/null 2>&1; then
     0) echo "$out" ;;
     3) echo "$me: $out" >&2 ;;
   esac
-  exit $rc
+  finish $rc
 fi
 
 if ! command -v curl >/dev/null 2>&1; then
   echo "$me: neither etcd-lifecycle-agent nor curl is on PATH; cannot call the agent" >&2
-  exit 1
+  finish 1
 fi
 
 # Names and URLs are DNS names (the agent validates them); escape what would break JSON anyway.
@@ -77,11 +82,11 @@ body="{\"name\":$(json_string "$name"),\"wait\":true"
 [ -n "$timeout" ] && body="$body,\"timeoutSeconds\":$timeout"
 body="$body}"
 
-answer=$(mktemp) || exit 1
+answer=$(mktemp) || finish 1
 trap 'rm -f "$answer"' EXIT
 token=""
 if [ -n "${ETCD_AGENT_TOKEN_FILE:-}" ]; then
-  token=$(cat "$ETCD_AGENT_TOKEN_FILE") || { echo "$me: cannot read ETCD_AGENT_TOKEN_FILE" >&2; exit 1; }
+  token=$(cat "$ETCD_AGENT_TOKEN_FILE") || { echo "$me: cannot read ETCD_AGENT_TOKEN_FILE" >&2; finish 1; }
 fi
 # The token goes through curl's config on stdin, never on the command line (ps shows that).
 status=$(
@@ -92,20 +97,20 @@ status=$(
 rc=$?
 if [ $rc -ne 0 ]; then
   echo "$me: cannot reach the agent at $agent (curl exit code $rc)" >&2
-  exit 1
+  finish 1
 fi
 
 case "$status" in
   200)
     echo "$name: $(field outcome "$answer") ($(field phase "$answer"), complete)"
-    exit 0 ;;
+    finish 0 ;;
   202)
     echo "$me: $name: $(field outcome "$answer") ($(field phase "$answer"), not complete: call again)" >&2
-    exit 3 ;;
+    finish 3 ;;
 esac
 code=$(field code "$answer")
 echo "$me: ${code:-HTTP $status}: $(field message "$answer")" >&2
 case "$code" in
-  unsafe | busy) exit 4 ;;
-  *) exit 1 ;;
+  unsafe | busy) finish 4 ;;
+  *) finish 1 ;;
 esac

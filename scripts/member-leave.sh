@@ -4,8 +4,8 @@
 # to remove KB_LEAVE_MEMBER_POD_NAME from the cluster.
 #
 # Reads (as the addon's script): KB_LEAVE_MEMBER_POD_NAME (required),
-#   KB_LEAVE_MEMBER_POD_FQDN (optional: peer URL {scheme}://{fqdn}:2380, https when
-#   ETCD_AGENT_PEER_URL_TEMPLATE is https, as the agent's kbagent route does; it
+#   KB_LEAVE_MEMBER_POD_FQDN (optional: peer URL {scheme}://{host}:2380, host and
+#   scheme as member-join.sh makes them (member-common.sh, beside this script); it
 #   also finds a member that never started, which has no name yet).
 #   Other KB_* variables KubeBlocks sets (KB_LEAVE_MEMBER_POD_IP, KB_MEMBER_ADDRESSES,
 #   ...) are accepted and ignored: the agent reads the member list itself.
@@ -16,12 +16,16 @@
 # succeeds). The agent never forces: a removal that would leave the remaining
 # voters without a healthy quorum exits 4 with the reason on stderr, and kbagent
 # calls again later (the ComponentDefinition's retryPolicy). 1: any other failure;
-# 2: bad input.
+# 2: bad input. When kbagent runs it (KB_AGENT_ACTION in the environment), every
+# failure exits 1, the reason on stderr.
 #
 # How it calls the agent: the agent's own CLI when `etcd-lifecycle-agent` is on
 # PATH (the agent image has node but no curl), else curl against /v1/members/leave
 # (same call, same answers).
 set -u
+# Beside this script; found without dirname, which a bare PATH may not have.
+case "$0" in */*) here="${0%/*}" ;; *) here=. ;; esac
+. "$here/member-common.sh"
 
 me=member-leave
 name="${KB_LEAVE_MEMBER_POD_NAME:-}"
@@ -31,31 +35,29 @@ agent="${ETCD_AGENT_URL:-http://127.0.0.1:3501}"
 
 if [ -z "$name" ]; then
   echo "$me: KB_LEAVE_MEMBER_POD_NAME is not set" >&2
-  exit 2
+  finish 2
 fi
 case "$timeout" in
   '' | [1-9] | [1-5][0-9] | 60) ;;
-  *) echo "$me: ETCD_AGENT_TIMEOUT_SECONDS=$timeout is not a whole number from 1 to 60" >&2; exit 2 ;;
+  *) echo "$me: ETCD_AGENT_TIMEOUT_SECONDS=$timeout is not a whole number from 1 to 60" >&2; finish 2 ;;
 esac
+scheme=$(peer_scheme) || { echo "$me: ETCD_PEER_SCHEME=$ETCD_PEER_SCHEME is neither http nor https" >&2; finish 2; }
+host=$(peer_host "$name" "$fqdn")
 peer_url=""
-if [ -n "$fqdn" ]; then
-  case "${ETCD_AGENT_PEER_URL_TEMPLATE:-}" in
-    [Hh][Tt][Tt][Pp][Ss]://*) peer_url="https://$fqdn:2380" ;;
-    *) peer_url="http://$fqdn:2380" ;;
-  esac
-fi
+[ -n "$host" ] && peer_url="$scheme://$host:2380"
 
 if command -v etcd-lifecycle-agent >/dev/null 2>&1; then
   set -- leave "$name" --summary --agent "$agent"
   [ -n "$peer_url" ] && set -- "$@" --peer-url "$peer_url"
   [ -n "$timeout" ] && set -- "$@" --timeout-seconds "$timeout"
   # The CLI reads ETCD_AGENT_TOKEN_FILE itself and says why it failed on stderr.
-  exec etcd-lifecycle-agent "$@"
+  etcd-lifecycle-agent "$@"
+  finish $?
 fi
 
 if ! command -v curl >/dev/null 2>&1; then
   echo "$me: neither etcd-lifecycle-agent nor curl is on PATH; cannot call the agent" >&2
-  exit 1
+  finish 1
 fi
 
 # Names and URLs are DNS names (the agent validates them); escape what would break JSON anyway.
@@ -67,11 +69,11 @@ body="{\"name\":$(json_string "$name")"
 [ -n "$timeout" ] && body="$body,\"timeoutSeconds\":$timeout"
 body="$body}"
 
-answer=$(mktemp) || exit 1
+answer=$(mktemp) || finish 1
 trap 'rm -f "$answer"' EXIT
 token=""
 if [ -n "${ETCD_AGENT_TOKEN_FILE:-}" ]; then
-  token=$(cat "$ETCD_AGENT_TOKEN_FILE") || { echo "$me: cannot read ETCD_AGENT_TOKEN_FILE" >&2; exit 1; }
+  token=$(cat "$ETCD_AGENT_TOKEN_FILE") || { echo "$me: cannot read ETCD_AGENT_TOKEN_FILE" >&2; finish 1; }
 fi
 # The token goes through curl's config on stdin, never on the command line (ps shows that).
 status=$(
@@ -82,16 +84,16 @@ status=$(
 rc=$?
 if [ $rc -ne 0 ]; then
   echo "$me: cannot reach the agent at $agent (curl exit code $rc)" >&2
-  exit 1
+  finish 1
 fi
 
 if [ "$status" = 200 ]; then
   echo "$name: $(field outcome "$answer")"
-  exit 0
+  finish 0
 fi
 code=$(field code "$answer")
 echo "$me: ${code:-HTTP $status}: $(field message "$answer")" >&2
 case "$code" in
-  unsafe | busy) exit 4 ;;
-  *) exit 1 ;;
+  unsafe | busy) finish 4 ;;
+  *) finish 1 ;;
 esac

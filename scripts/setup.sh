@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the agent, its tests and its quick start need on a fresh Debian
-# machine: etcd from Debian's packages (when missing) and the project's npm
+# machine: etcd and Prometheus (promtool) from Debian's packages (when missing) and the project's npm
 # dependencies exactly as package-lock.json pins them, then builds dist/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +14,18 @@ if ! command -v etcd >/dev/null 2>&1 || ! command -v etcdctl >/dev/null 2>&1; th
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server etcd-client >/dev/null
   # Debian's package may start a system etcd on 2379; the local clusters use their own ports.
+fi
+
+# Only the alert tests need Prometheus and promtool: without root, say so and go on.
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: prometheus is missing (the alert tests need it): run as root, or apt-get install -y prometheus" >&2
+  else
+    echo "setup: installing Prometheus and promtool from Debian (prometheus)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null
+    # Debian's package may start a system Prometheus on 9090; the tests run their own on a free port.
+  fi
 fi
 
 # Reinstall only when the lock file changed since the last install.

@@ -15,10 +15,18 @@
  * `ETCD_LISTEN_CLIENT_URLS` / `ETCD_LISTEN_PEER_URLS` env show `--listen-client-urls` /
  * `--listen-peer-urls` with an `https://` URL, else `http`; ports are etcd's defaults (2379, 2380).
  * TLS material for the agent (`ETCD_AGENT_ETCD_CA_FILE` …) is not guessed: add it by hand.
+ *
+ * A pod with `hostNetwork: true` needs `--token-secret`, listens on 127.0.0.1 and is probed there
+ * (kube-inject-host-network.ts says why). Every sidecar gets `POD_IP` and `HOST_IP` from the
+ * downward API, so an agent whose pod is moved to the node's network later sees it
+ * (agent/host-network.ts) and does not run without a token.
  */
 import { readFile as readFileFromDisk } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { Document, isMap, isScalar, isSeq, Pair, parseAllDocuments, Scalar, YAMLMap, YAMLSeq } from 'yaml';
+import { hostNetworkListenAddress, KubeInjectUsageError, ListenPlan, listenPlan } from './kube-inject-host-network';
+
+export { DEFAULT_HOST_NETWORK_LISTEN, KubeInjectUsageError } from './kube-inject-host-network';
 
 /** Name of the injected container; a pod that has a container of this name counts as injected. */
 export const SIDECAR_NAME = 'etcd-lifecycle-agent';
@@ -45,6 +53,8 @@ export interface InjectOptions {
   port?: number;
   /** Name of a Secret with key `token`: mounted, and `ETCD_AGENT_TOKEN_FILE` points at it. */
   tokenSecret?: string;
+  /** IP address the agent listens on in a `hostNetwork: true` pod; default 127.0.0.1. */
+  hostNetworkListen?: string;
 }
 
 /** Where a pod lives, as far as its manifest tells. */
@@ -52,12 +62,15 @@ interface PodSite {
   namespace?: string;
   /** The governing headless Service: a StatefulSet's `serviceName`, a Pod's `subdomain`. */
   serviceName?: string;
+  /** `StatefulSet demo/etcd`, for messages. */
+  resource: string;
 }
 
 interface ResolvedOptions {
   image: string;
   port: number;
   tokenSecret?: string;
+  hostNetworkListen: string;
 }
 
 /**
@@ -94,7 +107,7 @@ function resolveOptions(options: Partial<InjectOptions>): ResolvedOptions {
   if (options.tokenSecret !== undefined && !isDnsSubdomain(options.tokenSecret)) {
     throw new Error(`the token Secret name must be a DNS-1123 subdomain, got "${options.tokenSecret}"`);
   }
-  return { image, port, tokenSecret: options.tokenSecret };
+  return { image, port, tokenSecret: options.tokenSecret, hostNetworkListen: hostNetworkListenAddress(options.hostNetworkListen) };
 }
 
 /** Injects into one resource (recursing into lists); true when it changed anything. */
@@ -107,6 +120,7 @@ function injectResource(doc: Document, node: unknown, options: ResolvedOptions):
     const site = {
       namespace: stringAt(node, ['metadata', 'namespace']),
       serviceName: stringAt(node, ['spec', 'serviceName']),
+      resource: resourceName(node),
     };
     return injectPod(doc, podSpec, site, options);
   }
@@ -116,6 +130,7 @@ function injectResource(doc: Document, node: unknown, options: ResolvedOptions):
     const site = {
       namespace: stringAt(node, ['metadata', 'namespace']),
       serviceName: stringAt(podSpec, ['subdomain']),
+      resource: resourceName(node),
     };
     return injectPod(doc, podSpec, site, options);
   }
@@ -139,19 +154,22 @@ function injectPod(doc: Document, podSpec: YAMLMap, site: PodSite, options: Reso
     return false;
   }
 
+  const listen = listenPlan(podSpec.get('hostNetwork') === true, site.resource, options);
   const etcd = findEtcdContainer(containers);
   const schemes = {
     client: etcd !== undefined && usesHttps(etcd, 'listen-client-urls') ? 'https' : 'http',
     peer: etcd !== undefined && usesHttps(etcd, 'listen-peer-urls') ? 'https' : 'http',
   };
-  const sidecar = doc.createNode(sidecarContainer(site, schemes, options));
+  const sidecar = doc.createNode(sidecarContainer(site, schemes, options, listen));
   sidecar.commentBefore = ' added by etcd-lifecycle-agent kube-inject';
   containers.add(sidecar);
 
   if (etcd !== undefined && !etcd.has('readinessProbe')) {
     const probe = doc.createNode({
-      httpGet: { path: '/v1/health/local', port: options.port },
+      httpGet: { path: '/v1/health/local', port: options.port, ...listen.probeHost },
       periodSeconds: 5,
+      // The answer waits for an observation of at most ETCD_AGENT_HEALTH_MAX_AGE_MS (1 s by default).
+      timeoutSeconds: 3,
       failureThreshold: 3,
     });
     const key = new Scalar('readinessProbe');
@@ -179,7 +197,12 @@ function injectPod(doc: Document, podSpec: YAMLMap, site: PodSite, options: Reso
 export const SIDECAR_RESOURCES = { requests: { cpu: '10m', memory: '96Mi' }, limits: { memory: '192Mi' } };
 
 /** The sidecar container as plain data, in the key order it is printed in. */
-function sidecarContainer(site: PodSite, schemes: { client: string; peer: string }, options: ResolvedOptions): object {
+function sidecarContainer(
+  site: PodSite,
+  schemes: { client: string; peer: string },
+  options: ResolvedOptions,
+  listen: ListenPlan,
+): object {
   const local = `${schemes.client}://${LOCAL_HOST}:${CLIENT_PORT}`;
   const endpoints = [local];
   let peerUrlTemplate: string | undefined;
@@ -194,7 +217,10 @@ function sidecarContainer(site: PodSite, schemes: { client: string; peer: string
   const env: object[] = [
     { name: 'POD_NAME', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.name' } } },
     { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } } },
-    { name: 'ETCD_AGENT_LISTEN', value: `0.0.0.0:${options.port}` },
+    // Equal exactly in a host-network pod: the agent then requires a token (agent/host-network.ts).
+    { name: 'POD_IP', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'status.podIP' } } },
+    { name: 'HOST_IP', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'status.hostIP' } } },
+    { name: 'ETCD_AGENT_LISTEN', value: listen.address },
     { name: 'ETCD_AGENT_MEMBER_NAME', value: '$(POD_NAME)' },
     { name: 'ETCD_AGENT_LOCAL_ENDPOINT', value: local },
     { name: 'ETCD_AGENT_ENDPOINTS', value: endpoints.join(',') },
@@ -203,8 +229,10 @@ function sidecarContainer(site: PodSite, schemes: { client: string; peer: string
   if (options.tokenSecret !== undefined) {
     env.push({ name: 'ETCD_AGENT_TOKEN_FILE', value: `${TOKEN_MOUNT_PATH}/token` });
   }
+  if (listen.hostNetwork) env.push({ name: 'ETCD_AGENT_HOST_NETWORK', value: 'true' });
 
-  const probe = (path: string): object => ({ httpGet: { path, port: 'lifecycle' } });
+  // Kubernetes' default probe timeout (1 s) is tight for a node under load; these answers are local.
+  const probe = (path: string): object => ({ httpGet: { path, port: 'lifecycle', ...listen.probeHost }, timeoutSeconds: 2 });
   return {
     name: SIDECAR_NAME,
     image: options.image,
@@ -223,6 +251,8 @@ function sidecarContainer(site: PodSite, schemes: { client: string; peer: string
       readOnlyRootFilesystem: true,
       allowPrivilegeEscalation: false,
       capabilities: { drop: ['ALL'] },
+      // Pod Security "restricted" requires it of every container.
+      seccompProfile: { type: 'RuntimeDefault' },
     },
   };
 }
@@ -257,6 +287,12 @@ function stringsOf(node: unknown): string[] {
   return node.items
     .map((item) => (isScalar(item) ? item.value : item))
     .filter((value): value is string => typeof value === 'string');
+}
+
+function resourceName(node: YAMLMap): string {
+  const namespace = stringAt(node, ['metadata', 'namespace']);
+  const name = stringAt(node, ['metadata', 'name']) ?? '(unnamed)';
+  return `${String(node.get('kind'))} ${namespace === undefined ? name : `${namespace}/${name}`}`;
 }
 
 function stringAt(node: YAMLMap, path: string[]): string | undefined {
@@ -301,16 +337,24 @@ export interface KubeInjectIo {
 
 /** One-line usage of the command, printed with `--help` and after a usage error. */
 export const KUBE_INJECT_USAGE =
-  'usage: etcd-lifecycle-agent kube-inject -f FILE|- [--image IMAGE] [--port PORT] [--token-secret SECRET]';
+  'usage: etcd-lifecycle-agent kube-inject -f FILE|- [--image IMAGE] [--port PORT] [--token-secret SECRET] [--host-network-listen IP]';
 
 /**
  * Runs `kube-inject` with `argv` (the arguments after the command name; a leading `kube-inject`
  * is skipped) and prints the result. Exit code 0 on success, 2 for a usage error (no `-f`, an
- * unknown or invalid flag), 1 when the file cannot be read or is not valid YAML.
+ * unknown or invalid flag, a host-network pod without `--token-secret`), 1 when the file cannot
+ * be read or is not valid YAML.
  */
 export async function runKubeInject(argv: string[], io: KubeInjectIo): Promise<number> {
   const args = argv[0] === 'kube-inject' ? argv.slice(1) : argv;
-  let values: { filename?: string; image?: string; port?: string; 'token-secret'?: string; help?: boolean };
+  let values: {
+    filename?: string;
+    image?: string;
+    port?: string;
+    'token-secret'?: string;
+    'host-network-listen'?: string;
+    help?: boolean;
+  };
   try {
     ({ values } = parseArgs({
       args,
@@ -321,6 +365,7 @@ export async function runKubeInject(argv: string[], io: KubeInjectIo): Promise<n
         image: { type: 'string' },
         port: { type: 'string' },
         'token-secret': { type: 'string' },
+        'host-network-listen': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     }));
@@ -342,6 +387,7 @@ export async function runKubeInject(argv: string[], io: KubeInjectIo): Promise<n
     image: values.image,
     port: values.port === undefined ? undefined : Number(values.port),
     tokenSecret: values['token-secret'],
+    hostNetworkListen: values['host-network-listen'],
   };
   try {
     resolveOptions(options);
@@ -361,6 +407,7 @@ export async function runKubeInject(argv: string[], io: KubeInjectIo): Promise<n
   try {
     io.stdout(kubeInject(text, options));
   } catch (error) {
+    if (error instanceof KubeInjectUsageError) return usageError(io, `${source}: ${error.message}`);
     io.stderr(`kube-inject: ${source}: ${firstLine(errorMessage(error))}\n`);
     return 1;
   }

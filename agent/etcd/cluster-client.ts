@@ -1,17 +1,23 @@
 /**
- * The cluster client: the only place that talks to etcd's Cluster and
- * Maintenance services. Every call carries a deadline; transient failures are
- * retried here, once, inside that deadline (etcd3's own retries are off so
- * they do not stack).
+ * The cluster client: the only place that talks to etcd. Every call carries a deadline and goes to
+ * the configured endpoints and the client URLs of the last member list, failing over from one to
+ * the next (endpoints.ts); transient failures are retried here inside that deadline (etcd3's own
+ * retries and breakers are off so they do not stack). Every etcd3 client is built by `build`, the
+ * one place where connection options (TLS, credentials) are turned into a client.
  */
 import * as fs from 'node:fs';
 import pRetry from 'p-retry';
-import { ConsecutiveBreaker, circuitBreaker, handleWhen, noop } from 'cockatiel';
-import type { Etcd3, IMember, IMemberListResponse, IOptions } from 'etcd3';
+import { noop } from 'cockatiel';
+import type { Etcd3, IMember, IMemberListResponse, IOptions, Lease } from 'etcd3';
 import { Deadline } from '../deadline';
+import type { Logger } from '../observability/logger';
 import type { Member, MemberList, MemberStatus } from '../proto/types';
+import { EtcdCredentials } from './credentials';
+import { EndpointCall, EndpointSet, isWrongEndpoint } from './endpoints';
 import { etcd3 } from './etcd3-module';
-import { isTransient, retryTransient, shuttingDownError, toAgentError } from './errors';
+import { retryTransient, shuttingDownError, toAgentError } from './errors';
+import { fetchPeerMembers } from './peer-members';
+import { RetiringClients, Unpin } from './retiring-clients';
 
 /** How the agent reaches etcd: endpoints, TLS and credentials (CONTRACT §2). */
 export interface EtcdConnectionOptions {
@@ -25,16 +31,36 @@ export interface EtcdConnectionOptions {
   attemptTimeoutMs?: number;
   /** ETCD_AGENT_KEY_PREFIX: the linearizable barrier read of `listMembers` reads a key below it. */
   keyPrefix?: string;
+  /**
+   * Peer URLs whose listener serves the member list (`GET <peer URL>/members`): this pod's own
+   * member's, so that a learner's agent finds the voters (etcd 3.4 refuses a learner MemberList).
+   */
+  peerURLs?: string[];
+  /** Where a rejected or reloaded TLS rotation is logged. */
+  logger?: Logger;
+  /** How often the TLS files are looked at for a rotation (default 1000 ms). */
+  credentialsReloadMs?: number;
 }
 
-/** How long one endpoint may take before the next is asked as well. */
-const HEDGE_MS = 200;
+/** Longest wait for a peer listener's member list. */
+const PEER_LIST_MS = 1000;
 
 /** A membership RPC kind, as counted by `etcd_agent_membership_changes_total{kind}`. */
 export type ChangeKind = 'add' | 'remove' | 'promote' | 'move-leader';
 
-/** Called after each membership RPC is sent, whatever its result. */
-export type ChangeListener = (kind: ChangeKind) => void;
+/** Called when each membership RPC sent has its answer: `ok`, or the AgentError code it failed with. */
+export type ChangeListener = (kind: ChangeKind, result: string) => void;
+
+/** Called when each Status call has its answer: `ok`, or the AgentError code it failed with. */
+export type StatusListener = (result: string) => void;
+
+/** A lease granted for the membership lock, and the pin that keeps its client open across a TLS rotation. */
+export interface GrantedLease {
+  lease: Lease;
+  id: string;
+  /** Releases the pin on the client the lease lives on (after the lease is revoked or given up). */
+  unpin: Unpin;
+}
 
 /** An etcd alarm as `etcdctl alarm list` shows it. */
 export interface Alarm {
@@ -77,59 +103,62 @@ export function toMemberList(res: IMemberListResponse): MemberList {
 
 /** A client of one etcd cluster, through its configured endpoints and the client URLs its members report. */
 export class EtcdCluster {
-  /** Options of the client of the configured endpoints, made at construction (TLS files are read then). */
-  private readonly mainOptions: IOptions;
-  /** That client, made on first use (see etcd3-module.ts). */
-  private mainClient?: Etcd3;
   private readonly perEndpoint = new Map<string, Etcd3>();
   /** Per-endpoint clients that send no etcd credentials, for Status (see `memberStatus`). */
   private readonly anonymous = new Map<string, Etcd3>();
   private readonly attemptTimeoutMs: number;
   private readonly barrierKey: Buffer;
-  /** Client URLs of the voters in the last member list: more doors to the same cluster. */
-  private reported: string[] = [];
+  private readonly endpoints: EndpointSet;
   /** Every client URL a member list has shown, to close the connections of members that left. */
   private readonly everReported = new Set<string>();
+  /** Peer URLs of the members of the last member list: where a learner's agent can read the list. */
+  private knownPeerURLs: string[] = [];
   /** Client URL of each started member by hex id, from the last member list (to find the leader's endpoint). */
   private clientURLById = new Map<string, string>();
-  /** The endpoint that answered last; asked first next time, and sent membership changes. */
-  private preferred?: string;
   private closed = false;
+  /** The TLS material in use, re-read when its files change (undefined without ETCD_AGENT_ETCD_CA_FILE). */
+  private readonly credentials?: EtcdCredentials;
+  /** Clients built with earlier credentials, closed once the calls on them are done. */
+  private readonly retiring: RetiringClients;
 
   constructor(
     private readonly options: EtcdConnectionOptions,
     private readonly onChange: ChangeListener = () => undefined,
-    private readonly onStatusCall: () => void = () => undefined,
+    private readonly onStatusCall: StatusListener = () => undefined,
   ) {
     this.attemptTimeoutMs = options.attemptTimeoutMs ?? 3000;
     this.barrierKey = Buffer.from(`${options.keyPrefix ?? '/etcd-lifecycle-agent/'}barrier`);
-    this.mainOptions = {
-      ...this.baseOptions(options.endpoints),
-      faultHandling: {
-        global: noop,
-        // Skip a host that failed three times in a row for a second, so a paused
-        // member does not eat every call's deadline.
-        host: () =>
-          circuitBreaker(handleWhen((err) => etcd3().isRecoverableError(err)), {
-            halfOpenAfter: 1000,
-            breaker: new ConsecutiveBreaker(3),
-          }),
-      },
-    };
-  }
-
-  /** The client of the configured endpoints; made on first use, never after `close`. */
-  private get main(): Etcd3 {
-    if (this.mainClient === undefined) {
-      if (this.closed) throw shuttingDownError();
-      this.mainClient = new (etcd3().Etcd3)(this.mainOptions);
+    this.endpoints = new EndpointSet(options.endpoints, (url) => this.endpointClient(url));
+    if (options.caFile !== undefined) {
+      const { caFile, certFile, keyFile } = options;
+      this.credentials = new EtcdCredentials({ caFile, certFile, keyFile }, { logger: options.logger, intervalMs: options.credentialsReloadMs });
+      this.credentials.onChange(() => this.renewClients());
+      this.credentials.start();
     }
-    return this.mainClient;
+    // An attempt lasts at most 2 × attemptTimeoutMs (a membership RPC): calls sent just before a
+    // rotation finish on the old clients; a held lock pins its client for as long as it is held.
+    this.retiring = new RetiringClients({ graceMs: this.attemptTimeoutMs * 2 + 1000 });
   }
 
-  /** The underlying client for this package's own lock and record helpers. */
+  /**
+   * New credentials are in use: later calls go through new clients (etcd3 takes TLS credentials at
+   * construction), and the old ones are retired, closed once the calls already on them are done.
+   */
+  private renewClients(): void {
+    if (this.closed) return;
+    this.retiring.retire([...this.perEndpoint.values(), ...this.anonymous.values()]);
+    this.perEndpoint.clear();
+    this.anonymous.clear();
+  }
+
+  /** A client of the endpoint a call would go to now (for tests and tools; the agent's own calls fail over). */
   get raw(): Etcd3 {
-    return this.main;
+    return this.endpointClient(this.endpoints.best());
+  }
+
+  /** Endpoints in the order the next call tries them (configured and reported, the last good one first). */
+  endpointOrder(): string[] {
+    return this.endpoints.ordered();
   }
 
   /**
@@ -142,16 +171,49 @@ export class EtcdCluster {
    * not a whole attempt.
    */
   async listMembers(deadline: Deadline): Promise<MemberList> {
-    return this.retrying(deadline, () =>
-      this.hedged(deadline, async (client, at) => {
-        await client.kv.range({ key: this.barrierKey, count_only: true }, { deadline: at });
-        const res = await client.cluster.memberList({ linearizable: true }, { deadline: at });
-        const list = toMemberList(res);
-        this.reported = list.members.filter((m) => m.started && !m.isLearner).flatMap((m) => m.clientURLs);
-        this.forgetRemoved(list.members);
-        this.clientURLById = new Map(list.members.filter((m) => m.clientURLs.length > 0).map((m) => [m.id, m.clientURLs[0]]));
-        return list;
-      }),
+    return this.read(deadline, async (client, at) => {
+      await client.kv.range({ key: this.barrierKey, count_only: true }, { deadline: at });
+      const res = await client.cluster.memberList({ linearizable: true }, { deadline: at });
+      const list = toMemberList(res);
+      this.learn(list.members);
+      return list;
+    });
+  }
+
+  /** A read (idempotent), hedged over the endpoints and retried on transient failure inside `deadline`. */
+  read<T>(deadline: Deadline, fn: EndpointCall<T>, attemptMs = this.attemptTimeoutMs): Promise<T> {
+    return this.retrying(deadline, () => this.anyEndpoint(deadline, () => this.endpoints.hedged(deadline, attemptMs, fn)));
+  }
+
+  /**
+   * A write that is safe to repeat (a put, a create-if-absent transaction, a lease call), sent to one
+   * endpoint at a time, failing over to the next, and retried on transient failure inside `deadline`.
+   */
+  write<T>(deadline: Deadline, fn: EndpointCall<T>, attemptMs = this.attemptTimeoutMs): Promise<T> {
+    return this.retrying(deadline, () => this.anyEndpoint(deadline, () => this.endpoints.failover(deadline, attemptMs, fn)));
+  }
+
+  /**
+   * Grants a lease of `ttlSeconds`, kept alive by the client of the endpoint that granted it; that
+   * client is pinned, so a TLS rotation does not close it under the lease, until `unpin`.
+   */
+  grantLease(ttlSeconds: number, deadline: Deadline, attemptMs = this.attemptTimeoutMs): Promise<GrantedLease> {
+    return this.write(
+      deadline,
+      async (client, at) => {
+        const lease = client.lease(ttlSeconds, { deadline: at });
+        // A lost lease is seen by the lock that holds it; an unhandled 'lost' must not crash the agent.
+        lease.on('lost', () => undefined);
+        const unpin = this.retiring.pin(client);
+        try {
+          return { lease, id: await lease.grant(), unpin };
+        } catch (err) {
+          lease.release();
+          unpin();
+          throw err;
+        }
+      },
+      attemptMs,
     );
   }
 
@@ -164,7 +226,9 @@ export class EtcdCluster {
     const client = this.endpointClient(clientURL);
     try {
       const res = await client.cluster.memberList({ linearizable: true }, { deadline: new Date(Date.now() + timeoutMs) });
-      return toMemberList(res);
+      const list = toMemberList(res);
+      this.learn(list.members);
+      return list;
     } catch (err) {
       throw toAgentError(err);
     }
@@ -173,15 +237,15 @@ export class EtcdCluster {
   /** MemberAdd; answers the new member as etcd reports it (unstarted). */
   async addMember(peerURLs: string[], isLearner: boolean, deadline: Deadline): Promise<Member> {
     // Not retried: a lost answer is recovered by the caller's next read of the member list.
-    return this.once(deadline, 'add', async (at) => {
-      const res = await this.changeClient().cluster.memberAdd({ peerURLs, isLearner }, { deadline: at });
+    return this.once(deadline, 'add', this.endpoints.best(), async (client, at) => {
+      const res = await client.cluster.memberAdd({ peerURLs, isLearner }, { deadline: at });
       return toMember(res.member);
     });
   }
 
   /** MemberRemove by hex id. */
   async removeMember(id: string, deadline: Deadline): Promise<void> {
-    await this.once(deadline, 'remove', (at) => this.changeClient().cluster.memberRemove({ ID: wireId(id) }, { deadline: at }));
+    await this.once(deadline, 'remove', this.endpoints.best(), (client, at) => client.cluster.memberRemove({ ID: wireId(id) }, { deadline: at }));
   }
 
   /**
@@ -191,14 +255,13 @@ export class EtcdCluster {
    * until the call's deadline (etcd-io/etcd#20757, not fixed in 3.4).
    */
   async promoteMember(id: string, deadline: Deadline): Promise<void> {
-    const client = this.options.username === undefined ? this.changeClient() : await this.leaderClient(deadline);
-    await this.once(deadline, 'promote', (at) => client.cluster.memberPromote({ ID: wireId(id) }, { deadline: at }));
+    const url = this.options.username === undefined ? this.endpoints.best() : await this.leaderURL(deadline);
+    await this.once(deadline, 'promote', url, (client, at) => client.cluster.memberPromote({ ID: wireId(id) }, { deadline: at }));
   }
 
   /** MoveLeader, sent to the current leader's own endpoint as etcd requires. */
   async moveLeader(leaderClientURL: string, targetId: string, deadline: Deadline): Promise<void> {
-    const client = this.endpointClient(leaderClientURL);
-    await this.once(deadline, 'move-leader', (at) =>
+    await this.once(deadline, 'move-leader', leaderClientURL, (client, at) =>
       client.maintenance.moveLeader({ targetID: wireId(targetId) }, { deadline: at }),
     );
   }
@@ -212,9 +275,9 @@ export class EtcdCluster {
   async memberStatus(clientURL: string, timeoutMs: number): Promise<MemberStatus> {
     const client = this.endpointClient(clientURL, false);
     const started = performance.now();
-    this.onStatusCall();
     try {
       const res = await client.maintenance.status({ deadline: new Date(Date.now() + timeoutMs) });
+      this.onStatusCall('ok');
       return {
         memberId: hexId(res.header.member_id),
         leaderId: hexId(res.leader),
@@ -228,14 +291,16 @@ export class EtcdCluster {
         latencyMs: Math.round((performance.now() - started) * 100) / 100,
       };
     } catch (err) {
-      throw toAgentError(err);
+      const error = toAgentError(err);
+      this.onStatusCall(error.code);
+      throw error;
     }
   }
 
   /** Active alarms (NOSPACE, CORRUPT) across the cluster. */
   async alarms(deadline: Deadline): Promise<Alarm[]> {
-    return this.retrying(deadline, async (at) => {
-      const res = await this.main.maintenance.alarm({ action: 'Get', memberID: 0, alarm: 'None' }, { deadline: at });
+    return this.read(deadline, async (client, at) => {
+      const res = await client.maintenance.alarm({ action: 'Get', memberID: 0, alarm: 'None' }, { deadline: at });
       return res.alarms.map((a) => ({ memberId: hexId(a.memberID), alarm: String(a.alarm).toUpperCase() }));
     });
   }
@@ -244,22 +309,64 @@ export class EtcdCluster {
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    this.mainClient?.close();
+    this.credentials?.stop();
+    this.retiring.closeAll();
     for (const client of [...this.perEndpoint.values(), ...this.anonymous.values()]) client.close();
     this.perEndpoint.clear();
     this.anonymous.clear();
   }
 
-  /** A client of the leader's own endpoint, as the endpoint that answered last reports it; else the usual one. */
-  private async leaderClient(deadline: Deadline): Promise<Etcd3> {
-    const asked = this.preferred ?? this.options.endpoints[0];
+  /**
+   * `call` through the known endpoints; when none of them can serve it (all down, or learners),
+   * reads the member list at a peer listener to find the others, and tries once more.
+   */
+  private async anyEndpoint<T>(deadline: Deadline, call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (err) {
+      if (!isWrongEndpoint(err) || deadline.expired() || !(await this.discover(deadline))) throw err;
+      return call();
+    }
+  }
+
+  /**
+   * Reads the member list at a peer listener (this pod's member's, then those of the last list)
+   * and adds the client URLs of its started members to the endpoints; true when that added any.
+   */
+  private async discover(deadline: Deadline): Promise<boolean> {
+    const peers = [...new Set([...(this.options.peerURLs ?? []), ...this.knownPeerURLs])];
+    if (peers.length === 0) return false;
+    const ms = Math.min(PEER_LIST_MS, deadline.remainingMs());
+    const tls = { caFile: this.options.caFile, certFile: this.options.certFile, keyFile: this.options.keyFile };
+    let members: Member[];
+    try {
+      members = await Promise.any(peers.map((url) => fetchPeerMembers(url, ms, tls)));
+    } catch {
+      return false;
+    }
+    const before = new Set(this.endpoints.ordered());
+    this.learn(members);
+    return this.endpoints.ordered().some((url) => !before.has(url));
+  }
+
+  /** Takes in a member list: its voters' client URLs become endpoints, its peer URLs places to discover from. */
+  private learn(members: Member[]): void {
+    const voters = members.filter((m) => m.started && !m.isLearner);
+    this.endpoints.setReported(voters.flatMap((m) => m.clientURLs));
+    this.knownPeerURLs = members.flatMap((m) => m.peerURLs);
+    this.forgetRemoved(members);
+    this.clientURLById = new Map(members.filter((m) => m.clientURLs.length > 0).map((m) => [m.id, m.clientURLs[0]]));
+  }
+
+  /** The leader's own client URL, as the best endpoint reports it; else the best endpoint. */
+  private async leaderURL(deadline: Deadline): Promise<string> {
+    const asked = this.endpoints.best();
     try {
       const status = await this.endpointClient(asked, false).maintenance.status({ deadline: deadline.capped(1000) });
-      const url = this.clientURLById.get(hexId(status.leader));
-      return url === undefined ? this.changeClient() : this.endpointClient(url);
+      return this.clientURLById.get(hexId(status.leader)) ?? asked;
     } catch {
-      // The promote itself will say what is wrong with etcd, through the usual client.
-      return this.changeClient();
+      // The promote itself will say what is wrong with etcd.
+      return asked;
     }
   }
 
@@ -270,104 +377,41 @@ export class EtcdCluster {
   private forgetRemoved(members: Member[]): void {
     const now = new Set(members.flatMap((m) => m.clientURLs));
     for (const url of this.everReported) {
-      if (now.has(url) || this.options.endpoints.includes(url)) continue;
+      if (now.has(url) || this.endpoints.isConfigured(url)) continue;
       this.everReported.delete(url);
       for (const clients of [this.perEndpoint, this.anonymous]) {
         clients.get(url)?.close();
         clients.delete(url);
       }
-      if (this.preferred === url) this.preferred = undefined;
+      this.endpoints.forget(url);
     }
     for (const url of now) this.everReported.add(url);
   }
 
-  /**
-   * Where membership changes go: the endpoint whose linearizable read just
-   * succeeded (a voter that answers), else the pool of configured endpoints.
-   */
-  private changeClient(): Etcd3 {
-    return this.preferred === undefined ? this.main : this.endpointClient(this.preferred);
-  }
-
-  /** Endpoints to try, most recently good first: configured ones, then those the members report. */
-  private candidates(): string[] {
-    const first = this.preferred === undefined ? [] : [this.preferred];
-    return [...new Set([...first, ...this.options.endpoints, ...this.reported])];
-  }
-
-  /** Runs `fn` on one endpoint after another (hedged every HEDGE_MS, at once after a failure); first answer wins. */
-  private hedged<T>(deadline: Deadline, fn: (client: Etcd3, at: Date) => Promise<T>): Promise<T> {
-    const urls = this.candidates();
-    return new Promise<T>((resolve, reject) => {
-      const errors: unknown[] = [];
-      let next = 0;
-      let pending = 0;
-      let settled = false;
-      let timer: NodeJS.Timeout | undefined;
-      const finish = (): void => {
-        settled = true;
-        clearTimeout(timer);
-      };
-      const launch = (): void => {
-        clearTimeout(timer);
-        if (settled || next >= urls.length) return;
-        const url = urls[next++];
-        pending++;
-        let client: Etcd3;
-        try {
-          client = this.endpointClient(url);
-        } catch (err) {
-          finish();
-          reject(err);
-          return;
-        }
-        fn(client, deadline.capped(this.attemptTimeoutMs)).then(
-          (value) => {
-            if (settled) return;
-            finish();
-            this.preferred = url;
-            resolve(value);
-          },
-          (err: unknown) => {
-            pending--;
-            errors.push(err);
-            if (settled) return;
-            if (next < urls.length && !deadline.expired()) return launch();
-            if (pending === 0) {
-              finish();
-              // A refusal that says why (bad credentials) beats "unreachable".
-              reject(errors.find((e) => !isTransient(e)) ?? errors[errors.length - 1]);
-            }
-          },
-        );
-        if (next < urls.length) timer = setTimeout(launch, HEDGE_MS);
-      };
-      launch();
-    });
-  }
-
-  /** A client bound to exactly one endpoint, with no retries and no circuit breaker; TLS always, etcd credentials unless `authenticated` is false. */
+  /** The client of exactly one endpoint (built once, kept); etcd credentials unless `authenticated` is false. */
   private endpointClient(url: string, authenticated = true): Etcd3 {
     if (this.closed) throw shuttingDownError();
     const clients = authenticated ? this.perEndpoint : this.anonymous;
     let client = clients.get(url);
     if (client === undefined) {
-      client = new (etcd3().Etcd3)({ ...this.baseOptions([url], authenticated), faultHandling: { global: noop, host: () => noop } });
+      client = this.build(url, authenticated);
       clients.set(url, client);
     }
     return client;
   }
 
-  private baseOptions(hosts: string[], authenticated = true): IOptions {
+  /**
+   * Builds the etcd3 client of one endpoint: TLS always when a CA is set, etcd credentials unless
+   * `authenticated` is false, no retries and no circuit breaker (fail-over and retries are ours).
+   * The one place an etcd3 client is made, and so where etcd3 (and gRPC) are loaded, on the first
+   * call that needs etcd, not at start (etcd3-module.ts).
+   */
+  private build(url: string, authenticated: boolean): Etcd3 {
     const o = this.options;
-    const options: IOptions = { hosts, dialTimeout: this.attemptTimeoutMs };
-    if (o.caFile !== undefined) {
-      options.credentials = {
-        rootCertificate: fs.readFileSync(o.caFile),
-        ...(o.certFile !== undefined && o.keyFile !== undefined
-          ? { certChain: fs.readFileSync(o.certFile), privateKey: fs.readFileSync(o.keyFile) }
-          : {}),
-      };
+    const options: IOptions = { hosts: [url], dialTimeout: this.attemptTimeoutMs, faultHandling: { global: noop, host: () => noop } };
+    if (this.credentials !== undefined) {
+      const { ca, cert, key } = this.credentials.current();
+      options.credentials = { rootCertificate: ca, ...(cert !== undefined && key !== undefined ? { certChain: cert, privateKey: key } : {}) };
     }
     if (authenticated && o.username !== undefined && o.passwordFile !== undefined) {
       options.auth = {
@@ -378,27 +422,30 @@ export class EtcdCluster {
         callOptions: () => ({ deadline: new Date(Date.now() + this.attemptTimeoutMs) }),
       };
     }
-    return options;
+    return new (etcd3().Etcd3)(options);
   }
 
-  /** One attempt of a membership RPC, counted whether or not etcd accepted it. */
-  private async once<T>(deadline: Deadline, kind: ChangeKind, fn: (at: Date) => Promise<T>): Promise<T> {
+  /** One attempt of a membership RPC at `url`, counted whether or not etcd accepted it. */
+  private async once<T>(deadline: Deadline, kind: ChangeKind, url: string, fn: EndpointCall<T>): Promise<T> {
     deadline.check(`sending ${kind}`);
-    this.onChange(kind);
     try {
-      return await fn(deadline.capped(this.attemptTimeoutMs * 2));
+      const value = await fn(this.endpointClient(url), deadline.capped(this.attemptTimeoutMs * 2));
+      this.endpoints.succeeded(url);
+      this.onChange(kind, 'ok');
+      return value;
     } catch (err) {
-      throw toAgentError(err);
+      // The caller reads the member list again before any retry, and that read skips `url` now.
+      this.endpoints.failed(url, err);
+      const error = toAgentError(err);
+      this.onChange(kind, error.code);
+      throw error;
     }
   }
 
-  /** A read, retried on transient failure while the deadline allows another attempt. */
-  private async retrying<T>(deadline: Deadline, fn: (at: Date) => Promise<T>): Promise<T> {
+  /** A call, retried on transient failure while the deadline allows another attempt. */
+  private async retrying<T>(deadline: Deadline, fn: () => Promise<T>): Promise<T> {
     try {
-      return await pRetry(
-        () => fn(deadline.capped(this.attemptTimeoutMs)),
-        retryTransient(deadline, { minTimeout: 50, maxTimeout: 400, reserveMs: 100 }),
-      );
+      return await pRetry(fn, retryTransient(deadline, { minTimeout: 50, maxTimeout: 400, reserveMs: 100 }));
     } catch (err) {
       throw toAgentError(err);
     }

@@ -12,6 +12,7 @@ interface MessageRule {
   text: string;
   code: ErrorCode;
   say: string;
+  details?: Record<string, unknown>;
 }
 
 /**
@@ -19,6 +20,16 @@ interface MessageRule {
  * server/etcdserver/api/v3rpc/rpctypes/error.go for the strings.
  */
 const MESSAGE_RULES: readonly MessageRule[] = [
+  {
+    text: 'database space exceeded',
+    code: 'unavailable',
+    say:
+      'etcd has raised a NOSPACE alarm (mvcc: database space exceeded) and accepts no writes, so the agent cannot ' +
+      'write its membership lock and no membership change can be made. Reclaim space first: compact the key history ' +
+      '(etcdctl compact <revision>), defragment every member (etcdctl defrag), then disarm the alarm (etcdctl alarm disarm); ' +
+      'or raise --quota-backend-bytes',
+    details: { alarm: 'NOSPACE', remedy: ['etcdctl compact <current revision>', 'etcdctl defrag (every member)', 'etcdctl alarm disarm'] },
+  },
   { text: 'unhealthy cluster', code: 'unsafe', say: 'etcd refused the change: the cluster is unhealthy' },
   {
     text: 'not enough started members',
@@ -123,7 +134,7 @@ export function toAgentError(err: unknown): AgentError {
   const message = err instanceof Error ? err.message : String(err);
   const rule = MESSAGE_RULES.find((r) => message.includes(r.text));
   if (rule !== undefined) {
-    return new AgentError(rule.code, rule.say, { cause: err, details: { etcd: firstLine(message) } });
+    return new AgentError(rule.code, rule.say, { cause: err, details: { ...rule.details, etcd: firstLine(message) } });
   }
   const classRule = CLASS_RULES.find((r) => r.is(err));
   if (classRule !== undefined) {
@@ -174,11 +185,19 @@ export function retryTransient(deadline: Deadline, pacing: RetryPacing): pRetry.
 export function isTransient(err: unknown): boolean {
   // Retrying on a closed client would only spin until the call's deadline.
   if (isShuttingDown(err)) return false;
+  // A NOSPACE alarm stays until someone reclaims space: waiting inside the call only delays the answer.
+  if (isNoSpace(err)) return false;
   if (err instanceof AgentError) return err.code === 'unavailable' && err.retryable && !isCredentialError(err.cause);
   if (!(err instanceof Error)) return false;
   if (isCredentialError(err)) return false;
   if (etcd3For(err)?.isRecoverableError(err) === true || isEtcd3(err, 'GRPCDeadlineExceededError') || isBrokenCircuitError(err)) return true;
   return /leader changed|no leader|not leader|request timed out/.test(err.message);
+}
+
+/** True when etcd refused a write because its NOSPACE alarm is raised ("mvcc: database space exceeded"). */
+export function isNoSpace(err: unknown): boolean {
+  if (err instanceof AgentError) return err.details?.alarm === 'NOSPACE' || isNoSpace(err.cause);
+  return err instanceof Error && err.message.includes('database space exceeded');
 }
 
 function isCredentialError(err: unknown): boolean {

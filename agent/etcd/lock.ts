@@ -3,19 +3,19 @@
  * (CONTRACT §4 GET /v1/operations). Both keys live under the key prefix and are
  * bound to one lease, kept alive while the lock is held: when an agent dies,
  * its lock and its record expire with the lease, so nobody waits forever.
+ * Every call goes through the cluster client's fail-over (any live endpoint,
+ * configured or reported), so a dead member beside the agent does not block it.
  *
  *   <prefix>lock              → {"operationId", "agent", "incarnation"}
  *   <prefix>operations/<id>   → the OperationRecord (what, which member, which agent, which step)
  */
 import { randomUUID } from 'node:crypto';
-import pRetry from 'p-retry';
-import type { Etcd3, Lease } from 'etcd3';
 import { Deadline, delay } from '../deadline';
 import { AgentError } from '../proto/errors';
 import type { ActionName, OperationRecord } from '../proto/types';
 import type { Logger } from '../observability/logger';
-import type { EtcdCluster } from './cluster-client';
-import { isTransient, retryTransient, toAgentError } from './errors';
+import type { EtcdCluster, GrantedLease } from './cluster-client';
+import { isTransient, toAgentError } from './errors';
 
 /** How the lock behaves; the defaults suit production. */
 export interface MembershipLockOptions {
@@ -84,7 +84,7 @@ export class MembershipLock {
    * the deadline is nearer, keeping time for the work itself), then throws `busy`.
    */
   async acquire(intent: OperationIntent, deadline: Deadline): Promise<HeldLock> {
-    const raw = this.cluster.raw;
+    const { cluster } = this;
     const record: OperationRecord = {
       id: randomUUID(),
       action: intent.action,
@@ -96,29 +96,35 @@ export class MembershipLock {
     const value: LockValue = { operationId: record.id, agent: this.options.agent, incarnation: this.incarnation };
     const waitUntil = Date.now() + Math.min(this.maxWaitMs, Math.max(0, deadline.remainingMs() - RESERVE_MS));
 
-    let lease: Lease | undefined;
+    let granted: GrantedLease | undefined;
     let lastHolder: OperationRecord | LockValue | undefined;
     let lastError: unknown;
     try {
       for (;;) {
         try {
-          if (lease === undefined || lease.revoked()) {
-            lease = raw.lease(this.ttlSeconds, { deadline: deadline.capped(ATTEMPT_MS) });
-            // A lost lease is seen by the next txn failing (and by HeldLock once held); nothing to do here.
-            lease.on('lost', () => undefined);
+          if (granted === undefined || granted.lease.revoked()) {
+            granted?.unpin();
+            // A lost lease is seen by the next txn failing (and by HeldLock once held).
+            granted = await cluster.grantLease(this.ttlSeconds, deadline, ATTEMPT_MS);
           }
-          const leaseId = await lease.grant();
-          const result = await raw
-            .if(this.lockKey, 'Create', '==', 0)
-            .then(
-              raw.put(this.lockKey).value(JSON.stringify(value)).lease(leaseId),
-              raw.put(this.recordKey(record.id)).value(JSON.stringify(record)).lease(leaseId),
-            )
-            .else(raw.get(this.lockKey))
-            .options({ deadline: deadline.capped(ATTEMPT_MS) })
-            .commit();
+          const { id } = granted;
+          // Safe to repeat on another endpoint: a create-if-absent whose first answer was lost finds our own value.
+          const result = await cluster.write(
+            deadline,
+            (raw, at) =>
+              raw
+                .if(this.lockKey, 'Create', '==', 0)
+                .then(
+                  raw.put(this.lockKey).value(JSON.stringify(value)).lease(id),
+                  raw.put(this.recordKey(record.id)).value(JSON.stringify(record)).lease(id),
+                )
+                .else(raw.get(this.lockKey))
+                .options({ deadline: at })
+                .commit(),
+            ATTEMPT_MS,
+          );
           if (result.succeeded) {
-            const held = new HeldLock(this, raw, lease, leaseId, record, this.recordKey(record.id));
+            const held = new HeldLock(this, cluster, granted, record, this.recordKey(record.id));
             this.held.add(held);
             return held;
           }
@@ -128,7 +134,7 @@ export class MembershipLock {
             lastHolder = holder;
             if (holder?.operationId === record.id) {
               // Our own put went through but its answer was lost: the lock is ours.
-              const held = new HeldLock(this, raw, lease, leaseId, record, this.recordKey(record.id));
+              const held = new HeldLock(this, cluster, granted, record, this.recordKey(record.id));
               this.held.add(held);
               return held;
             }
@@ -139,9 +145,11 @@ export class MembershipLock {
               // reach etcd (e.g. while quorum was lost). Waiting for its lease TTL would only delay the
               // retry a controller makes after the crash; revoking its lease removes lock and record
               // now. What the dead operation left half done is found by reading the member list.
-              await raw.leaseClient.leaseRevoke({ ID: kv.lease }, { deadline: deadline.capped(ATTEMPT_MS) }).catch((err: unknown) => {
-                if (!isLeaseGone(err)) throw err; // already expired: the lock is free anyway
-              });
+              await cluster
+                .write(deadline, (raw, at) => raw.leaseClient.leaseRevoke({ ID: kv.lease }, { deadline: at }), ATTEMPT_MS)
+                .catch((err: unknown) => {
+                  if (!isLeaseGone(err) && !isLeaseGone(toAgentError(err).cause)) throw err; // already expired: the lock is free anyway
+                });
               this.options.logger.warn('took over a membership lock left by a dead operation of this agent', {
                 operationId: holder.operationId,
                 agent: holder.agent,
@@ -155,19 +163,19 @@ export class MembershipLock {
         } catch (err) {
           if (!isTransient(err) && !isLeaseGone(err)) throw toAgentError(err);
           lastError = err;
-          if (isLeaseGone(err)) {
-            await revokeQuietly(lease);
-            lease = undefined;
+          if (isLeaseGone(err) || isLeaseGone(toAgentError(err).cause)) {
+            void revokeQuietly(cluster, granted);
+            granted = undefined;
           }
         }
         if (Date.now() + this.pollMs > waitUntil) break;
         await delay(this.pollMs);
       }
     } catch (err) {
-      await revokeQuietly(lease);
+      await revokeQuietly(cluster, granted);
       throw err;
     }
-    await revokeQuietly(lease);
+    await revokeQuietly(cluster, granted);
     if (lastHolder === undefined && lastError !== undefined) throw toAgentError(lastError);
     throw busyError(lastHolder);
   }
@@ -175,9 +183,10 @@ export class MembershipLock {
   /** Membership changes in flight, cluster-wide, oldest first. */
   async listOperations(deadline: Deadline): Promise<OperationRecord[]> {
     try {
-      const values = await pRetry(
-        () => this.cluster.raw.getAll().prefix(this.operationsPrefix).options({ deadline: deadline.capped(ATTEMPT_MS) }).strings(),
-        retryTransient(deadline, LOCK_RETRY),
+      const values = await this.cluster.read(
+        deadline,
+        (raw, at) => raw.getAll().prefix(this.operationsPrefix).options({ deadline: at }).strings(),
+        ATTEMPT_MS,
       );
       return Object.values(values)
         .map((v) => parseJson<OperationRecord>(v))
@@ -210,7 +219,7 @@ export class MembershipLock {
 
   private async readRecord(id: string, deadline: Deadline): Promise<OperationRecord | undefined> {
     try {
-      const value = await this.cluster.raw.get(this.recordKey(id)).options({ deadline: deadline.capped(ATTEMPT_MS) }).string();
+      const value = await this.cluster.read(deadline, (raw, at) => raw.get(this.recordKey(id)).options({ deadline: at }).string(), ATTEMPT_MS);
       return value === null ? undefined : parseJson<OperationRecord>(value);
     } catch {
       return undefined;
@@ -225,20 +234,19 @@ export class HeldLock {
 
   constructor(
     private readonly owner: MembershipLock,
-    private readonly raw: Etcd3,
-    private readonly lease: Lease,
-    private readonly leaseId: string,
+    private readonly cluster: EtcdCluster,
+    private readonly granted: GrantedLease,
     readonly record: OperationRecord,
     private readonly key: string,
   ) {
-    lease.on('lost', () => {
+    granted.lease.on('lost', () => {
       this.lost = true;
     });
   }
 
   /** Throws `unavailable` when the lease behind the lock is gone, so no change is sent without the lock. */
   assertHeld(): void {
-    if (this.released || this.lost || this.lease.revoked()) {
+    if (this.released || this.lost || this.granted.lease.revoked()) {
       throw new AgentError('unavailable', 'the membership lock was lost (its lease expired); call again', {
         details: { operation: this.record.id },
       });
@@ -250,10 +258,11 @@ export class HeldLock {
     this.assertHeld();
     this.record.step = step;
     try {
-      await pRetry(
-        // Through the client, not `lease.put`: etcd3's lease wrapper drops the call options, deadline included.
-        () => this.raw.put(this.key).value(JSON.stringify(this.record)).lease(this.leaseId).options({ deadline: deadline.capped(ATTEMPT_MS) }).exec(),
-        retryTransient(deadline, LOCK_RETRY),
+      // Through the client, not `lease.put`: etcd3's lease wrapper drops the call options, deadline included.
+      await this.cluster.write(
+        deadline,
+        (raw, at) => raw.put(this.key).value(JSON.stringify(this.record)).lease(this.granted.id).options({ deadline: at }).exec(),
+        ATTEMPT_MS,
       );
     } catch (err) {
       throw toAgentError(err);
@@ -265,7 +274,7 @@ export class HeldLock {
     if (this.released) return;
     this.released = true;
     this.owner.forget(this);
-    await revokeQuietly(this.lease);
+    await revokeQuietly(this.cluster, this.granted);
   }
 }
 
@@ -286,15 +295,26 @@ function isLeaseGone(err: unknown): boolean {
   return err instanceof Error && /lease not found|lease.*(expired|invalid)/i.test(err.message + err.name);
 }
 
-/** Lock calls are quick: retried soon, up to 50 ms before the deadline. */
-const LOCK_RETRY = { minTimeout: 20, maxTimeout: 200, reserveMs: 50 };
-
-/** Revokes `lease` (a few quick attempts, 3 s at most, whatever the call's deadline); never throws. */
-async function revokeQuietly(lease: Lease | undefined): Promise<void> {
-  if (lease === undefined) return;
+/**
+ * Revokes `lease` (3 s at most, whatever the call's deadline); never throws. First through the
+ * client that keeps it alive; when that endpoint is gone, its keep-alive is stopped and the revoke
+ * goes to any other endpoint, so a lock is not left to its TTL because one member died.
+ */
+async function revokeQuietly(cluster: EtcdCluster, granted: GrantedLease | undefined): Promise<void> {
+  if (granted === undefined) return;
+  const { lease, id, unpin } = granted;
   const deadline = Deadline.in(3000);
   try {
-    await pRetry(() => lease.revoke({ deadline: deadline.capped(ATTEMPT_MS) }), retryTransient(deadline, LOCK_RETRY));
+    await lease.revoke({ deadline: deadline.capped(ATTEMPT_MS) });
+    return;
+  } catch {
+    lease.release();
+  } finally {
+    // Revoked or given up: the lease no longer needs the client it lives on kept open.
+    unpin();
+  }
+  try {
+    await cluster.write(deadline, (raw, at) => raw.leaseClient.leaseRevoke({ ID: id }, { deadline: at }), ATTEMPT_MS);
   } catch {
     // It expires by itself within its TTL, and a later acquire by this agent takes it over.
   }

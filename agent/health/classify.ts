@@ -5,8 +5,9 @@
  * The rules, in one place:
  * - A voter is healthy only when it answered a status call in this observation and names the
  *   leader a quorum of voters names. A pod being Ready, or an earlier answer, is not evidence.
- * - The leader is the id that a quorum of the answering voters report. Without one there is no
- *   leader, and `healthyVoters` is the largest group of answering voters that agree on one id.
+ * - The leader is the id that a quorum of the answering voters report (membership/leader.ts, the
+ *   rule the membership probe and roleProbe use too). Without one there is no leader, and
+ *   `healthyVoters` is the largest group of answering voters that agree on one id.
  * - `healthy`: the member list was read in this observation, every member answered, all name the
  *   leader, none lags, no alarm is raised. `degraded`: quorum and a leader, but anything else.
  *   `unavailable`: nothing answered, or no quorum of healthy voters. (`unknown` is the observer's:
@@ -15,6 +16,7 @@
  *   read only says whom to ask, and is used to count a quorum (at best `degraded`).
  */
 import type { Alarm } from '../etcd/cluster-client';
+import { electLeader } from '../membership/leader';
 import { faultTolerance, isLearnerInSync, LEARNER_READY_RATIO, quorumOf } from '../membership/quorum';
 import type { Member, MemberStatus, OperationRecord } from '../proto/types';
 
@@ -125,11 +127,17 @@ export function classify(facts: ObservedFacts): ClusterHealth {
     }
   }
 
-  const leaderVotes = countLeaderVotes(list.members, statusById);
   const voters = list.members.filter((m) => !m.isLearner).length;
+  const verdict = electLeader(
+    voters,
+    list.members.flatMap((m) => {
+      const status = m.isLearner ? undefined : statusById.get(m.id)?.status;
+      return status === undefined ? [] : [{ leaderId: status.leaderId, raftTerm: status.raftTerm }];
+    }),
+  );
   const required = quorumOf(voters);
-  const healthyVoters = leaderVotes?.count ?? 0;
-  const leaderId = leaderVotes !== undefined && leaderVotes.count >= required ? leaderVotes.id : undefined;
+  const healthyVoters = verdict.agreeing;
+  const leaderId = verdict.leaderId;
   const quorum: QuorumHealth = {
     voters,
     healthyVoters,
@@ -181,7 +189,7 @@ export function classify(facts: ObservedFacts): ClusterHealth {
     status = 'unavailable';
     errors.unshift(
       `${healthyVoters} of ${voters} voters answered and agree on a leader; quorum needs ${required}` +
-        (leaderVotes === undefined ? ' (no answering voter knows a leader)' : ''),
+        (verdict.mostNamed === undefined ? ' (no answering voter knows a leader)' : ''),
     );
   } else if (!list.fresh || troubled || alarms.length > 0) {
     status = 'degraded';
@@ -264,22 +272,6 @@ export function classifyLocal(
 
 function emptyQuorum(): QuorumHealth {
   return { voters: 0, healthyVoters: 0, required: 1, hasQuorum: false, faultTolerance: 0 };
-}
-
-/** The leader id most answering voters report (ties: the higher raft term, then the lower id). */
-function countLeaderVotes(
-  members: Member[],
-  statusById: Map<string, { status: MemberStatus }>,
-): { id: string; count: number } | undefined {
-  const votes = new Map<string, { count: number; term: number }>();
-  for (const m of members) {
-    const status = statusById.get(m.id)?.status;
-    if (m.isLearner || status === undefined || status.leaderId === '0') continue;
-    const entry = votes.get(status.leaderId) ?? { count: 0, term: 0 };
-    votes.set(status.leaderId, { count: entry.count + 1, term: Math.max(entry.term, status.raftTerm) });
-  }
-  const ranked = [...votes].sort(([a, x], [b, y]) => y.count - x.count || y.term - x.term || (a < b ? -1 : 1));
-  return ranked.length === 0 ? undefined : { id: ranked[0][0], count: ranked[0][1].count };
 }
 
 /** The committed index to measure lag against: the leader's own, else the highest one that agrees. */

@@ -26,12 +26,14 @@
  * oldest moment any of its evidence can be from.
  *
  * No timers run when nobody asks. A Prometheus scrape asks too: the health gauges' `collect()`
- * shares a fresh observation, so `etcd_agent_cluster_healthy` is never a stale 1.
+ * shares a fresh observation, so `etcd_agent_cluster_healthy` is never a stale 1. The gauges are
+ * set in observability/health-metrics.ts; on `unknown` the quorum gauges are absent, not 0.
  */
 import { Deadline } from '../deadline';
 import type { Config } from '../config';
 import type { EtcdCluster } from '../etcd/cluster-client';
 import { toAgentError } from '../etcd/errors';
+import { recordClusterHealth, recordUnknownHealth } from '../observability/health-metrics';
 import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
 import type { Member, OperationRecord } from '../proto/types';
@@ -85,7 +87,6 @@ export class HealthObserver {
   private readonly marginMs: number;
   private lastList?: { members: Member[]; readAt: string };
   private lastStatus?: ClusterHealth['status'];
-  private reachableLabels = new Set<string>();
   private refreshing?: Promise<void>;
   private closed = false;
 
@@ -210,16 +211,8 @@ export class HealthObserver {
     const { health } = observation;
     metrics.healthObservations.inc({ result: late ? 'unknown' : health.status });
     if (this.closed) return;
-    if (late) {
-      this.setUnknownGauges();
-    } else {
-      metrics.clusterHealthy.set(health.status === 'healthy' ? 1 : 0);
-      metrics.quorumHealthyVoters.set(health.quorum?.healthyVoters ?? 0);
-      metrics.quorumVoters.set(health.quorum?.voters ?? 0);
-      metrics.memberReachable.reset();
-      this.reachableLabels = new Set(health.members.map((m) => m.name || m.id));
-      for (const m of health.members) metrics.memberReachable.set({ member: m.name || m.id }, m.reachable ? 1 : 0);
-    }
+    if (late) recordUnknownHealth(metrics);
+    else recordClusterHealth(metrics, health);
     const status = late ? 'unknown' : health.status;
     if (status !== this.lastStatus) {
       logger.log(status === 'healthy' ? 'info' : 'warn', 'cluster health changed', {
@@ -232,20 +225,13 @@ export class HealthObserver {
     }
   }
 
-  private setUnknownGauges(): void {
-    const { metrics } = this.deps;
-    metrics.clusterHealthy.set(0);
-    metrics.quorumHealthyVoters.set(0);
-    for (const member of this.reachableLabels) metrics.memberReachable.set({ member }, 0);
-  }
-
   /** At scrape time: a fresh (shared) observation for the gauges, and the age of the newest one. */
   private refreshGauges(): Promise<void> {
     if (this.closed) return Promise.resolve();
     this.refreshing ??= (async () => {
       try {
         const answer = await this.cluster();
-        if (answer.health.status === 'unknown' && !this.closed) this.setUnknownGauges();
+        if (answer.health.status === 'unknown' && !this.closed) recordUnknownHealth(this.deps.metrics);
         const newest: Observed<Observation> | undefined = this.clusterView.newest;
         this.deps.metrics.healthObservationAge.set(
           newest === undefined ? Number.NaN : (performance.now() - newest.startedAt) / 1000,

@@ -1,9 +1,23 @@
 /**
  * One shared, bounded-age observation (CONTRACT §4 GET /v1/health): any number of concurrent
- * callers cause at most one observation at a time, and nobody is ever served a result whose
- * observation started more than `maxAgeMs` ago. A caller that cannot get a fresh result within
- * `maxAgeMs` of asking gets `undefined` ("unknown"), never the previous result.
+ * callers cause at most one observation at a time (a few while refreshing ahead of a slow
+ * one), and nobody is ever served a result whose observation started more than `maxAgeMs` ago.
+ * A caller that cannot get a fresh result within `maxAgeMs` of asking gets `undefined`
+ * ("unknown"), never the previous result.
+ *
+ * While it is being asked, the next observation starts ahead of the current one's expiry (as long
+ * before it as the last observation took, plus a margin), so that a caller rarely waits for one:
+ * with a silent member an observation takes the status timeout, and without refreshing ahead every
+ * caller after expiry would wait that long. An observation that takes more than half the max age
+ * leaves no time to start the next after it finishes, so they may then overlap (three at most, so an
+ * observation that takes over about two thirds of the max age again makes some callers wait): the
+ * load on etcd still depends on the max age, not on the request rate. Nobody asking, nothing runs.
  */
+
+/** Time, beyond an observation's own duration, by which the next one starts ahead of expiry (covers the gap between callers). */
+const REFRESH_MARGIN_MS = 150;
+/** Most observations in flight at once (only while each takes more than half the max age). */
+const MAX_FLIGHTS = 3;
 
 /** A value and when its observation ran (`startedAt`/`finishedAt` on the monotonic clock). */
 export interface Observed<T> {
@@ -18,7 +32,8 @@ export interface Observed<T> {
 /** Shares observations made by `observe` among callers, serving none older than `maxAgeMs`. */
 export class SharedObservation<T> {
   private latest?: Observed<T>;
-  private inflight?: Promise<Observed<T>>;
+  /** Observations in flight, oldest first: at most one, or three while refreshing ahead (see the module comment). */
+  private readonly flights: Array<{ startedAt: number; done: Promise<Observed<T>> }> = [];
 
   constructor(
     private readonly maxAgeMs: number,
@@ -32,8 +47,8 @@ export class SharedObservation<T> {
 
   /**
    * A result no older than `maxAgeMs`: the newest finished observation if it started within the
-   * max age, else the one in flight, else a new one. Resolves `undefined` when none is fresh by
-   * `arrival + maxAgeMs` (`arrival` on the `performance.now()` clock).
+   * max age, else the oldest one in flight that started within it, else a new one. Resolves
+   * `undefined` when none is fresh by `arrival + maxAgeMs` (`arrival` on the `performance.now()` clock).
    */
   async get(arrival = performance.now()): Promise<Observed<T> | undefined> {
     const deadline = arrival + this.maxAgeMs;
@@ -41,19 +56,38 @@ export class SharedObservation<T> {
     // cover "joined one that then finished too late" without ever spinning.
     for (let round = 0; round < 3; round++) {
       const now = performance.now();
-      if (this.latest !== undefined && now - this.latest.startedAt <= this.maxAgeMs) return this.latest;
+      if (this.latest !== undefined && now - this.latest.startedAt <= this.maxAgeMs) {
+        this.refreshIfDue(this.latest, now);
+        return this.latest;
+      }
       if (now >= deadline) return undefined;
-      const done = await within(this.inflight ?? this.start(), deadline - now);
+      const joined = this.flights.find((f) => now - f.startedAt <= this.maxAgeMs)?.done ?? this.start();
+      const done = await within(joined, deadline - now);
       if (done === undefined) return undefined;
       if (performance.now() - done.startedAt <= this.maxAgeMs) return done;
     }
     return undefined;
   }
 
+  /**
+   * Starts the next observation once the newest one started `period` ago, where `period` leaves
+   * time for one more to finish (as long as the last took, plus a margin) before `latest` expires.
+   * When an observation takes more than half the max age (a silent member's status timeout), the
+   * next one starts while the previous is still in flight: never more than three at once.
+   */
+  private refreshIfDue(latest: Observed<T>, now: number): void {
+    if (this.flights.length >= MAX_FLIGHTS) return;
+    const took = latest.finishedAt - latest.startedAt;
+    const period = this.maxAgeMs - took - (Math.min(REFRESH_MARGIN_MS, this.maxAgeMs / 5) + took / 10);
+    const newestStart = Math.max(latest.startedAt, ...this.flights.map((f) => f.startedAt));
+    // Its failure reaches whoever joins it; nobody waits on it here.
+    if (now - newestStart >= period) this.start().catch(() => undefined);
+  }
+
   private start(): Promise<Observed<T>> {
     const startedAt = performance.now();
     const observedAt = new Date();
-    const flight: Promise<Observed<T>> = Promise.resolve()
+    const done: Promise<Observed<T>> = Promise.resolve()
       .then(() => this.observe(startedAt))
       .then((value) => {
         const observed = { value, startedAt, finishedAt: performance.now(), observedAt };
@@ -61,10 +95,11 @@ export class SharedObservation<T> {
         return observed;
       })
       .finally(() => {
-        if (this.inflight === flight) this.inflight = undefined;
+        const at = this.flights.findIndex((f) => f.done === done);
+        if (at >= 0) this.flights.splice(at, 1);
       });
-    this.inflight = flight;
-    return flight;
+    this.flights.push({ startedAt, done });
+    return done;
   }
 }
 

@@ -37,38 +37,44 @@ export async function leave(run: ActionRun, req: LeaveRequest): Promise<ActionRe
     req.id !== undefined
       ? { id: req.id, peerURLs: [] }
       : { name: req.name, peerURLs: requestedPeerURLs(run.deps.config, req.name ?? '', req.peerURLs) };
-  const absent = (list: MemberList): Answer => ({
-    outcome: run.sent.has('remove') ? 'removed' : 'already-absent',
-    complete: true,
-    list,
-  });
+  // The member this call has sent MemberRemove for: a `removed` answer always names it, also when
+  // the remove's answer was lost and the next read finds the member gone.
+  let removing: Member | undefined;
 
   const list = await run.readMembers();
   const target = find(list, wanted);
-  if (target === undefined) return run.answer(absent(list));
+  if (target === undefined) return run.answer(answerWhenGone(list, undefined));
 
   const intent = { action: run.action, member: { name: target.name || (req.name ?? ''), peerURLs: target.peerURLs } };
   return run.underLock(intent, (held) =>
     run.converge(async () => {
       const again = await run.readMembers();
       const member = find(again, wanted);
-      if (member === undefined) return run.answer(absent(again));
+      if (member === undefined) return run.answer(answerWhenGone(again, removing));
       if (member.started && !member.isLearner) await makeVoterRemovable(run, held, again, member, req.force === true);
 
-      const sentBefore = run.sent.has('remove');
+      const sentBefore = removing?.id === member.id ? removing : undefined;
+      removing = member;
       try {
         await run.send(held, 'remove', member, () => run.deps.cluster.removeMember(member.id, run.deadline));
       } catch (err) {
         // Gone between our read and our remove: someone else finished the job (or our own earlier
         // attempt in this call did, and its answer was lost).
-        if (etcdSaid(err, isMemberNotFound)) {
-          return run.answer({ ...absent(again), outcome: sentBefore ? 'removed' : 'already-absent' });
-        }
+        if (etcdSaid(err, isMemberNotFound)) return run.answer(answerWhenGone(withMember(again, member, true), sentBefore));
         throw err;
       }
       return run.answer({ outcome: 'removed', complete: true, member, list: withMember(again, member, true) });
     }),
   );
+}
+
+/**
+ * The answer once the member is not (or no longer) in `list`: `removed`, naming it, when this call
+ * sent its MemberRemove (`removed`; its answer may have been lost), else `already-absent`. Pure.
+ */
+export function answerWhenGone(list: MemberList, removed: Member | undefined): Answer {
+  if (removed === undefined) return { outcome: 'already-absent', complete: true, list };
+  return { outcome: 'removed', complete: true, member: removed, list: withMember(list, removed, true) };
 }
 
 /**

@@ -8,6 +8,7 @@
 import type { EtcdCluster } from '../etcd/cluster-client';
 import { toAgentError } from '../etcd/errors';
 import type { Member, MemberStatus } from '../proto/types';
+import { electLeader } from './leader';
 import { isLearnerInSync } from './quorum';
 
 /** What one member said, or why it said nothing. */
@@ -48,13 +49,14 @@ export class ClusterProbe {
   }
 
   /**
-   * The leader as the answering members see it: the leader id reported in the highest raft term.
-   * Undefined when no one answered or no one knows a leader.
+   * The leader by the agent's one rule (leader.ts): the id a quorum of the voters name. Undefined
+   * when no quorum of answering voters agrees on one, or it is not in the member list.
    */
   get leader(): MemberProbe | undefined {
-    const answered = this.probes.filter((p) => p.status !== undefined && p.status.leaderId !== '0');
-    answered.sort((a, b) => (b.status?.raftTerm ?? 0) - (a.status?.raftTerm ?? 0));
-    const leaderId = answered[0]?.status?.leaderId;
+    const votes = this.probes.flatMap((p) =>
+      p.member.isLearner || p.status === undefined ? [] : [{ leaderId: p.status.leaderId, raftTerm: p.status.raftTerm }],
+    );
+    const { leaderId } = electLeader(this.voters.length, votes);
     return leaderId === undefined ? undefined : this.byId.get(leaderId);
   }
 

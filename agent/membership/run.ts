@@ -55,6 +55,10 @@ export class ActionRun {
   leaderTransferred = false;
   /** The last step begun, named in a `timeout` answer's details. */
   step = 'starting';
+  /** The last probe of this execution: says whether an "unhealthy cluster" refusal is etcd settling or real. */
+  lastProbe?: ClusterProbe;
+  /** When etcd first refused a change of this execution as "unhealthy cluster" while every voter answered. */
+  private settlingSince?: number;
 
   constructor(
     readonly deps: MembershipDeps,
@@ -74,9 +78,10 @@ export class ActionRun {
   }
 
   /** Status of every member in `members`, in parallel, each within the configured status timeout. */
-  probe(members: Member[]): Promise<ClusterProbe> {
+  async probe(members: Member[]): Promise<ClusterProbe> {
     this.begin('asking the members for their status');
-    return probeMembers(this.deps.cluster, members, this.statusTimeoutMs());
+    this.lastProbe = await probeMembers(this.deps.cluster, members, this.statusTimeoutMs());
+    return this.lastProbe;
   }
 
   /** The deadline of one Status call: the configured one, never past the call's own deadline. */
@@ -98,23 +103,57 @@ export class ActionRun {
   /**
    * Runs `attempt` (read, decide, act) again after a transient etcd failure, while the deadline
    * allows: each attempt reads the member list afresh, so a change whose answer was lost is found
-   * done instead of being sent twice.
+   * done instead of being sent twice. etcd's "unhealthy cluster" while the probe found every voter
+   * answering is etcd settling (it refuses changes for 5 s after a peer connects): retried with
+   * backoff up to the deadline, and only then answered `unsafe`, saying how long it waited.
    */
-  converge<T>(attempt: () => Promise<T>, alsoRetry: RetryFilter = () => false): Promise<T> {
-    return pRetry(attempt, {
-      retries: 20,
-      minTimeout: 100,
-      maxTimeout: 500,
-      onFailedAttempt: (err) => {
-        const again = isTransient(err) || alsoRetry(err, err.attemptNumber);
-        if (!again || this.deadline.remainingMs() < 600) throw err;
-        this.deps.logger.debug('retrying after a transient failure', {
+  async converge<T>(attempt: () => Promise<T>, alsoRetry: RetryFilter = () => false): Promise<T> {
+    try {
+      const result = await pRetry(attempt, {
+        // The deadline bounds the attempts (below); transient failures get at most 20 of them.
+        retries: 1000,
+        minTimeout: 100,
+        maxTimeout: 500,
+        onFailedAttempt: (err) => {
+          const settling = this.isSettling(err);
+          if (settling) this.settlingSince ??= Date.now();
+          const again = (isTransient(err) && err.attemptNumber <= 20) || settling || alsoRetry(err, err.attemptNumber);
+          if (!again || this.deadline.remainingMs() < 600) throw err;
+          this.deps.logger.debug(settling ? 'etcd refuses changes while a peer settles; retrying' : 'retrying after a transient failure', {
+            action: this.action,
+            requestId: this.context.requestId,
+            error: err.message,
+          });
+        },
+      });
+      if (this.settlingSince !== undefined) {
+        this.deps.logger.info('etcd accepted the change after refusing it as "unhealthy cluster"', {
           action: this.action,
           requestId: this.context.requestId,
-          error: err.message,
+          waitedMs: Date.now() - this.settlingSince,
         });
-      },
-    });
+      }
+      return result;
+    } catch (err) {
+      throw this.withWait(err);
+    }
+  }
+
+  /** True for etcd's "unhealthy cluster" when the last probe of this execution found every voter answering. */
+  private isSettling(err: unknown): boolean {
+    const probe = this.lastProbe;
+    const everyVoter = probe !== undefined && probe.voters.length > 0 && probe.healthyVoters === probe.voters.length;
+    return everyVoter && etcdSaid(err, isUnhealthyCluster);
+  }
+
+  /** An "unhealthy cluster" refusal that was waited on: says so, and for how long (`details.waitedMs`). */
+  private withWait(err: unknown): unknown {
+    if (this.settlingSince === undefined || !(err instanceof AgentError) || !etcdSaid(err, isUnhealthyCluster)) return err;
+    const waitedMs = Date.now() - this.settlingSince;
+    const why = this.isSettling(err)
+      ? `etcd still refused the change as "unhealthy cluster" after ${waitedMs} ms of retries, although every voter answered its status call`
+      : `etcd refused the change as "unhealthy cluster"; it was retried for ${waitedMs} ms, until a voter stopped answering`;
+    return new AgentError(err.code, why, { cause: err.cause, retryable: err.retryable, details: { ...err.details, waitedMs } });
   }
 
   /** Records `step` as begun; throws `timeout` naming it when the deadline has already passed. */
@@ -217,6 +256,11 @@ export function requireQuorum(probe: ClusterProbe): void {
 /** True when `err` (or the etcd error it wraps) satisfies `test`; etcd's own text sits in the cause. */
 export function etcdSaid(err: unknown, test: (e: unknown) => boolean): boolean {
   return test(err) || (err instanceof Error && err.cause !== undefined && test(err.cause));
+}
+
+/** True when etcd refused a change as "unhealthy cluster" (strict reconfiguration check). */
+export function isUnhealthyCluster(err: unknown): boolean {
+  return err instanceof Error && err.message.includes('unhealthy cluster');
 }
 
 /** How a member is described in messages: its name, else its peer URLs, with its id. */

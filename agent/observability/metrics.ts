@@ -1,23 +1,39 @@
 /**
  * prom-client metrics (CONTRACT §4 GET /metrics). Each app gets its own
  * Registry, so tests and several agents in one process never share counters.
+ *
+ * The `etcd_agent_cluster_*`, `etcd_agent_quorum_*`, `etcd_agent_operations_*` and
+ * `etcd_agent_member_reachable` gauges describe the whole cluster: every sidecar exports the same
+ * values, so rules aggregate them (`max by`/`min by`). The observation-derived ones are absent while
+ * the observation is `unknown` (health-metrics.ts): a slow agent must not look like quorum loss.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { BUILD_INFO } from './build-info';
 
 /** Every metric the agent exposes, bound to one registry. */
 export interface Metrics {
   registry: Registry;
   actionsTotal: Counter<'action' | 'outcome'>;
   actionDuration: Histogram<'action'>;
-  membershipChanges: Counter<'kind'>;
+  membershipChanges: Counter<'kind' | 'result'>;
   clusterHealthy: Gauge;
   quorumHealthyVoters: Gauge;
   quorumVoters: Gauge;
   healthObservationAge: Gauge;
   healthObservations: Counter<'result'>;
-  statusRpcs: Counter;
+  statusRpcs: Counter<'result'>;
   memberReachable: Gauge<'member'>;
-  httpRequests: Counter<'method' | 'route' | 'status'>;
+  httpRequests: Counter<'method' | 'route' | 'code'>;
+  httpRequestDuration: Histogram<'method' | 'route' | 'code'>;
+  clusterStatus: Gauge<'status'>;
+  quorumFaultTolerance: Gauge;
+  quorumHasQuorum: Gauge;
+  clusterLearners: Gauge;
+  clusterMembers: Gauge;
+  clusterAlarms: Gauge<'alarm'>;
+  operationsInFlight: Gauge;
+  operationsOldestAge: Gauge;
+  buildInfo: Gauge<'version' | 'node_version'>;
   /** Brings the health gauges up to date when a scrape reads them (set by the health observer). */
   healthScrape: HealthScrapeHook;
 }
@@ -55,8 +71,8 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     }),
     membershipChanges: new Counter({
       name: 'etcd_agent_membership_changes_total',
-      help: 'Membership RPCs actually sent to etcd (add, remove, promote, move-leader).',
-      labelNames: ['kind'] as const,
+      help: 'Membership RPCs actually sent to etcd (add, remove, promote, move-leader), by result (ok or the error code).',
+      labelNames: ['kind', 'result'] as const,
       registers,
     }),
     clusterHealthy: new Gauge({
@@ -91,7 +107,8 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     }),
     statusRpcs: new Counter({
       name: 'etcd_agent_status_rpcs_total',
-      help: 'Maintenance.Status RPCs sent to etcd members.',
+      help: 'Maintenance.Status RPCs sent to etcd members, by result (ok or the error code).',
+      labelNames: ['result'] as const,
       registers,
     }),
     memberReachable: new Gauge({
@@ -103,10 +120,89 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     }),
     httpRequests: new Counter({
       name: 'etcd_agent_http_requests_total',
-      help: 'HTTP requests answered, by method, route and status.',
-      labelNames: ['method', 'route', 'status'] as const,
+      help: 'HTTP requests answered, by method, route and status code.',
+      labelNames: ['method', 'route', 'code'] as const,
       registers,
     }),
+    httpRequestDuration: new Histogram({
+      name: 'etcd_agent_http_request_duration_seconds',
+      help: 'Time from the arrival of a request to its answer, by method, route and status code.',
+      labelNames: ['method', 'route', 'code'] as const,
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+      registers,
+    }),
+    clusterStatus: new Gauge({
+      name: 'etcd_agent_cluster_status',
+      help: 'Status of the last observation, one-hot: 1 for the current status, 0 for the others.',
+      labelNames: ['status'] as const,
+      registers,
+      collect,
+    }),
+    quorumFaultTolerance: new Gauge({
+      name: 'etcd_agent_quorum_fault_tolerance',
+      help: 'Healthy voters that may still fail before quorum is lost; absent while the observation is unknown.',
+      registers,
+      collect,
+    }),
+    quorumHasQuorum: new Gauge({
+      name: 'etcd_agent_quorum_has_quorum',
+      help: '1 when the healthy voters reach a quorum, else 0; absent while the observation is unknown.',
+      registers,
+      collect,
+    }),
+    clusterLearners: new Gauge({
+      name: 'etcd_agent_cluster_learners',
+      help: 'Learners in the member list; absent while the observation is unknown.',
+      registers,
+      collect,
+    }),
+    clusterMembers: new Gauge({
+      name: 'etcd_agent_cluster_members',
+      help: 'Members in the member list (voters, learners, unstarted); absent while the observation is unknown.',
+      registers,
+      collect,
+    }),
+    clusterAlarms: new Gauge({
+      name: 'etcd_agent_cluster_alarms',
+      help: 'Members with this etcd alarm raised (NOSPACE, CORRUPT); absent while the observation is unknown.',
+      labelNames: ['alarm'] as const,
+      registers,
+      collect,
+    }),
+    operationsInFlight: new Gauge({
+      name: 'etcd_agent_operations_in_flight',
+      help: 'Membership changes in flight cluster-wide (operation records); absent when they could not be read.',
+      registers,
+      collect,
+    }),
+    operationsOldestAge: new Gauge({
+      name: 'etcd_agent_operations_oldest_age_seconds',
+      help: 'Age of the oldest membership change in flight, 0 when none; absent when they could not be read.',
+      registers,
+      collect,
+    }),
+    buildInfo: buildInfo(registers),
     healthScrape,
   };
+}
+
+function buildInfo(registers: Registry[]): Gauge<'version' | 'node_version'> {
+  const gauge = new Gauge({
+    name: 'etcd_agent_build_info',
+    help: 'Always 1; the labels say which agent version runs on which Node.js.',
+    labelNames: ['version', 'node_version'] as const,
+    registers,
+  });
+  gauge.set({ version: BUILD_INFO.version, node_version: process.version }, 1);
+  return gauge;
+}
+
+/** One answered HTTP request, as the request middleware (or a fast path that skips it) records it. */
+export function recordHttpRequest(
+  metrics: Pick<Metrics, 'httpRequests' | 'httpRequestDuration'>,
+  request: { method: string; route: string; code: number; seconds: number },
+): void {
+  const labels = { method: request.method, route: request.route, code: String(request.code) };
+  metrics.httpRequests.inc(labels);
+  metrics.httpRequestDuration.observe(labels, request.seconds);
 }

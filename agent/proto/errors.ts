@@ -13,6 +13,7 @@ export type ErrorCode =
   | 'conflict'
   | 'unsafe'
   | 'busy'
+  | 'in-progress'
   | 'payload-too-large'
   | 'unsupported-media-type'
   | 'unavailable'
@@ -34,6 +35,8 @@ export const ERROR_CODES: Readonly<Record<ErrorCode, CodeSpec>> = Object.freeze(
   conflict: { status: 409, retryable: false },
   unsafe: { status: 409, retryable: true },
   busy: { status: 409, retryable: true },
+  // Only with `requireComplete`: the change is under way but not at its end state yet.
+  'in-progress': { status: 409, retryable: true },
   'payload-too-large': { status: 413, retryable: false },
   'unsupported-media-type': { status: 415, retryable: false },
   unavailable: { status: 503, retryable: true },

@@ -34,23 +34,58 @@ export type KbAgentErrorType =
   | 'failed'
   | 'internalError';
 
+/** The fields kbagent's ActionRequest (pkg/kbagent/proto/proto.go) carries, and `nonBlocking` of its Action. */
+export const KBAGENT_REQUEST_FIELDS = ['action', 'parameters', 'arguments', 'timeoutSeconds', 'retryPolicy', 'rerun', 'nonBlocking'] as const;
+
 /**
- * The request body. `arguments`, `retryPolicy` and `rerun` are accepted and
- * ignored (CONTRACT §5); so is `nonBlocking`, which kbagent's own ActionRequest
- * carries (pkg/kbagent/proto/proto.go), so a KubeBlocks controller that sets it
- * is not refused. Any other field is a `badRequest`.
+ * The request body, read as kbagent's Go server reads it (`json.Unmarshal` into
+ * its ActionRequest): fields it does not know are ignored (the route logs them at
+ * debug), `arguments`, `retryPolicy`, `rerun` and `nonBlocking` are accepted and
+ * ignored, and `timeoutSeconds` may be any whole number (see `effectiveTimeout`).
+ * A field of the wrong type is a `badRequest`, as Go's decoder refuses it too.
  */
 export const kbAgentRequestSchema = z
   .object({
     action: z.string().min(1, 'action is required').max(128),
-    parameters: z.record(z.string(), z.string()).optional(),
-    timeoutSeconds: z.number().int().min(1).max(60).optional(),
+    parameters: z.record(z.string(), z.string()).nullable().optional(),
+    timeoutSeconds: z.number().int('must be a whole number').nullable().optional(),
     arguments: z.unknown().optional(),
     retryPolicy: z.unknown().optional(),
     rerun: z.unknown().optional(),
     nonBlocking: z.unknown().optional(),
   })
-  .strict();
+  .strip();
+
+/** The top-level fields of a body that the route does not know (logged, then ignored). */
+export function unknownFields(body: unknown): string[] {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return [];
+  return Object.keys(body).filter((k) => !(KBAGENT_REQUEST_FIELDS as readonly string[]).includes(k));
+}
+
+/** The deadline a kbagent call gets, and a note when the request's value was not taken as is. */
+export interface EffectiveTimeout {
+  seconds: number;
+  note?: string;
+}
+
+/** The longest deadline a call may have (CONTRACT §4), as kbagent caps blocking actions. */
+export const MAX_TIMEOUT_SECONDS = 60;
+
+/**
+ * kbagent's reading of `timeoutSeconds` (pkg/kbagent/service/action_utils.go): absent or 0 is
+ * the default, above 60 is 60. A negative value means "no timeout" to kbagent; the agent has no
+ * unbounded call, so it takes the default and says so.
+ */
+export function effectiveTimeout(requested: number | null | undefined, fallback: number): EffectiveTimeout {
+  if (requested === undefined || requested === null || requested === 0) return { seconds: fallback };
+  if (requested < 0) {
+    return { seconds: fallback, note: `timeoutSeconds ${requested} is negative (kbagent: no timeout); the agent uses its default ${fallback} s` };
+  }
+  if (requested > MAX_TIMEOUT_SECONDS) {
+    return { seconds: MAX_TIMEOUT_SECONDS, note: `timeoutSeconds ${requested} is above ${MAX_TIMEOUT_SECONDS}; capped at ${MAX_TIMEOUT_SECONDS} s` };
+  }
+  return { seconds: requested };
+}
 
 /** A validated request body. */
 export type KbAgentRequest = z.infer<typeof kbAgentRequestSchema>;
@@ -72,6 +107,7 @@ export type KbAgentResponse = KbAgentSuccess | KbAgentFailure;
 /** The contract's mapping of the agent's error codes to kbagent's error types (CONTRACT §5). */
 const ERROR_TYPES: Readonly<Record<ErrorCode, KbAgentErrorType>> = Object.freeze({
   busy: 'busy',
+  'in-progress': 'inProgress',
   unsafe: 'preconditionFailed',
   'bad-request': 'badRequest',
   timeout: 'timedOut',

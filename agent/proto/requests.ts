@@ -44,6 +44,9 @@ const memberId = z.string().regex(/^(0x)?[0-9a-fA-F]{1,16}$/, 'must be a member 
 
 const timeoutSeconds = z.number().int('must be a whole number').min(1).max(60);
 
+/** "Answer 2xx only at the end state" (agent/proto/completion.ts); the service never sees it. */
+const requireComplete = z.boolean().optional();
+
 /** `POST /v1/members/join`. */
 export const joinRequestSchema = z
   .object({
@@ -52,6 +55,7 @@ export const joinRequestSchema = z
     learner: z.boolean().optional(),
     wait: z.boolean().optional(),
     timeoutSeconds: timeoutSeconds.optional(),
+    requireComplete,
   })
   .strict();
 
@@ -63,6 +67,7 @@ export const leaveRequestSchema = z
     id: memberId.optional(),
     force: z.boolean().optional(),
     timeoutSeconds: timeoutSeconds.optional(),
+    requireComplete,
   })
   .strict()
   .refine((body) => body.name !== undefined || body.id !== undefined, {
@@ -77,6 +82,7 @@ export const promoteRequestSchema = z
     peerURLs: peerURLs.optional(),
     id: memberId.optional(),
     timeoutSeconds: timeoutSeconds.optional(),
+    requireComplete,
   })
   .strict();
 
@@ -85,17 +91,18 @@ export const transferRequestSchema = z
   .object({
     to: memberName.optional(),
     timeoutSeconds: timeoutSeconds.optional(),
+    requireComplete,
   })
   .strict();
 
-/** A parsed join request. */
-export type JoinRequest = z.infer<typeof joinRequestSchema>;
-/** A parsed leave request. */
-export type LeaveRequest = z.infer<typeof leaveRequestSchema>;
-/** A parsed promote request. */
-export type PromoteRequest = z.infer<typeof promoteRequestSchema>;
-/** A parsed leader-transfer request. */
-export type TransferRequest = z.infer<typeof transferRequestSchema>;
+/** A parsed join request, as the membership service takes it. */
+export type JoinRequest = Omit<z.infer<typeof joinRequestSchema>, 'requireComplete'>;
+/** A parsed leave request, as the membership service takes it. */
+export type LeaveRequest = Omit<z.infer<typeof leaveRequestSchema>, 'requireComplete'>;
+/** A parsed promote request, as the membership service takes it. */
+export type PromoteRequest = Omit<z.infer<typeof promoteRequestSchema>, 'requireComplete'>;
+/** A parsed leader-transfer request, as the membership service takes it. */
+export type TransferRequest = Omit<z.infer<typeof transferRequestSchema>, 'requireComplete'>;
 
 /** One problem of a refused body, as listed in `details.issues`. */
 export interface RequestIssue {

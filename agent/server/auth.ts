@@ -2,17 +2,56 @@
  * Who may change membership (CONTRACT §6): a bearer token from a file that is
  * re-read when it changes (a rotated Kubernetes Secret), else loopback callers
  * only, unless remote unauthenticated calls are explicitly allowed.
+ *
+ * In the node's network namespace (`host-network.ts`) the loopback is the node's,
+ * shared by every process and host-network pod there, so it vouches for nobody:
+ * a mutating call then needs the token from loopback too, and the agent does not
+ * start without one, unless the operator accepts exactly that with
+ * ETCD_AGENT_HOST_NETWORK_ALLOW_UNAUTHENTICATED_LOOPBACK=true.
  */
 import * as fs from 'node:fs';
 import { timingSafeEqual, createHash } from 'node:crypto';
 import type { RequestHandler } from 'express';
 import { AgentError } from '../proto/errors';
 import type { Logger } from '../observability/logger';
+import { fileIdentity } from '../watched-files';
 
 /** The settings §6 depends on. */
 export interface AuthOptions {
   tokenFile?: string;
   allowRemoteUnauthenticated: boolean;
+  /** The agent shares the node's network namespace, hence its loopback (absent: false). */
+  hostNetwork?: boolean;
+  /** In the node's network namespace, loopback callers need no token all the same (absent: false). */
+  hostNetworkAllowUnauthenticatedLoopback?: boolean;
+}
+
+/** The settings that decide whether the agent may start without a token. */
+export interface StartupAuthSettings {
+  tokenConfigured: boolean;
+  allowRemoteUnauthenticated: boolean;
+  hostNetwork: boolean;
+  hostNetworkAllowUnauthenticatedLoopback: boolean;
+  /** Why the agent believes it is in the node's network namespace, for the message. */
+  hostNetworkReason?: string;
+}
+
+/**
+ * Start-up's half of the rule (pure): in the node's network namespace, without a token file,
+ * any process on the node could change membership, so the agent refuses to start; the
+ * answer names the variable to set. Undefined when it may start: not host network, a token,
+ * or an explicit opt-out (the loopback one, or the wider remote one, which includes it).
+ */
+export function startupAuthRefusal(settings: StartupAuthSettings): { variable: string; message: string } | undefined {
+  if (!settings.hostNetwork || settings.tokenConfigured) return undefined;
+  if (settings.hostNetworkAllowUnauthenticatedLoopback || settings.allowRemoteUnauthenticated) return undefined;
+  return {
+    variable: 'ETCD_AGENT_TOKEN_FILE',
+    message:
+      `is required in the node's network namespace${settings.hostNetworkReason === undefined ? '' : ` (${settings.hostNetworkReason})`}, ` +
+      'where the loopback is shared by every process on the node; ' +
+      'set it, or accept unauthenticated loopback calls with ETCD_AGENT_HOST_NETWORK_ALLOW_UNAUTHENTICATED_LOOPBACK=true',
+  };
 }
 
 /** True for 127.0.0.0/8 and ::1, also in their IPv4-mapped form. */
@@ -37,8 +76,7 @@ export class TokenSource {
     let key: string;
     let token: string;
     try {
-      const stat = fs.statSync(this.file);
-      key = `${stat.dev}:${stat.ino}:${stat.size}:${stat.mtimeMs}:${stat.ctimeMs}`;
+      key = fileIdentity(this.file);
       if (this.cached?.key === key) return this.cached.digest;
       token = fs.readFileSync(this.file, 'utf8').replace(/\r?\n$/, '');
     } catch (err) {
@@ -80,6 +118,10 @@ export interface MutationPolicy {
   /** SHA-256 of the current token; undefined when the file is unreadable or empty. */
   tokenDigest?: Buffer;
   allowRemoteUnauthenticated: boolean;
+  /** The agent shares the node's network namespace (absent: false). */
+  hostNetwork?: boolean;
+  /** In the node's network namespace, loopback callers need no token all the same (absent: false). */
+  hostNetworkAllowUnauthenticatedLoopback?: boolean;
 }
 
 /**
@@ -87,6 +129,8 @@ export interface MutationPolicy {
  * 401 or 403 to answer. A configured token is required, also from loopback;
  * `ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED=true` accepts every call, as §6
  * lists it as an alternative of its own (start-up warns when both are set).
+ * Without a token, loopback callers are accepted only where the loopback is the
+ * pod's own: not in the node's network namespace, unless explicitly allowed.
  */
 export function authorizeMutation(policy: MutationPolicy, caller: MutationCaller): AgentError | undefined {
   if (policy.allowRemoteUnauthenticated) return undefined;
@@ -98,7 +142,15 @@ export function authorizeMutation(policy: MutationPolicy, caller: MutationCaller
     }
     return undefined;
   }
-  if (isLoopback(caller.remoteAddress)) return undefined;
+  const loopbackIsPrivate = policy.hostNetwork !== true || policy.hostNetworkAllowUnauthenticatedLoopback === true;
+  if (isLoopback(caller.remoteAddress) && loopbackIsPrivate) return undefined;
+  if (!loopbackIsPrivate) {
+    // Start-up refuses this configuration; an app built without that check still fails closed.
+    return new AgentError(
+      'forbidden',
+      "mutating calls need ETCD_AGENT_TOKEN_FILE in the node's network namespace, where loopback callers are any process on the node",
+    );
+  }
   return new AgentError(
     'forbidden',
     'mutating calls are accepted only from loopback when no ETCD_AGENT_TOKEN_FILE is configured',
@@ -111,6 +163,11 @@ export function requireMutationAuth(options: AuthOptions, logger: Logger): Reque
   if (tokens !== undefined && options.allowRemoteUnauthenticated) {
     logger.warn('ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED=true: mutating calls are accepted without the token of ETCD_AGENT_TOKEN_FILE too');
   }
+  if (options.hostNetwork === true && tokens === undefined && options.hostNetworkAllowUnauthenticatedLoopback === true) {
+    logger.warn(
+      "ETCD_AGENT_HOST_NETWORK_ALLOW_UNAUTHENTICATED_LOOPBACK=true: in the node's network namespace any process on the node may change membership",
+    );
+  }
   return (req, res, next) => {
     if (req.method !== 'POST') return next();
     const refusal = authorizeMutation(
@@ -118,6 +175,8 @@ export function requireMutationAuth(options: AuthOptions, logger: Logger): Reque
         tokenConfigured: tokens !== undefined,
         tokenDigest: tokens?.digest(),
         allowRemoteUnauthenticated: options.allowRemoteUnauthenticated,
+        hostNetwork: options.hostNetwork,
+        hostNetworkAllowUnauthenticatedLoopback: options.hostNetworkAllowUnauthenticatedLoopback,
       },
       { authorization: req.get('authorization'), remoteAddress: req.socket.remoteAddress },
     );

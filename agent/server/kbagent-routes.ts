@@ -2,7 +2,9 @@
  * `POST /v1.0/action`, KubeBlocks kbagent's wire format (CONTRACT §5). An
  * adapter only: `memberJoin`, `memberLeave` and `switchover` call the same
  * membership service as the v1 routes, and `roleProbe` asks this pod's own
- * etcd. Every answer is HTTP 200, `{output}` (base64) or `{error, message}`.
+ * etcd. The body is read as kbagent's Go server reads it (any or no
+ * Content-Type, unknown fields ignored, `timeoutSeconds` as kbagent resolves
+ * it); every answer is HTTP 200, `{output}` (base64) or `{error, message}`.
  */
 import { Router } from 'express';
 import type { ErrorRequestHandler, Request, Response } from 'express';
@@ -13,9 +15,11 @@ import { toAgentError } from '../etcd/errors';
 import { peerUrlFromFqdn } from '../membership/match';
 import type { MembershipService } from '../membership/service';
 import type { Logger } from '../observability/logger';
+import { answerOf } from '../proto/completion';
 import { AgentError } from '../proto/errors';
 import {
   describeIssues,
+  effectiveTimeout,
   encodeOutput,
   KB_PARAMETERS,
   KbAgentAction,
@@ -24,6 +28,7 @@ import {
   KbAgentRequest,
   kbAgentRequestSchema,
   KbAgentResponse,
+  unknownFields,
 } from '../proto/kbagent';
 import {
   JoinRequest,
@@ -48,6 +53,12 @@ export interface KbAgentDeps {
   cluster: EtcdCluster;
   membership: KbAgentMembership;
   logger: Logger;
+  /**
+   * The cluster's leader by the agent's one rule (membership/leader.ts), from the shared health
+   * observation; `known: false` when no observation finished in time. Without it, roleProbe takes
+   * the local member's own view.
+   */
+  leader?: () => Promise<{ known: boolean; id?: string }>;
 }
 
 /** The bare role `roleProbe` answers (CONTRACT §5). */
@@ -69,8 +80,8 @@ export function kbAgentRouter(deps: KbAgentDeps): Router {
 }
 
 /**
- * Errors raised before the route runs (a body that is not JSON, too large, of
- * another media type) answer on this path as kbagent would: HTTP 200 with
+ * Errors raised before the route runs (a body that is not JSON, too large, in a
+ * charset other than UTF-8) answer on this path as kbagent would: HTTP 200 with
  * `{error: "badRequest"}`, since a kbagent caller reads the body, not the status.
  * Auth refusals (401, 403) and 404/405 keep the contract's envelope and status:
  * a caller without credentials, or one that GETs, is not speaking kbagent, and
@@ -90,21 +101,23 @@ export function kbAgentErrorHandler(logger: Logger): ErrorRequestHandler {
 async function perform(deps: KbAgentDeps, body: unknown, id: string): Promise<KbAgentResponse> {
   const parsed = kbAgentRequestSchema.safeParse(body);
   if (!parsed.success) throw new AgentError('bad-request', describeIssues(parsed.error));
-  const request = parsed.data;
+  // Read as kbagent's Go server reads it: unknown fields ignored, the deadline as kbagent resolves it.
+  const ignored = unknownFields(body);
+  if (ignored.length > 0) deps.logger.debug('kbagent request: unknown fields ignored', { requestId: id, fields: ignored.slice(0, 20) });
+  const timeout = effectiveTimeout(parsed.data.timeoutSeconds, deps.config.timeoutSeconds);
+  if (timeout.note !== undefined) deps.logger.info('kbagent request: timeoutSeconds adjusted', { requestId: id, note: timeout.note });
+  const request: KbAgentRequest = { ...parsed.data, timeoutSeconds: timeout.seconds };
   if (!isKnownAction(request.action)) {
     return { error: 'notDefined', message: `action ${request.action} is not defined; this agent performs ${KBAGENT_ACTIONS.join(', ')}` };
   }
   const context = { requestId: id };
   switch (request.action) {
     case 'memberJoin': {
-      const result = await deps.membership.join(joinRequest(deps.config, request), context);
-      if (!result.complete) {
-        const name = parameter(request, KB_PARAMETERS.joinName) ?? '';
-        return {
-          error: 'inProgress',
-          message: `${name}: ${result.outcome} (${result.phase ?? 'unknown phase'}), not yet a started voter; call again`,
-        };
-      }
+      // kbagent success means done (CONTRACT §5): short of a started voter, `inProgress`.
+      const join = joinRequest(deps.config, request);
+      const result = await deps.membership.join(join, context);
+      const decided = answerOf(result, true, join.name);
+      if (decided.kind === 'error') return { error: kbAgentErrorType(decided.error.code), message: decided.error.message };
       return success(result, id);
     }
     case 'memberLeave':
@@ -192,15 +205,15 @@ function transferRequest(request: KbAgentRequest): TransferRequest {
 }
 
 function timeout(request: KbAgentRequest): { timeoutSeconds?: number } {
-  return request.timeoutSeconds === undefined ? {} : { timeoutSeconds: request.timeoutSeconds };
+  return request.timeoutSeconds === undefined || request.timeoutSeconds === null ? {} : { timeoutSeconds: request.timeoutSeconds };
 }
 
 /**
  * This pod's member's role, from its own etcd (ETCD_AGENT_LOCAL_ENDPOINT): its
- * Status says who it is, whether it is a learner, and who leads; for a voter the
- * member list confirms it is still a member.
+ * Status says who it is and whether it is a learner; for a voter the member list
+ * confirms it is still a member, and the leader rule (a quorum of voters) says who leads.
  */
-export async function localRole(deps: Pick<KbAgentDeps, 'config' | 'cluster'>, deadline: Deadline): Promise<Role> {
+export async function localRole(deps: Pick<KbAgentDeps, 'config' | 'cluster' | 'leader'>, deadline: Deadline): Promise<Role> {
   const { config, cluster } = deps;
   const timeoutMs = Math.max(1, Math.min(deadline.remainingMs(), Math.max(1000, config.statusTimeoutMs)));
   let status;
@@ -223,5 +236,9 @@ export async function localRole(deps: Pick<KbAgentDeps, 'config' | 'cluster'>, d
     });
   }
   if (member.isLearner) return 'learner';
-  return status.leaderId === status.memberId ? 'leader' : 'follower';
+  if (deps.leader === undefined) return status.leaderId === status.memberId ? 'leader' : 'follower';
+  // The same leader as /v1/health, leave and transfer name: a quorum's, not this member's own view.
+  const view = await deps.leader();
+  if (!view.known) throw new AgentError('unavailable', 'no health observation finished in time to say who leads');
+  return view.id === status.memberId ? 'leader' : 'follower';
 }

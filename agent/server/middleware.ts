@@ -10,7 +10,7 @@ import { AgentError } from '../proto/errors';
 import { ROUTES } from '../proto/routes';
 import { routePath } from './request-guard';
 import type { Logger } from '../observability/logger';
-import type { Metrics } from '../observability/metrics';
+import { recordHttpRequest, type Metrics } from '../observability/metrics';
 import { toAgentError } from '../etcd/errors';
 
 const INCOMING_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -30,7 +30,8 @@ export function requestContext(logger: Logger, metrics: Metrics): RequestHandler
     const started = performance.now();
     res.on('finish', () => {
       const route = knownRoute(req.path) ?? 'unmatched';
-      metrics.httpRequests.inc({ method: req.method, route, status: String(res.statusCode) });
+      const seconds = (performance.now() - started) / 1000;
+      recordHttpRequest(metrics, { method: req.method, route, code: res.statusCode, seconds });
       // At info, the default level: the contract logs every answer's requestId. Checked first,
       // since winston formats a line (timestamp, redaction, JSON) before its level drops it.
       const level = res.statusCode >= 500 ? 'warn' : 'info';
@@ -40,7 +41,7 @@ export function requestContext(logger: Logger, metrics: Metrics): RequestHandler
         method: req.method,
         path: req.path.slice(0, 200),
         status: res.statusCode,
-        durationMs: Math.round((performance.now() - started) * 100) / 100,
+        durationMs: Math.round(seconds * 100_000) / 100,
         remote: req.socket.remoteAddress,
       });
     });
@@ -54,7 +55,16 @@ function knownRoute(path: string): string | undefined {
   return ROUTES.find((r) => r.path === served)?.path;
 }
 
-/** Parses JSON bodies of at most 64 KiB; a POST must be application/json (an empty body counts as `{}`). */
+/**
+ * Routes whose body is JSON whatever its Content-Type, including none: kbagent's Go client
+ * (pkg/kbagent/client/http_client.go) sends its JSON without one (CONTRACT §5).
+ */
+export const ANY_CONTENT_TYPE_PATHS: readonly string[] = ['/v1.0/action'];
+
+/**
+ * Parses JSON bodies of at most 64 KiB; a POST must be application/json (an empty body counts
+ * as `{}`), except on `ANY_CONTENT_TYPE_PATHS`, where any body is read as JSON.
+ */
 export function jsonBody(): RequestHandler[] {
   const parse = expressModule().json({ limit: '64kb', strict: true, type: () => true });
   const contentType: RequestHandler = (req, _res, next) => {
@@ -65,7 +75,7 @@ export function jsonBody(): RequestHandler[] {
       req.body = {};
       return next();
     }
-    if (!req.is('application/json')) {
+    if (!req.is('application/json') && !ANY_CONTENT_TYPE_PATHS.includes(routePath(req.path))) {
       return next(new AgentError('unsupported-media-type', 'the body must be application/json'));
     }
     next();

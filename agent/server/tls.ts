@@ -9,6 +9,7 @@ import * as tls from 'node:tls';
 import { X509Certificate } from 'node:crypto';
 import type { Config } from '../config';
 import type { Logger } from '../observability/logger';
+import { FileReloader } from '../watched-files';
 
 /** The PEM files of the agent's own HTTPS endpoint; with `clientCaFile`, clients must show a certificate it signed. */
 export interface TlsFiles {
@@ -49,75 +50,41 @@ export function describeCertificate(pem: Buffer | string): { subject: string; va
   return { subject: cert.subject.replace(/\n/g, ', '), validTo: cert.validTo, fingerprint256: cert.fingerprint256 };
 }
 
-/** Polls the TLS files and installs a new secure context when any of them changes. */
+/** Polls the TLS files and installs a new secure context when any of them changes (a `FileReloader`). */
 export class TlsReloader {
-  private timer?: NodeJS.Timeout;
-  private current: string;
-  private lastFailure?: string;
+  private readonly reloader: FileReloader<tls.SecureContextOptions>;
 
   constructor(
-    private readonly files: TlsFiles,
-    private readonly install: (options: tls.SecureContextOptions) => void,
-    private readonly logger?: Logger,
-    private readonly intervalMs = 1000,
+    files: TlsFiles,
+    install: (options: tls.SecureContextOptions) => void,
+    logger?: Logger,
+    intervalMs = 1000,
   ) {
-    this.current = this.fingerprint();
+    this.reloader = new FileReloader({
+      files: [files.certFile, files.keyFile, ...(files.clientCaFile === undefined ? [] : [files.clientCaFile])],
+      // A half-rotated pair (new certificate, old key) fails to load; the old one keeps serving.
+      load: () => readSecureContext(files),
+      install,
+      logger,
+      intervalMs,
+      messages: { rejected: 'tls files changed but do not load; keeping the previous certificate', installed: 'tls certificate reloaded' },
+      describe: (options) => safeDescribe(options.cert as Buffer),
+    });
   }
 
   /** Starts polling; the timer never keeps the process alive. */
   start(): void {
-    if (this.timer !== undefined) return;
-    this.timer = setInterval(() => this.check(), this.intervalMs);
-    this.timer.unref();
+    this.reloader.start();
   }
 
   /** Stops polling. */
   stop(): void {
-    if (this.timer !== undefined) clearInterval(this.timer);
-    this.timer = undefined;
+    this.reloader.stop();
   }
 
   /** Reloads now if the files changed; answers whether a new context was installed. */
   check(): boolean {
-    const seen = this.fingerprint();
-    if (seen === this.current) return false;
-    let options: tls.SecureContextOptions;
-    try {
-      options = readSecureContext(this.files);
-    } catch (err) {
-      // A half-rotated pair (new certificate, old key) fails to load; keep serving the old one and try again.
-      if (this.lastFailure !== seen) {
-        this.lastFailure = seen;
-        this.logger?.warn('tls files changed but do not load; keeping the previous certificate', {
-          certFile: this.files.certFile,
-          error: err instanceof Error ? err.message.split('\n')[0] : String(err),
-        });
-      }
-      return false;
-    }
-    this.install(options);
-    this.current = seen;
-    this.lastFailure = undefined;
-    this.logger?.info('tls certificate reloaded', {
-      certFile: this.files.certFile,
-      ...safeDescribe(options.cert as Buffer),
-    });
-    return true;
-  }
-
-  /** Identity of the files' current contents: inode, size and times of each, following symlinks. */
-  private fingerprint(): string {
-    return [this.files.certFile, this.files.keyFile, this.files.clientCaFile]
-      .filter((f): f is string => f !== undefined)
-      .map((f) => {
-        try {
-          const s = fs.statSync(f);
-          return `${s.dev}:${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}`;
-        } catch {
-          return 'missing';
-        }
-      })
-      .join('|');
+    return this.reloader.check();
   }
 }
 

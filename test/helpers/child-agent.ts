@@ -116,11 +116,21 @@ export class ChildAgent {
     this.watchers.push(watch);
   }
 
-  /** A counter of its /metrics, e.g. ('etcd_agent_membership_changes_total', 'kind="add"'); 0 when absent. */
+  /**
+   * A counter of its /metrics summed over the series that carry `labels` (and any others, such as
+   * `result`), e.g. ('etcd_agent_membership_changes_total', 'kind="add"'); 0 when absent.
+   */
   async counter(name: string, labels: string): Promise<number> {
     const text = (await call(this.url, { method: 'GET', path: '/metrics' })).text;
-    const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}}`));
-    return line === undefined ? 0 : Number(line.split(' ').pop());
+    const wanted = labels.split(',');
+    let sum = 0;
+    for (const line of text.split('\n')) {
+      const series = /^(\S+?)\{(.*)\} (\S+)$/.exec(line);
+      if (series === null || series[1] !== name) continue;
+      const has = series[2].split(',');
+      if (wanted.every((pair) => has.includes(pair))) sum += Number(series[3]);
+    }
+    return sum;
   }
 
   /** The child's process id. */

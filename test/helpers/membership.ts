@@ -44,7 +44,7 @@ export function get(agent: RunningAgent | string, path: string): Promise<Answer>
 /** `etcd_agent_membership_changes_total` by kind (add, remove, promote, move-leader): RPCs actually sent. */
 export async function changesSent(metrics: Metrics): Promise<Record<string, number>> {
   const counts: Record<string, number> = { add: 0, remove: 0, promote: 0, 'move-leader': 0 };
-  for (const v of (await metrics.membershipChanges.get()).values) counts[String(v.labels.kind)] = v.value;
+  for (const v of (await metrics.membershipChanges.get()).values) counts[String(v.labels.kind)] += v.value;
   return counts;
 }
 

@@ -31,9 +31,14 @@ export function requireBuiltCli(): void {
   }
 }
 
-/** The environment of a child: this one without the ETCD_AGENT_* variables, plus `env`. */
+/**
+ * The environment of a child: this one without the ETCD_AGENT_* variables (nor POD_IP and
+ * HOST_IP, which would make the agent of a CI job in a host-network pod want a token), plus `env`.
+ */
 export function childEnv(env: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
-  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('ETCD_AGENT_') && !k.startsWith('KB_')));
+  const inherited = ([k]: [string, unknown]): boolean =>
+    !k.startsWith('ETCD_AGENT_') && !k.startsWith('KB_') && k !== 'POD_IP' && k !== 'HOST_IP';
+  const base = Object.fromEntries(Object.entries(process.env).filter(inherited));
   return { ...base, ...env };
 }
 

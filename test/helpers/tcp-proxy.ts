@@ -1,6 +1,7 @@
 /**
  * A TCP proxy in front of one etcd endpoint that a test can freeze: from then on
- * it forwards nothing, in either direction, like a network that went silent.
+ * it forwards nothing, in either direction, like a network that went silent; or
+ * make drop only the replies, so that a request is done and its answer lost.
  * (etcd3's own tests simulate network faults the same way.)
  */
 import net from 'node:net';
@@ -8,6 +9,7 @@ import net from 'node:net';
 /** A running proxy: `url` to give the agent, `freeze` to silence it, `close` to stop it. */
 export class TcpProxy {
   private frozen = false;
+  private replies = true;
   private readonly sockets = new Set<net.Socket>();
   private readonly server: net.Server;
   private readonly target: URL;
@@ -34,6 +36,11 @@ export class TcpProxy {
     this.frozen = true;
   }
 
+  /** From now on requests still pass but no reply comes back: a request is carried out, its answer lost. */
+  dropReplies(): void {
+    this.replies = false;
+  }
+
   /** Closes the listener and every connection. */
   async close(): Promise<void> {
     for (const s of this.sockets) s.destroy();
@@ -57,7 +64,7 @@ export class TcpProxy {
       if (!this.frozen) upstream.write(chunk);
     });
     upstream.on('data', (chunk) => {
-      if (!this.frozen) client.write(chunk);
+      if (!this.frozen && this.replies) client.write(chunk);
     });
   }
 }

@@ -240,7 +240,11 @@ describe('GET /v1/health and /v1/health/local against real etcd', () => {
     expect(seen.filter((s) => s.atMs >= (firstDown?.atMs ?? 0) && s.status === 200)).toEqual([]);
     const metrics = (await get(agent, '/metrics')).text;
     expect(metrics).toMatch(/^etcd_agent_cluster_healthy 0$/m);
-    expect(metrics).toMatch(/^etcd_agent_quorum_healthy_voters 0$/m);
+    // unavailable: no quorum, 0 healthy voters; unknown (no observation finished): no quorum gauges at all.
+    const status = /^etcd_agent_cluster_status\{status="(\w+)"\} 1$/m.exec(metrics)?.[1];
+    expect(['unavailable', 'unknown']).toContain(status);
+    const quorumLines = metrics.split('\n').filter((l) => /^etcd_agent_quorum_(healthy_voters|has_quorum) /.test(l));
+    expect(quorumLines).toEqual(status === 'unknown' ? [] : ['etcd_agent_quorum_healthy_voters 0', 'etcd_agent_quorum_has_quorum 0']);
     process.stdout.write(`all killed: first 503 after ${Math.round(firstDown?.atMs ?? -1)} ms, then ${after.length} answers in 10 s, none 200\n`);
 
     await Promise.all(NAMES.map((n) => c.restart(n)));

@@ -111,10 +111,15 @@ describe('process routes', () => {
       'etcd_agent_quorum_healthy_voters gauge',
       'etcd_agent_quorum_voters gauge',
       'etcd_agent_health_observation_age_seconds gauge',
+      'etcd_agent_cluster_status gauge',
+      'etcd_agent_http_request_duration_seconds histogram',
+      'etcd_agent_build_info gauge',
       'process_cpu_user_seconds_total counter',
     ]) {
       expect(reply.text).toContain(`# TYPE ${name}\n`);
     }
+    const { version } = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', 'package.json'), 'utf8')) as { version: string };
+    expect(reply.text).toContain(`etcd_agent_build_info{version="${version}",node_version="${process.version}"} 1\n`);
   });
 
   it('when two agents run in one process, then each counts only its own requests', async () => {
@@ -126,9 +131,10 @@ describe('process routes', () => {
 
     const [a, b] = await Promise.all([call(`${first.listening.url}/metrics`), call(`${second.listening.url}/metrics`)]);
 
-    expect(a.text).toContain('etcd_agent_http_requests_total{method="GET",route="/livez",status="200"} 2\n');
+    expect(a.text).toContain('etcd_agent_http_requests_total{method="GET",route="/livez",code="200"} 2\n');
+    expect(a.text).toContain('etcd_agent_http_request_duration_seconds_count{method="GET",route="/livez",code="200"} 2\n');
     expect(a.text).not.toContain('route="unmatched"');
-    expect(b.text).toContain('etcd_agent_http_requests_total{method="GET",route="unmatched",status="404"} 1\n');
+    expect(b.text).toContain('etcd_agent_http_requests_total{method="GET",route="unmatched",code="404"} 1\n');
     expect(b.text).not.toContain('route="/livez"');
   });
 });

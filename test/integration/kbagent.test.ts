@@ -66,7 +66,7 @@ describe('POST /v1.0/action (kbagent wire format) against a real 3-member etcd',
   describe('requests it refuses before reaching etcd', () => {
     it.each([
       ['the body is not JSON', { raw: '{"action": "roleProbe",' }, /not valid JSON/],
-      ['the body is not application/json', { raw: 'action=roleProbe', contentType: 'text/plain' }, /application\/json/],
+      ['the body is form data sent as text/plain', { raw: 'action=roleProbe', contentType: 'text/plain' }, /not valid JSON/],
       ['the body is a JSON array', { raw: '[]' }, /JSON object/],
       ['the body is larger than 64 KiB', { raw: JSON.stringify({ action: 'roleProbe', arguments: 'x'.repeat(70_000) }) }, /64 KiB/],
     ])('when %s, then HTTP 200 {error: badRequest} (not the v1 envelope)', async (_what, init, message) => {
@@ -76,10 +76,9 @@ describe('POST /v1.0/action (kbagent wire format) against a real 3-member etcd',
     });
 
     it.each([
-      ['an unknown top-level field', { action: 'roleProbe', nonsense: 1 }, /unknown field nonsense/],
       ['no action', { parameters: {} }, /action/],
       ['a parameter that is not a string', { action: 'memberJoin', parameters: { KB_JOIN_MEMBER_POD_NAME: 3 } }, /KB_JOIN_MEMBER_POD_NAME/],
-      ['timeoutSeconds out of 1-60', { action: 'roleProbe', timeoutSeconds: 61 }, /timeoutSeconds/],
+      ['a timeoutSeconds that is not a number', { action: 'roleProbe', timeoutSeconds: '30' }, /timeoutSeconds/],
       ['memberJoin without KB_JOIN_MEMBER_POD_NAME', { action: 'memberJoin', parameters: {} }, /KB_JOIN_MEMBER_POD_NAME is required/],
       ['memberLeave without KB_LEAVE_MEMBER_POD_NAME', { action: 'memberLeave' }, /KB_LEAVE_MEMBER_POD_NAME is required/],
       ['a member name that is not DNS-1123', { action: 'memberJoin', parameters: { KB_JOIN_MEMBER_POD_NAME: 'Etcd_3' } }, /DNS-1123/],

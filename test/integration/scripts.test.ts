@@ -118,6 +118,33 @@ describe('member-join.sh and member-leave.sh against a running agent and a real 
     expect(cleanup).toEqual({ code: 0, stdout: 'etcd-4: removed\n', stderr: '' });
   }, 30_000);
 
+  it('when the TLS setting says https and PEER_ENDPOINT gives the pod an address, then member-join registers https://<address>:2380, exits 1 (not 3) under kbagent while unfinished, and member-leave finds the member by that URL', async () => {
+    const address = await freeLoopbackHost();
+    const kbagent = {
+      // What kbagent's container has (KubeBlocks injects the ComponentDefinition's vars into it).
+      KB_AGENT_ACTION: '[{"name":"memberJoin","exec":{"command":["/scripts/member-join.sh"]}}]',
+      ETCD_PEER_SCHEME: 'https',
+      PEER_ENDPOINT: `etcd-40:127.9.9.9,etcd-4:${address},etcd-0:127.9.9.10`,
+      ETCD_AGENT_TIMEOUT_SECONDS: '2',
+    };
+
+    // Unsafe or busy is exit 1 too under kbagent: told apart here by the reason, to run it again.
+    const ran = await eventually(async () => {
+      const r = await script(JOIN_SH, withoutCli, { ...kbagent, KB_JOIN_MEMBER_POD_NAME: 'etcd-4', KB_JOIN_MEMBER_POD_FQDN: 'etcd-4.unused.invalid' });
+      if (/: (unsafe|busy): /.test(r.stderr)) throw new Error(r.stderr);
+      return r;
+    }, 20_000, 300);
+    const listed = (await cluster().listMembers()).filter((m) => m.peerURLs.includes(`https://${address}:${KB_PEER_PORT}`));
+    const left = await script(LEAVE_SH, withoutCli, { ...kbagent, KB_LEAVE_MEMBER_POD_NAME: 'etcd-4', KB_LEAVE_MEMBER_POD_FQDN: 'etcd-4.unused.invalid' });
+    const usage = await script(JOIN_SH, withoutCli, kbagent);
+
+    expect(ran.code).toBe(1);
+    expect(ran.stderr).toMatch(/^member-join: etcd-4: (added|in-progress) \(unstarted, not complete: call again\)\n$/);
+    expect(listed).toEqual([expect.objectContaining({ isLearner: true, started: false })]);
+    expect(left).toEqual({ code: 0, stdout: 'etcd-4: removed\n', stderr: '' });
+    expect(usage).toEqual({ code: 1, stdout: '', stderr: 'member-join: KB_JOIN_MEMBER_POD_NAME is not set\n' });
+  }, 30_000);
+
   it('when a member name comes with a peer URL that is not its own, then member-join refuses: exit 1 with the conflict', async () => {
     const ran = await script(JOIN_SH, withCli, { KB_JOIN_MEMBER_POD_NAME: 'etcd-1', KB_JOIN_MEMBER_POD_FQDN: host });
 

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { authorizeMutation, isLoopback, MutationPolicy, TokenSource } from '../../agent/server/auth';
+import { authorizeMutation, isLoopback, MutationPolicy, startupAuthRefusal, StartupAuthSettings, TokenSource } from '../../agent/server/auth';
 
 const digest = (token: string): Buffer => createHash('sha256').update(token).digest();
 
@@ -68,6 +68,73 @@ describe('authorizeMutation (CONTRACT §6)', () => {
       expect(refusal.status).toBe(expected === 'unauthorized' ? 401 : 403);
       expect(refusal.retryable).toBe(false);
       expect(refusal.message).not.toContain('s3cret');
+    }
+  });
+});
+
+describe('authorizeMutation in the node\'s network namespace (host network)', () => {
+  const base = { tokenDigest: digest('s3cret'), allowRemoteUnauthenticated: false, hostNetwork: true };
+  const hostToken: MutationPolicy = { ...base, tokenConfigured: true };
+  const hostNoToken: MutationPolicy = { ...base, tokenConfigured: false, tokenDigest: undefined };
+  const hostOptOut: MutationPolicy = { ...hostNoToken, hostNetworkAllowUnauthenticatedLoopback: true };
+  const hostTokenOptOut: MutationPolicy = { ...hostToken, hostNetworkAllowUnauthenticatedLoopback: true };
+  const hostOpenToAll: MutationPolicy = { ...hostNoToken, allowRemoteUnauthenticated: true };
+  const podOptOut: MutationPolicy = { tokenConfigured: false, allowRemoteUnauthenticated: false, hostNetwork: false, hostNetworkAllowUnauthenticatedLoopback: true };
+
+  // [case, expected refusal code, policy, Authorization header, peer address]
+  it.each<[string, string | undefined, MutationPolicy, string | undefined, string]>([
+    ['token set, no header, loopback', 'unauthorized', hostToken, undefined, '127.0.0.1'],
+    ['token set, no header, v6 loopback', 'unauthorized', hostToken, undefined, '::1'],
+    ['token set, wrong token, loopback', 'unauthorized', hostToken, 'Bearer nope', '127.0.0.1'],
+    ['token set, right token, loopback', undefined, hostToken, 'Bearer s3cret', '127.0.0.1'],
+    ['token set, right token, remote', undefined, hostToken, 'Bearer s3cret', '192.0.2.2'],
+    ['token set, no header, remote', 'unauthorized', hostToken, undefined, '192.0.2.2'],
+    ['no token, loopback', 'forbidden', hostNoToken, undefined, '127.0.0.1'],
+    ['no token, 127.0.0.2', 'forbidden', hostNoToken, undefined, '127.0.0.2'],
+    ['no token, v4-mapped loopback', 'forbidden', hostNoToken, undefined, '::ffff:127.0.0.1'],
+    ['no token, remote', 'forbidden', hostNoToken, undefined, '192.0.2.2'],
+    ['no token, loopback allowed explicitly, loopback', undefined, hostOptOut, undefined, '127.0.0.1'],
+    ['no token, loopback allowed explicitly, remote', 'forbidden', hostOptOut, undefined, '192.0.2.2'],
+    ['token set and loopback allowed explicitly, no header, loopback', 'unauthorized', hostTokenOptOut, undefined, '127.0.0.1'],
+    ['no token, remote allowed, remote', undefined, hostOpenToAll, undefined, '192.0.2.2'],
+    ['no token, remote allowed, loopback', undefined, hostOpenToAll, undefined, '127.0.0.1'],
+    ['pod network, loopback opt-out set, loopback', undefined, podOptOut, undefined, '127.0.0.1'],
+    ['pod network, loopback opt-out set, remote', 'forbidden', podOptOut, undefined, '192.0.2.2'],
+  ])('when %s, then %p', (_case, expected, policy, authorization, remoteAddress) => {
+    const refusal = authorizeMutation(policy, { authorization, remoteAddress });
+    expect(refusal?.code).toBe(expected);
+    if (refusal !== undefined) expect(refusal.status).toBe(expected === 'unauthorized' ? 401 : 403);
+    if (expected === 'forbidden' && policy.hostNetworkAllowUnauthenticatedLoopback !== true) {
+      expect(refusal?.message).toContain("node's network namespace");
+    }
+  });
+});
+
+describe('startupAuthRefusal', () => {
+  const none: StartupAuthSettings = {
+    tokenConfigured: false,
+    allowRemoteUnauthenticated: false,
+    hostNetwork: false,
+    hostNetworkAllowUnauthenticatedLoopback: false,
+  };
+
+  // [case, the variable the refusal names (undefined: it may start), settings]
+  it.each<[string, string | undefined, Partial<StartupAuthSettings>]>([
+    ['pod network, no token', undefined, {}],
+    ['pod network, token', undefined, { tokenConfigured: true }],
+    ['host network, token', undefined, { hostNetwork: true, tokenConfigured: true }],
+    ['host network, no token', 'ETCD_AGENT_TOKEN_FILE', { hostNetwork: true }],
+    ['host network, no token, loopback allowed explicitly', undefined, { hostNetwork: true, hostNetworkAllowUnauthenticatedLoopback: true }],
+    ['host network, no token, remote allowed (which includes loopback)', undefined, { hostNetwork: true, allowRemoteUnauthenticated: true }],
+    ['host network, token and loopback allowed', undefined, { hostNetwork: true, tokenConfigured: true, hostNetworkAllowUnauthenticatedLoopback: true }],
+  ])('when %s, then the refusal names %p', (_case, variable, settings) => {
+    const refusal = startupAuthRefusal({ ...none, ...settings, hostNetworkReason: 'ETCD_AGENT_HOST_NETWORK=true' });
+    expect(refusal?.variable).toBe(variable);
+    if (refusal !== undefined) {
+      // One line, saying why and the two ways out.
+      expect(refusal.message).not.toContain('\n');
+      expect(refusal.message).toContain("node's network namespace (ETCD_AGENT_HOST_NETWORK=true)");
+      expect(refusal.message).toContain('ETCD_AGENT_HOST_NETWORK_ALLOW_UNAUTHENTICATED_LOOPBACK=true');
     }
   });
 });

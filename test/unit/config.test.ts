@@ -83,6 +83,8 @@ describe('loadConfig defaults', () => {
       tlsKeyFile: undefined,
       tlsClientCaFile: undefined,
       logLevel: 'info',
+      hostNetwork: false,
+      hostNetworkAllowUnauthenticatedLoopback: false,
     });
     expect(Object.isFrozen(config)).toBe(true);
   });
@@ -144,6 +146,18 @@ const GOOD: Array<[Env, Partial<Config>]> = [
   [{ ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED: 'true' }, { allowRemoteUnauthenticated: true }],
   [{ ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED: 'Yes' }, { allowRemoteUnauthenticated: true }],
   [{ ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED: 'false' }, { allowRemoteUnauthenticated: false }],
+  [{ ETCD_AGENT_HOST_NETWORK: 'false' }, { hostNetwork: false }],
+  [{ ETCD_AGENT_HOST_NETWORK: 'auto' }, { hostNetwork: false }],
+  [{ ETCD_AGENT_HOST_NETWORK: 'true', ETCD_AGENT_TOKEN_FILE: '@token' }, { hostNetwork: true, tokenFile: '<token>' }],
+  // The downward API's addresses: equal only in a host-network pod (POD_IP and HOST_IP have no flags).
+  [{ POD_IP: '10.0.0.5', HOST_IP: '10.0.0.5', ETCD_AGENT_TOKEN_FILE: '@token' }, { hostNetwork: true }],
+  [{ POD_IP: '10.244.1.7', HOST_IP: '10.0.0.5' }, { hostNetwork: false }],
+  [
+    { ETCD_AGENT_HOST_NETWORK: 'yes', ETCD_AGENT_HOST_NETWORK_ALLOW_UNAUTHENTICATED_LOOPBACK: 'true' },
+    { hostNetwork: true, hostNetworkAllowUnauthenticatedLoopback: true, tokenFile: undefined },
+  ],
+  [{ ETCD_AGENT_HOST_NETWORK: 'true', ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED: 'true' }, { hostNetwork: true, allowRemoteUnauthenticated: true }],
+  [{ ETCD_AGENT_HOST_NETWORK_ALLOW_UNAUTHENTICATED_LOOPBACK: 'false' }, { hostNetworkAllowUnauthenticatedLoopback: false }],
   [{ ETCD_AGENT_ETCD_CA_FILE: '@ca.pem' }, { etcdCaFile: '<ca.pem>' }],
   [
     { ETCD_AGENT_ETCD_CERT_FILE: '@cert.pem', ETCD_AGENT_ETCD_KEY_FILE: '@key.pem' },
@@ -164,6 +178,11 @@ const GOOD: Array<[Env, Partial<Config>]> = [
   [{ ETCD_AGENT_LOG_LEVEL: 'debug' }, { logLevel: 'debug' }],
   [{ ETCD_AGENT_LOG_LEVEL: 'WARN' }, { logLevel: 'warn' }],
   [{ ETCD_AGENT_LOG_LEVEL: 'error' }, { logLevel: 'error' }],
+  [{ ETCD_AGENT_LOCAL_PEER_URL: 'http://127.0.0.1:2380' }, { localPeerUrl: 'http://127.0.0.1:2380' }],
+  [
+    { ETCD_AGENT_MEMBER_NAME: 'etcd-2', ETCD_AGENT_PEER_URL_TEMPLATE: 'http://{name}.etcd-headless:2380' },
+    { localPeerUrl: 'http://etcd-2.etcd-headless:2380' },
+  ],
 ];
 
 /** `<x>` in an expected value is the temp file x. */
@@ -179,9 +198,9 @@ describe('loadConfig good values', () => {
   });
 
   it.each(GOOD)('when the flags say %j, then the config holds %j', (env, want) => {
-    const { argv } = asFlags(env);
+    const { env: other, argv } = asFlags(env);
 
-    const { config, rest } = loadConfig(BASE, argv.map((a) => (a.includes('=@') ? resolveFlag(a) : a)));
+    const { config, rest } = loadConfig({ ...BASE, ...other }, argv.map((a) => (a.includes('=@') ? resolveFlag(a) : a)));
 
     expect(rest).toEqual([]);
     expect(config).toMatchObject(expected(want));
@@ -249,6 +268,20 @@ const BAD: Array<[Env, string, string]> = [
   [{ ETCD_AGENT_TOKEN_FILE: '@missing' }, 'ETCD_AGENT_TOKEN_FILE', 'cannot read file'],
   [{ ETCD_AGENT_TOKEN_FILE: '@dir' }, 'ETCD_AGENT_TOKEN_FILE', 'cannot read file'],
   [{ ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED: 'sure' }, 'ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED', 'is not a boolean'],
+  [{ ETCD_AGENT_HOST_NETWORK: 'node' }, 'ETCD_AGENT_HOST_NETWORK', '"node" is not true, false or auto'],
+  // The host's network namespace without a token: any process on the node could change membership.
+  [{ ETCD_AGENT_HOST_NETWORK: 'true' }, 'ETCD_AGENT_TOKEN_FILE', "is required in the node's network namespace (ETCD_AGENT_HOST_NETWORK=true)"],
+  [{ POD_IP: '10.0.0.5', HOST_IP: '10.0.0.5' }, 'ETCD_AGENT_TOKEN_FILE', 'is required in the node\'s network namespace (POD_IP equals HOST_IP (10.0.0.5))'],
+  [
+    { ETCD_AGENT_HOST_NETWORK: 'false', POD_IP: '10.0.0.5', HOST_IP: '10.0.0.5' },
+    'ETCD_AGENT_HOST_NETWORK',
+    "is false, but POD_IP equals HOST_IP (10.0.0.5): the pod uses the node's network namespace",
+  ],
+  [
+    { ETCD_AGENT_HOST_NETWORK_ALLOW_UNAUTHENTICATED_LOOPBACK: 'sure' },
+    'ETCD_AGENT_HOST_NETWORK_ALLOW_UNAUTHENTICATED_LOOPBACK',
+    'is not a boolean',
+  ],
   [{ ETCD_AGENT_ETCD_CA_FILE: '@missing' }, 'ETCD_AGENT_ETCD_CA_FILE', 'cannot read file'],
   [{ ETCD_AGENT_ETCD_CERT_FILE: '@missing', ETCD_AGENT_ETCD_KEY_FILE: '@key.pem' }, 'ETCD_AGENT_ETCD_CERT_FILE', 'cannot read file'],
   [{ ETCD_AGENT_ETCD_CERT_FILE: '@cert.pem' }, 'ETCD_AGENT_ETCD_KEY_FILE', 'must be set together with ETCD_AGENT_ETCD_CERT_FILE'],
@@ -268,6 +301,7 @@ const BAD: Array<[Env, string, string]> = [
   ],
   [{ ETCD_AGENT_LOG_LEVEL: 'trace' }, 'ETCD_AGENT_LOG_LEVEL', '"trace" is not one of error, warn, info, http, verbose, debug, silly'],
   [{ ETCD_AGENT_LOG_LEVEL: 'loud' }, 'ETCD_AGENT_LOG_LEVEL', 'is not one of'],
+  [{ ETCD_AGENT_LOCAL_PEER_URL: 'http://127.0.0.1' }, 'ETCD_AGENT_LOCAL_PEER_URL', 'is not a peer URL'],
 ];
 
 describe('loadConfig bad values', () => {

@@ -40,6 +40,8 @@ const CONTRACT_TABLE: Array<[ErrorCode, number, boolean]> = [
   ['conflict', 409, false],
   ['unsafe', 409, true],
   ['busy', 409, true],
+  // Issue #10: only with `requireComplete`, a change not yet at its end state.
+  ['in-progress', 409, true],
   ['payload-too-large', 413, false],
   ['unsupported-media-type', 415, false],
   ['unavailable', 503, true],
@@ -184,6 +186,15 @@ describe('toAgentError: everything else', () => {
   );
 });
 
+describe('toAgentError: the NOSPACE alarm', () => {
+  it('when etcd refuses a put as "database space exceeded", then the error names the alarm and how to reclaim space', () => {
+    const error = toAgentError(grpc(8, 'etcdserver: mvcc: database space exceeded'));
+
+    expect(error).toMatchObject({ code: 'unavailable', status: 503, retryable: true, details: { alarm: 'NOSPACE' } });
+    expect(error.message).toMatch(/NOSPACE.*compact.*defrag.*alarm disarm/);
+  });
+});
+
 describe('predicates', () => {
   const notInSync = 'etcdserver: can only promote a learner member which is in sync with leader';
   const notLearner = 'etcdserver: can only promote a learner member';
@@ -215,6 +226,8 @@ describe('predicates', () => {
       false,
     ],
     ['an unavailable AgentError marked not retryable', new AgentError('unavailable', 'x', { retryable: false }), false, false, false, false],
+    ['a NOSPACE refusal (mvcc: database space exceeded)', grpc(8, 'etcdserver: mvcc: database space exceeded'), false, false, false, false],
+    ['a mapped NOSPACE refusal', toAgentError(new Error('etcdserver: mvcc: database space exceeded')), false, false, false, false],
     ['a busy AgentError', new AgentError('busy', 'lock held'), false, false, false, false],
     ['a timeout AgentError', new AgentError('timeout', 'deadline'), false, false, false, false],
     ['a TypeError', new TypeError('x is not a function'), false, false, false, false],

@@ -174,8 +174,8 @@ describe('the injected sidecar', () => {
       image: 'etcd-lifecycle-agent:0.1.0',
       args: ['serve'],
       ports: [{ name: 'lifecycle', containerPort: 3501 }],
-      livenessProbe: { httpGet: { path: '/livez', port: 'lifecycle' } },
-      readinessProbe: { httpGet: { path: '/readyz', port: 'lifecycle' } },
+      livenessProbe: { httpGet: { path: '/livez', port: 'lifecycle' }, timeoutSeconds: 2 },
+      readinessProbe: { httpGet: { path: '/readyz', port: 'lifecycle' }, timeoutSeconds: 2 },
       resources: { requests: { cpu: '10m', memory: '96Mi' }, limits: { memory: '192Mi' } },
       securityContext: {
         runAsNonRoot: true,
@@ -183,8 +183,14 @@ describe('the injected sidecar', () => {
         readOnlyRootFilesystem: true,
         allowPrivilegeEscalation: false,
         capabilities: { drop: ['ALL'] },
+        seccompProfile: { type: 'RuntimeDefault' },
       },
     });
+  });
+
+  it('when the etcd container gets its readiness probe, then its timeout outlasts one health observation (max age 1 s)', () => {
+    const etcd = containers(spec).find((c) => c.name === 'etcd') as Json;
+    expect(etcd.readinessProbe).toMatchObject({ httpGet: { path: '/v1/health/local' }, timeoutSeconds: 3 });
   });
 
   it('when injected, then POD_NAME and POD_NAMESPACE come from the downward API before they are used', () => {
@@ -249,12 +255,13 @@ describe('deploy/', () => {
     expect(kubeInject(plain)).toBe(withAgent);
   });
 
-  it('when the KubeBlocks ComponentDefinition is read, then its four lifecycle actions are exec actions', () => {
+  it('when the KubeBlocks ComponentDefinition is read, then its four lifecycle actions are HTTP actions (issue #10)', () => {
     const [cmpd] = parse(readFileSync(join(ROOT, 'deploy', 'kubeblocks-componentdefinition.yaml'), 'utf8')) as Json[];
     expect(cmpd).toMatchObject({ apiVersion: 'apps.kubeblocks.io/v1', kind: 'ComponentDefinition' });
     const actions = (cmpd.spec as Json).lifecycleActions as Json;
     for (const name of ['memberJoin', 'memberLeave', 'roleProbe', 'switchover']) {
-      expect((actions[name] as Json).exec).toMatchObject({ command: expect.any(Array) });
+      expect((actions[name] as Json).http).toMatchObject({ port: '3501', path: expect.stringMatching(/^\/v1\//) });
+      expect((actions[name] as Json).exec).toBeUndefined();
     }
   });
 });

@@ -180,6 +180,42 @@ describe('HealthObserver', () => {
     o.close();
   });
 
+  it('when the agent is too slow to finish an observation within the max age, then /metrics says unknown and has no quorum gauges', async () => {
+    const metrics = createMetrics({ defaultMetrics: false });
+    const s = scripted();
+    const o = observer(s.cluster, metrics);
+    expect(await metrics.registry.metrics()).toMatch(/^etcd_agent_quorum_voters 3$/m);
+
+    // A starved event loop, the real cause of `unknown`: one status call blocks it past the max age.
+    const answer = s.cluster.memberStatus;
+    let blocked = false;
+    s.cluster.memberStatus = (url, ms) => {
+      if (!blocked) {
+        blocked = true;
+        const until = performance.now() + 350;
+        while (performance.now() < until) {
+          // busy: nothing else runs
+        }
+      }
+      return answer(url, ms);
+    };
+    await new Promise((resolve) => setTimeout(resolve, 310));
+    const text = await metrics.registry.metrics();
+
+    expect(blocked).toBe(true);
+    expect(text).toMatch(/^etcd_agent_cluster_status\{status="unknown"\} 1$/m);
+    expect(text).toMatch(/^etcd_agent_cluster_status\{status="healthy"\} 0$/m);
+    expect(text).toMatch(/^etcd_agent_cluster_healthy 0$/m);
+    expect(text.split('\n').filter((line) => /^etcd_agent_(quorum|cluster_members|cluster_learners|member_reachable)/.test(line))).toEqual([]);
+
+    await new Promise((resolve) => setTimeout(resolve, 310));
+    const later = await metrics.registry.metrics();
+    expect(later).toMatch(/^etcd_agent_cluster_status\{status="healthy"\} 1$/m);
+    expect(later).toMatch(/^etcd_agent_quorum_fault_tolerance 1$/m);
+    expect(later).toMatch(/^etcd_agent_quorum_has_quorum 1$/m);
+    o.close();
+  });
+
   it('when the local endpoint answers as a listed follower, then /v1/health/local is ready with role follower', async () => {
     const answer = await observer(scripted().cluster).local();
 

@@ -41,7 +41,12 @@ describe('ClusterProbe', () => {
     [
       'an unstarted voter (counted, never healthy)',
       [['a', false, true, ['a', 2, 7, 7]], ['b', false, false, undefined]],
-      2, 1, 'a', undefined,
+      2, 1, undefined, 'a',
+    ],
+    [
+      'a split view: one voter names itself in a higher term, a quorum names another',
+      [['a', false, true, ['a', 7, 9, 9]], ['b', false, true, ['c', 6, 12, 12]], ['c', false, true, ['c', 6, 12, 12]]],
+      3, 3, 'c', 'b',
     ],
     ['nobody knowing a leader', [['a', false, true, ['0', 2, 7, 7]], ['b', false, true, ['0', 2, 7, 7]]], 2, 2, undefined, 'a'],
     ['nobody answering', [['a', false, true, undefined], ['b', false, true, undefined]], 2, 0, undefined, undefined],

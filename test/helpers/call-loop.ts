@@ -1,0 +1,122 @@
+/**
+ * Calls that keep running against an agent while a test changes the world
+ * under it (rotates certificates, restarts etcd): reads (health, members) and
+ * membership changes (a learner joined, then made to leave), each answer
+ * recorded with its start, end and the phase it started in.
+ */
+import type { RunningAgent } from '../../agent/agent';
+import type { Answer } from './http-call';
+import { get, post } from './membership';
+
+/** One recorded call. */
+export interface LoopCall {
+  kind: 'health' | 'members' | 'join' | 'leave';
+  phase: string;
+  start: number;
+  end: number;
+  status: number;
+  /** `outcome`, health `status`, or the error code; `transport` when no answer came. */
+  result: string;
+  verdict: 'ok' | 'refused' | 'failed';
+  message?: string;
+}
+
+/**
+ * How an answer counts. `ok`: what the contract answers when etcd is reachable (health healthy or
+ * degraded, a member list, a join added, a leave removed). `refused`: a retryable 409 (`unsafe`,
+ * `busy`) that time lifts, e.g. etcd's "unhealthy cluster" for 5 s after a member restart; the loop
+ * calls again, as a controller does. `failed`: anything else (503 unavailable, 504, 500, no answer).
+ */
+export function verdictOf(kind: LoopCall['kind'], answer: Answer): LoopCall['verdict'] {
+  const { status, json } = answer;
+  if (status === 409 && json?.error?.retryable === true && (kind === 'join' || kind === 'leave')) return 'refused';
+  switch (kind) {
+    case 'health':
+      return status === 200 && ['healthy', 'degraded'].includes(json?.status) ? 'ok' : 'failed';
+    case 'members':
+      return status === 200 && Array.isArray(json?.members) ? 'ok' : 'failed';
+    case 'join':
+      return (status === 202 && json?.outcome === 'added') || (status === 200 && json?.outcome === 'already-member') ? 'ok' : 'failed';
+    case 'leave':
+      return status === 200 && ['removed', 'already-absent'].includes(json?.outcome) ? 'ok' : 'failed';
+  }
+}
+
+/** A running loop of calls; `stop()` waits for the calls in flight and answers every call made. */
+export class CallLoop {
+  readonly calls: LoopCall[] = [];
+  phase = 'start';
+  private stopped = false;
+  private changes = true;
+  private readonly workers: Array<Promise<void>> = [];
+
+  constructor(
+    private readonly agent: RunningAgent,
+    /** A fresh peer URL for learner number `i` (never started: a port nobody listens on). */
+    private readonly peerURL: (i: number) => Promise<string>,
+  ) {}
+
+  /** Starts `readers` read loops and one membership loop. */
+  start(readers = 2): this {
+    for (let i = 0; i < readers; i++) this.workers.push(this.reads());
+    this.workers.push(this.memberships());
+    return this;
+  }
+
+  /** Ends the membership loop after its current cycle (the reads go on); resolves once it has ended. */
+  async stopChanges(): Promise<void> {
+    this.changes = false;
+    await this.workers[this.workers.length - 1];
+  }
+
+  /** Ends every loop and waits for the calls in flight. */
+  async stop(): Promise<LoopCall[]> {
+    this.stopped = true;
+    this.changes = false;
+    await Promise.all(this.workers);
+    return this.calls;
+  }
+
+  /** Calls that started before `at` and ended after it: in flight at that instant. */
+  inFlightAt(at: number): LoopCall[] {
+    return this.calls.filter((c) => c.start < at && c.end > at);
+  }
+
+  private async reads(): Promise<void> {
+    while (!this.stopped) {
+      await this.record('health', () => get(this.agent, '/v1/health'));
+      await this.record('members', () => get(this.agent, '/v1/members'));
+    }
+  }
+
+  private async memberships(): Promise<void> {
+    for (let i = 0; this.changes && !this.stopped; i++) {
+      const member = { name: `rotation-${i}`, peerURLs: [await this.peerURL(i)], timeoutSeconds: 10 };
+      // A learner is added, then removed: two membership changes, each under the cluster lock.
+      while ((await this.record('join', () => post(this.agent, '/v1/members/join', member))) === 'refused' && !this.stopped) await pause(200);
+      // The leave is made even once stopping, so no learner is left behind.
+      while ((await this.record('leave', () => post(this.agent, '/v1/members/leave', member))) === 'refused') await pause(200);
+    }
+  }
+
+  private async record(kind: LoopCall['kind'], send: () => Promise<Answer>): Promise<LoopCall['verdict']> {
+    const phase = this.phase;
+    const start = Date.now();
+    let call: LoopCall;
+    try {
+      const answer = await send();
+      const verdict = verdictOf(kind, answer);
+      const result = answer.json?.outcome ?? answer.json?.error?.code ?? (kind === 'health' ? answer.json?.status : String(answer.status));
+      call = { kind, phase, start, end: Date.now(), status: answer.status, result, verdict };
+      if (verdict !== 'ok') call.message = answer.json?.error?.message ?? JSON.stringify(answer.json?.errors ?? answer.text).slice(0, 300);
+    } catch (err) {
+      call = { kind, phase, start, end: Date.now(), status: 0, result: 'transport', verdict: 'failed', message: String(err) };
+    }
+    this.calls.push(call);
+    return call.verdict;
+  }
+}
+
+function pause(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

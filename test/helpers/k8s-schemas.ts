@@ -1,0 +1,59 @@
+/**
+ * Validates a Kubernetes object offline against its schema, by apiVersion and kind: core kinds with
+ * kubernetes-models (compiled from Kubernetes 1.27's OpenAPI), ServiceMonitor and PrometheusRule with
+ * @kubernetes-models/prometheus-operator, KubeBlocks' ComponentDefinition with its vendored CRD schema
+ * (test/fixtures/kubeblocks, see its NOTICE) through test/helpers/crd-schema.ts. A kind with no schema here is an error, not a pass.
+ */
+import path from 'node:path';
+import { crdValidator, describeErrors } from './crd-schema';
+import { Service } from 'kubernetes-models/v1/Service';
+import { StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet';
+import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
+import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
+import { Pod } from 'kubernetes-models/v1/Pod';
+import { PrometheusRule, ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
+
+/** A parsed Kubernetes object. */
+export type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; [k: string]: unknown }; [k: string]: unknown };
+
+type Validator = (object: K8sObject) => void;
+
+// Each model's constructor takes the object as is; validate() throws with ajv's messages.
+const model =
+  (Model: new (data: never) => { validate(): void }): Validator =>
+  (object) =>
+    new Model(object as never).validate();
+
+function kubeBlocksValidator(): Validator {
+  const validate = crdValidator(path.join(__dirname, '..', 'fixtures', 'kubeblocks', 'apps.kubeblocks.io_componentdefinitions.yaml'), 'v1');
+  return (object) => {
+    if (!validate(object)) throw new Error(describeErrors(validate.errors).join('; '));
+  };
+}
+
+let componentDefinition: Validator | undefined;
+
+const VALIDATORS: Record<string, () => Validator> = {
+  'v1/Service': () => model(Service),
+  'v1/Pod': () => model(Pod),
+  'apps/v1/StatefulSet': () => model(StatefulSet),
+  'policy/v1/PodDisruptionBudget': () => model(PodDisruptionBudget),
+  'networking.k8s.io/v1/NetworkPolicy': () => model(NetworkPolicy),
+  'monitoring.coreos.com/v1/ServiceMonitor': () => model(ServiceMonitor),
+  'monitoring.coreos.com/v1/PrometheusRule': () => model(PrometheusRule),
+  'apps.kubeblocks.io/v1/ComponentDefinition': () =>
+    (componentDefinition ??= kubeBlocksValidator()),
+};
+
+/** The schema errors of `object` (empty when it validates); a kind without a schema is one error. */
+export function schemaErrors(object: K8sObject): string[] {
+  const key = `${object.apiVersion}/${object.kind}`;
+  const validator = VALIDATORS[key];
+  if (validator === undefined) return [`no schema for ${key}`];
+  try {
+    validator()(object);
+    return [];
+  } catch (err) {
+    return [`${key} ${object.metadata?.name}: ${err instanceof Error ? err.message : String(err)}`];
+  }
+}
