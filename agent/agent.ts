@@ -13,6 +13,7 @@ import type { Logger } from './observability/logger';
 import { createMetrics, Metrics } from './observability/metrics';
 import type { OperationRecord } from './proto/types';
 import type * as ExpressApp from './server/express-app';
+import { mutationAuthWarnings } from './server/auth';
 import { fastRoutes } from './server/fast-routes';
 import { listen, Listening, ListenOptions } from './server/listen';
 
@@ -48,6 +49,8 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
     (kind, result) => metrics.membershipChanges.inc({ kind, result }),
     (result) => metrics.statusRpcs.inc({ result }),
   );
+  // Said at start, though the express app that enforces them is built later (below).
+  for (const warning of mutationAuthWarnings(config)) logger.warn(warning);
   const stoppers: Array<() => Promise<void> | void> = [];
   // Membership (CONTRACT §4); its auto-promotion loop asks the local etcd for its Status once a second.
   const membership = new MembershipService({ cluster, config, logger, metrics });
