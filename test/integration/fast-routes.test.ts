@@ -33,6 +33,16 @@ async function requestsCounted(metrics: Metrics, route: string): Promise<number>
   return values.reduce((sum, v) => sum + v.value, 0);
 }
 
+/** The request counter and the duration histogram's count for one method, route and code: [counter, histogram]. */
+async function recorded(metrics: Metrics, labels: { method: string; route: string; code: string }): Promise<[number, number]> {
+  const same = (l: Record<string, unknown>): boolean => l.method === labels.method && l.route === labels.route && l.code === labels.code;
+  const counter = (await metrics.httpRequests.get()).values.find((v) => same(v.labels));
+  const histogram = (await metrics.httpRequestDuration.get()).values.find(
+    (v) => v.metricName === 'etcd_agent_http_request_duration_seconds_count' && same(v.labels),
+  );
+  return [counter?.value ?? 0, histogram?.value ?? 0];
+}
+
 describe('the fast routes against express serving the same routes, on a real 3-member etcd', () => {
   const cluster = withCluster(3);
   let agent: RunningAgent;
@@ -99,6 +109,17 @@ describe('the fast routes against express serving the same routes, on a real 3-m
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatchObject({ message: 'request', method: 'GET', path: '/v1/health', status: 200, requestId: 'fast-route-check-1' });
     expect(await requestsCounted(metrics, '/v1/health')).toBe(before + 1);
+  });
+
+  it('when a fast route and its express twin answer, then each is recorded alike: the request counter and the duration histogram, by method, route and code', async () => {
+    const labels = { method: 'GET', route: '/v1/health', code: '200' };
+    const [counted, timed] = await recorded(metrics, labels);
+    const fast = await call(agent.listening.url, { path: '/v1/health' });
+    expect(fast.status).toBe(200);
+    expect(await recorded(metrics, labels)).toEqual([counted + 1, timed + 1]);
+    const slow = await call(agent.listening.url, { path: '/v1/health/' });
+    expect(slow.status).toBe(200);
+    expect(await recorded(metrics, labels)).toEqual([counted + 2, timed + 2]);
   });
 
   it('when /metrics is scraped plainly, then it answers the Prometheus text with the contract metrics', async () => {
