@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
-# Build stage: compile TypeScript with the pinned dev tool chain.
-FROM node:20-bookworm-slim AS build
+# Build stage: compile TypeScript and bundle the agent (scripts/bundle.ts) with the pinned dev tool chain.
+FROM node:24-bookworm-slim AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -9,24 +9,23 @@ COPY agent ./agent
 COPY scripts ./scripts
 RUN npm run build
 
-# Production dependencies only, resolved from the same lock file.
-FROM node:20-bookworm-slim AS deps
-WORKDIR /app
-COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
-
-# Runtime: no shell scripts run, no package manager needed, a non-root user.
-FROM node:20-bookworm-slim
+# Runtime: Node 24 LTS and the bundle alone (dist/bin, with etcd's .proto files in dist/proto): no
+# node_modules, no shell scripts run, no package manager needed, a non-root user.
+FROM node:24-bookworm-slim
 ENV NODE_ENV=production
 WORKDIR /app
-COPY --from=deps /app/node_modules ./node_modules
-COPY --from=build /src/dist ./dist
-COPY package.json ./
+COPY --from=build /src/dist/bin ./dist/bin
+COPY --from=build /src/dist/proto ./dist/proto
 COPY scripts/member-join.sh scripts/member-leave.sh scripts/member-common.sh /scripts/
 # A static shell for etcd images that have none (official etcd images from 3.5.7 on): kube-inject's
 # prepare init container copies /bin/busybox next to the flags file, and etcd's command runs it.
 RUN apt-get update && apt-get install -y --no-install-recommends busybox-static && rm -rf /var/lib/apt/lists/*
-RUN ln -s /app/dist/agent/main.js /usr/local/bin/etcd-lifecycle-agent && chmod 0755 /app/dist/agent/main.js
+# The bin's first line carries its Node flags (#!/usr/bin/env -S node …). One run fills Node's module
+# compile cache beside it (dist/bin/.compile-cache), which a read-only root filesystem can still read.
+# No package.json: etcd_agent_build_info's version is bundled into the bin (build-info.ts).
+RUN ln -s /app/dist/bin/etcd-lifecycle-agent.js /usr/local/bin/etcd-lifecycle-agent \
+  && etcd-lifecycle-agent help >/dev/null \
+  && chmod -R a+rX /app/dist
 # 65532 is the conventional "nonroot" uid; kube-inject sets runAsUser to the same.
 USER 65532:65532
 EXPOSE 3501

@@ -3,7 +3,7 @@
  * app that routes to them. `main.ts` and the integration tests both build the
  * agent here, so tests run exactly what production runs.
  */
-import type { Router } from 'express';
+import type { RequestListener } from 'node:http';
 import type { Config } from './config';
 import type { Deadline } from './deadline';
 import { EtcdCluster } from './etcd/cluster-client';
@@ -12,13 +12,10 @@ import { MembershipService } from './membership/service';
 import type { Logger } from './observability/logger';
 import { createMetrics, Metrics } from './observability/metrics';
 import type { OperationRecord } from './proto/types';
-import { createApp } from './server/app';
-import { healthRouter } from './server/health-routes';
-import { kbAgentErrorHandler, kbAgentRouter } from './server/kbagent-routes';
+import type * as ExpressApp from './server/express-app';
+import { mutationAuthWarnings } from './server/auth';
+import { fastRoutes } from './server/fast-routes';
 import { listen, Listening, ListenOptions } from './server/listen';
-import { requestGuard } from './server/request-guard';
-import { roleRouter } from './server/role-routes';
-import { v1Router } from './server/v1-routes';
 import { SHUTDOWN_BUDGET_MS, SHUTDOWN_CLOSE_RESERVE_MS } from './timings';
 
 /** A built agent: its parts, for tests to look into, and how to stop it. */
@@ -27,7 +24,8 @@ export interface Agent {
   logger: Logger;
   metrics: Metrics;
   cluster: EtcdCluster;
-  app: ReturnType<typeof createApp>;
+  /** Every route: the fast ones (fast-routes.ts), the rest through the express app, built on first use. */
+  app: RequestListener;
   /** Releases what the services hold (locks, timers) and closes etcd connections. */
   close(): Promise<void>;
 }
@@ -52,30 +50,26 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
     (kind, result) => metrics.membershipChanges.inc({ kind, result }),
     (result) => metrics.statusRpcs.inc({ result }),
   );
-  // Methods, query strings and charsets are checked before any route sees them (CONTRACT §4).
-  const routers: Router[] = [requestGuard()];
+  // Said at start, though the express app that enforces them is built later (below).
+  for (const warning of mutationAuthWarnings(config)) logger.warn(warning);
   const stoppers: Array<() => Promise<void> | void> = [];
   // Membership (CONTRACT §4); its auto-promotion loop asks the local etcd for its Status once a second.
   const membership = new MembershipService({ cluster, config, logger, metrics });
-  routers.push(v1Router(membership));
   // close() stops the auto-promotion loop too.
   membership.startAutoPromotion();
   stoppers.push(() => membership.close());
   // Health (CONTRACT §4): shared bounded-age observations, with the membership changes in flight.
   const operations = (d: Deadline): Promise<OperationRecord[]> => membership.listOperations(d);
   const health = new HealthObserver({ cluster, config, logger, metrics, operations });
-  routers.push(healthRouter(health));
   stoppers.push(() => health.close());
-  // kbagent's wire format (CONTRACT §5): an adapter over the same membership service.
-  // roleProbe names the leader by the same rule as /v1/health, from the same shared observation.
-  const leader = async (): Promise<{ known: boolean; id?: string }> => {
-    const answer = await health.cluster();
-    return answer.health.status === 'unknown' ? { known: false } : { known: true, id: answer.health.leader?.id };
-  };
-  routers.push(kbAgentRouter({ config, cluster, membership, logger, leader }));
-  // This pod's role as plain text, for roleProbe as a KubeBlocks HTTP action.
-  routers.push(roleRouter({ config, cluster, leader }));
-  const app = createApp({ config, logger, metrics, routers, errorHandlers: [kbAgentErrorHandler(logger)] });
+  // The v1 routes, the health routes with a query, GET /v1/role and kbagent's wire format (CONTRACT §5): express,
+  // loaded and built by the first request that needs it (express-module.ts says why).
+  let slow: RequestListener | undefined;
+  const app = fastRoutes({ observer: health, metrics, logger }, () => {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on first use, see above
+    slow ??= (require('./server/express-app') as typeof ExpressApp).expressApp({ config, logger, metrics, cluster, membership, health });
+    return slow;
+  });
   return {
     config,
     logger,

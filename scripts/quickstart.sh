@@ -40,7 +40,7 @@ ETCD_AGENT_LISTEN=$listen \
 ETCD_AGENT_ENDPOINTS=$endpoints \
 ETCD_AGENT_LOCAL_ENDPOINT=$first \
 ETCD_AGENT_MEMBER_NAME=etcd-0 \
-  node dist/agent/main.js serve >"$dir/agent.log" 2>&1 &
+  dist/bin/etcd-lifecycle-agent.js serve >"$dir/agent.log" 2>&1 &
 agent_pid=$!
 
 url="http://$listen"
@@ -69,7 +69,7 @@ Try:
   curl -s -X POST $url/v1/members/leave -H 'Content-Type: application/json' \\
        -d '{"name":"etcd-3","peerURLs":["http://127.0.0.1:2390"]}'      # removed; again: already-absent
   (etcd-3 never started, so etcd lists it without a name: it is found by its peer URL)
-  node dist/agent/main.js health --agent $url
+  dist/bin/etcd-lifecycle-agent.js health --agent $url
 
 Ctrl-C stops the agent and the cluster.
 MSG

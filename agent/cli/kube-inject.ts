@@ -196,6 +196,13 @@ function injectPod(doc: Document, podSpec: YAMLMap, site: PodSite, options: Reso
   return true;
 }
 
+/**
+ * The sidecar's resources: the memory request at least the idle resident memory, and the limit at
+ * least 1.5× the peak under the bench's /v1/health load, as the README's bench run measured them on
+ * Node 20 and 24 (test/unit/memory-budget.test.ts fails when they drift apart).
+ */
+export const SIDECAR_RESOURCES = { requests: { cpu: '10m', memory: '96Mi' }, limits: { memory: '192Mi' } };
+
 /** The sidecar container as plain data, in the key order it is printed in. */
 function sidecarContainer(
   site: PodSite,
@@ -242,7 +249,7 @@ function sidecarContainer(
     ...(options.tokenSecret === undefined
       ? {}
       : { volumeMounts: [{ name: TOKEN_VOLUME, mountPath: TOKEN_MOUNT_PATH, readOnly: true }] }),
-    resources: { requests: { cpu: '10m', memory: '48Mi' }, limits: { memory: '128Mi' } },
+    resources: SIDECAR_RESOURCES,
     livenessProbe: probe('/livez'),
     readinessProbe: probe('/readyz'),
     securityContext: {

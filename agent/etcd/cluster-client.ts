@@ -8,12 +8,13 @@
 import * as fs from 'node:fs';
 import pRetry from 'p-retry';
 import { noop } from 'cockatiel';
-import { Etcd3, IMember, IMemberListResponse, IOptions, Lease } from 'etcd3';
+import type { Etcd3, IMember, IMemberListResponse, IOptions, Lease } from 'etcd3';
 import { Deadline } from '../deadline';
 import type { Logger } from '../observability/logger';
 import type { Member, MemberList, MemberStatus } from '../proto/types';
 import { EtcdCredentials } from './credentials';
 import { EndpointCall, EndpointSet, isWrongEndpoint } from './endpoints';
+import { etcd3 } from './etcd3-module';
 import { retryTransient, shuttingDownError, toAgentError } from './errors';
 import { fetchPeerMembers } from './peer-members';
 import { RetiringClients, Unpin } from './retiring-clients';
@@ -402,7 +403,8 @@ export class EtcdCluster {
   /**
    * Builds the etcd3 client of one endpoint: TLS always when a CA is set, etcd credentials unless
    * `authenticated` is false, no retries and no circuit breaker (fail-over and retries are ours).
-   * The one place an etcd3 client is made.
+   * The one place an etcd3 client is made, and so where etcd3 (and gRPC) are loaded, on the first
+   * call that needs etcd, not at start (etcd3-module.ts).
    */
   private build(url: string, authenticated: boolean): Etcd3 {
     const o = this.options;
@@ -420,7 +422,7 @@ export class EtcdCluster {
         callOptions: () => ({ deadline: new Date(Date.now() + this.attemptTimeoutMs) }),
       };
     }
-    return new Etcd3(options);
+    return new (etcd3().Etcd3)(options);
   }
 
   /** One attempt of a membership RPC at `url`, counted whether or not etcd accepted it. */

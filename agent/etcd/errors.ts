@@ -2,20 +2,11 @@
  * gRPC and etcd failures → the contract's `AgentError`, by tables: etcd's own
  * message text first (it says why a change was refused), then the error class.
  */
-import {
-  ClientClosedError,
-  EtcdAuthenticationFailedError,
-  EtcdInvalidAuthTokenError,
-  EtcdPermissionDeniedError,
-  GRPCDeadlineExceededError,
-  GRPCUnauthenticatedError,
-  GRPCUnavailableError,
-  isRecoverableError,
-} from 'etcd3';
 import { isBrokenCircuitError } from 'cockatiel';
 import type pRetry from 'p-retry';
 import type { Deadline } from '../deadline';
 import { AgentError, ErrorCode } from '../proto/errors';
+import { etcd3For } from './etcd3-module';
 
 interface MessageRule {
   text: string;
@@ -88,24 +79,42 @@ interface ClassRule {
   say: string;
 }
 
+/** etcd3's error classes are read only for an error that may be one of them (see etcd3-module.ts). */
 const CLASS_RULES: readonly ClassRule[] = [
   {
-    is: (e) =>
-      e instanceof EtcdAuthenticationFailedError ||
-      e instanceof GRPCUnauthenticatedError ||
-      e instanceof EtcdInvalidAuthTokenError,
+    is: (e) => {
+      const lib = etcd3For(e);
+      return (
+        lib !== undefined &&
+        (e instanceof lib.EtcdAuthenticationFailedError || e instanceof lib.GRPCUnauthenticatedError || e instanceof lib.EtcdInvalidAuthTokenError)
+      );
+    },
     code: 'unavailable',
     say: 'etcd rejected the agent credentials (ETCD_AGENT_ETCD_USERNAME / _PASSWORD_FILE)',
   },
   {
-    is: (e) => e instanceof EtcdPermissionDeniedError,
+    is: (e) => isEtcd3(e, 'EtcdPermissionDeniedError'),
     code: 'unavailable',
     say: 'etcd denied permission to the agent user',
   },
-  { is: (e) => e instanceof GRPCDeadlineExceededError, code: 'unavailable', say: 'etcd did not answer in time' },
-  { is: (e) => e instanceof GRPCUnavailableError, code: 'unavailable', say: 'etcd is unreachable' },
+  { is: (e) => isEtcd3(e, 'GRPCDeadlineExceededError'), code: 'unavailable', say: 'etcd did not answer in time' },
+  { is: (e) => isEtcd3(e, 'GRPCUnavailableError'), code: 'unavailable', say: 'etcd is unreachable' },
   { is: (e) => isBrokenCircuitError(e), code: 'unavailable', say: 'etcd is unreachable (recent calls failed)' },
 ];
+
+type Etcd3ErrorClass =
+  | 'ClientClosedError'
+  | 'EtcdAuthenticationFailedError'
+  | 'EtcdPermissionDeniedError'
+  | 'GRPCDeadlineExceededError'
+  | 'GRPCUnauthenticatedError'
+  | 'GRPCUnavailableError';
+
+/** `err instanceof` etcd3's class `name`, without loading etcd3 for an error it cannot have made. */
+function isEtcd3(err: unknown, name: Etcd3ErrorClass): boolean {
+  const lib = etcd3For(err);
+  return lib !== undefined && err instanceof lib[name];
+}
 
 /** The agent closed its etcd connections (it is stopping): retryable for the caller, never inside the agent. */
 export function shuttingDownError(cause?: unknown): AgentError {
@@ -115,13 +124,13 @@ export function shuttingDownError(cause?: unknown): AgentError {
 
 /** True for `shuttingDownError()`, or etcd3's own error for a call on a closed client. */
 export function isShuttingDown(err: unknown): boolean {
-  return err instanceof ClientClosedError || (err instanceof AgentError && err.details?.shutdown === true);
+  return isEtcd3(err, 'ClientClosedError') || (err instanceof AgentError && err.details?.shutdown === true);
 }
 
 /** Maps any thrown value to an AgentError; an unrecognised non-etcd failure is `internal`. */
 export function toAgentError(err: unknown): AgentError {
   if (err instanceof AgentError) return err;
-  if (err instanceof ClientClosedError) return shuttingDownError(err);
+  if (isEtcd3(err, 'ClientClosedError')) return shuttingDownError(err);
   const message = err instanceof Error ? err.message : String(err);
   const rule = MESSAGE_RULES.find((r) => message.includes(r.text));
   if (rule !== undefined) {
@@ -132,7 +141,7 @@ export function toAgentError(err: unknown): AgentError {
     return new AgentError(classRule.code, classRule.say, { cause: err, details: { etcd: firstLine(message) } });
   }
   // etcd3's classes leave `name` as "Error"; only the constructor tells an EtcdError apart.
-  if (err instanceof Error && (isRecoverableError(err) || /^GRPC|^Etcd/.test(err.name) || /^(GRPC|Etcd)/.test(err.constructor.name))) {
+  if (err instanceof Error && (etcd3For(err)?.isRecoverableError(err) === true || /^GRPC|^Etcd/.test(err.name) || /^(GRPC|Etcd)/.test(err.constructor.name))) {
     return new AgentError('unavailable', `etcd failed: ${firstLine(message)}`, { cause: err });
   }
   return new AgentError('internal', 'internal error', { cause: err });
@@ -181,7 +190,7 @@ export function isTransient(err: unknown): boolean {
   if (err instanceof AgentError) return err.code === 'unavailable' && err.retryable && !isCredentialError(err.cause);
   if (!(err instanceof Error)) return false;
   if (isCredentialError(err)) return false;
-  if (isRecoverableError(err) || err instanceof GRPCDeadlineExceededError || isBrokenCircuitError(err)) return true;
+  if (etcd3For(err)?.isRecoverableError(err) === true || isEtcd3(err, 'GRPCDeadlineExceededError') || isBrokenCircuitError(err)) return true;
   return /leader changed|no leader|not leader|request timed out/.test(err.message);
 }
 
@@ -192,11 +201,7 @@ export function isNoSpace(err: unknown): boolean {
 }
 
 function isCredentialError(err: unknown): boolean {
-  return (
-    err instanceof EtcdAuthenticationFailedError ||
-    err instanceof GRPCUnauthenticatedError ||
-    err instanceof EtcdPermissionDeniedError
-  );
+  return isEtcd3(err, 'EtcdAuthenticationFailedError') || isEtcd3(err, 'GRPCUnauthenticatedError') || isEtcd3(err, 'EtcdPermissionDeniedError');
 }
 
 function firstLine(message: string): string {

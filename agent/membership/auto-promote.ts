@@ -21,6 +21,11 @@ export interface AutoPromoterDeps {
 
 /** Interval while the local member is a learner: promotion should follow sync within a second. */
 const LEARNER_INTERVAL_MS = 250;
+/**
+ * The first look, soon after start but not in it: it loads etcd3 and gRPC (etcd3-module.ts), which
+ * would otherwise hold up the agent's first `/readyz`; a learner already in sync waits that much longer.
+ */
+const FIRST_LOOK_MS = 250;
 
 /** A background loop; `start` once, `stop` on shutdown. */
 export class AutoPromoter {
@@ -33,9 +38,9 @@ export class AutoPromoter {
 
   constructor(private readonly deps: AutoPromoterDeps) {}
 
-  /** Starts the loop; the first look is at once (a sidecar starts beside a learner that may already be in sync). */
+  /** Starts the loop; the first look is soon (a sidecar starts beside a learner that may already be in sync). */
   start(): void {
-    this.schedule(0);
+    this.schedule(FIRST_LOOK_MS);
   }
 
   /** Stops the loop; waits (briefly) for a pass in flight. */

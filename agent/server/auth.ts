@@ -157,17 +157,29 @@ export function authorizeMutation(policy: MutationPolicy, caller: MutationCaller
   );
 }
 
-/** Middleware guarding mutating calls (every POST); reads pass through untouched. */
-export function requireMutationAuth(options: AuthOptions, logger: Logger): RequestHandler {
-  const tokens = options.tokenFile === undefined ? undefined : new TokenSource(options.tokenFile, logger);
-  if (tokens !== undefined && options.allowRemoteUnauthenticated) {
-    logger.warn('ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED=true: mutating calls are accepted without the token of ETCD_AGENT_TOKEN_FILE too');
+/**
+ * The warnings a start logs for these settings (pure): a token that the remote opt-out makes
+ * optional, and, in the node's network namespace, loopback callers accepted without one. Logged
+ * by createAgent at start, not by `requireMutationAuth`: the express app it guards is built only by
+ * the first request that needs it (agent.ts).
+ */
+export function mutationAuthWarnings(options: AuthOptions): string[] {
+  const warnings: string[] = [];
+  const tokenConfigured = options.tokenFile !== undefined;
+  if (tokenConfigured && options.allowRemoteUnauthenticated) {
+    warnings.push('ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED=true: mutating calls are accepted without the token of ETCD_AGENT_TOKEN_FILE too');
   }
-  if (options.hostNetwork === true && tokens === undefined && options.hostNetworkAllowUnauthenticatedLoopback === true) {
-    logger.warn(
+  if (options.hostNetwork === true && !tokenConfigured && options.hostNetworkAllowUnauthenticatedLoopback === true) {
+    warnings.push(
       "ETCD_AGENT_HOST_NETWORK_ALLOW_UNAUTHENTICATED_LOOPBACK=true: in the node's network namespace any process on the node may change membership",
     );
   }
+  return warnings;
+}
+
+/** Middleware guarding mutating calls (every POST); reads pass through untouched. Start-up's warnings: `mutationAuthWarnings`. */
+export function requireMutationAuth(options: AuthOptions, logger: Logger): RequestHandler {
+  const tokens = options.tokenFile === undefined ? undefined : new TokenSource(options.tokenFile, logger);
   return (req, res, next) => {
     if (req.method !== 'POST') return next();
     const refusal = authorizeMutation(

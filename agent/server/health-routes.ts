@@ -1,47 +1,32 @@
 /**
- * The health routes (CONTRACT §4 GET /v1/health, GET /v1/health/local): check the query, ask the
- * observer, answer. 200 for `healthy`/`degraded` (and a ready local member), else 503 with the same
- * body plus the contract's `error` envelope, so a client that only reads errors sees why.
+ * The health routes (CONTRACT §4 GET /v1/health, GET /v1/health/local) as express serves them: check
+ * the query, ask the observer, answer (health-answer.ts writes the body). A plain GET without a query
+ * never gets here: fast-routes.ts answers it with the same functions.
  */
-import { Router, type Request, type Response } from 'express';
-import type { ClusterHealth } from '../health/classify';
+import type { Request, Router } from 'express';
 import { withExpected } from '../health/classify';
 import type { HealthObserver } from '../health/observer';
 import { isValidMemberName } from '../proto/names';
 import { AgentError } from '../proto/errors';
-import { sendJson } from './middleware';
+import { expressModule } from './express-module';
+import { clusterHealthText, localHealthText, writeHealth } from './health-answer';
+import { requestId } from './middleware';
 
 /** The router of `GET /v1/health` and `GET /v1/health/local`. */
 export function healthRouter(observer: HealthObserver): Router {
-  const router = Router();
+  const router = expressModule().Router();
 
   router.get('/v1/health', async (req, res) => {
     const arrival = performance.now();
     const expected = parseHealthQuery(req.query);
     const answer = await observer.cluster(arrival);
     const health = expected === undefined ? answer.health : withExpected(answer.health, expected);
-    const ok = health.status === 'healthy' || health.status === 'degraded';
-    noStore(res);
-    sendJson(res, ok ? 200 : 503, {
-      status: health.status,
-      observedAt: answer.observedAt,
-      ageMs: answer.ageMs,
-      ...bodyOf(health),
-      ...(ok ? {} : { error: unavailable(health.errors[0] ?? `the cluster is ${health.status}`, { status: health.status }) }),
-    });
+    writeHealth(res, clusterHealthText(answer, health, requestId(res)));
   });
 
   router.get('/v1/health/local', async (_req, res) => {
-    const arrival = performance.now();
-    const answer = await observer.local(arrival);
-    const { ready, member } = answer.local;
-    noStore(res);
-    sendJson(res, ready ? 200 : 503, {
-      ...member,
-      observedAt: answer.observedAt,
-      ageMs: answer.ageMs,
-      ...(ready ? {} : { error: unavailable(member.errors.at(-1) ?? 'the local member is not ready', { member: member.name }) }),
-    });
+    const answer = await observer.local(performance.now());
+    writeHealth(res, localHealthText(answer, requestId(res)));
   });
 
   return router;
@@ -63,26 +48,4 @@ export function parseHealthQuery(query: Request['query']): string[] | undefined 
     });
   }
   return [...new Set(names)];
-}
-
-/** The health body in the contract's field order (after status, observedAt and ageMs). */
-function bodyOf(health: ClusterHealth): Omit<ClusterHealth, 'status'> {
-  return {
-    quorum: health.quorum,
-    leader: health.leader,
-    members: health.members,
-    alarms: health.alarms,
-    errors: health.errors,
-    ...(health.expected === undefined ? {} : { expected: health.expected }),
-    ...(health.operations === undefined ? {} : { operations: health.operations }),
-  };
-}
-
-function unavailable(message: string, details: Record<string, unknown>): ReturnType<AgentError['toBody']> {
-  return new AgentError('unavailable', message, { details }).toBody();
-}
-
-function noStore(res: Response): void {
-  // A health answer is true only now; no cache may repeat it.
-  res.setHeader('Cache-Control', 'no-store');
 }

@@ -4,7 +4,8 @@
  * renderer that turns anything thrown into the contract's envelope.
  */
 import { randomUUID } from 'node:crypto';
-import express, { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response } from 'express';
+import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response } from 'express';
+import { expressModule } from './express-module';
 import { AgentError } from '../proto/errors';
 import { ROUTES } from '../proto/routes';
 import { routePath } from './request-guard';
@@ -65,7 +66,7 @@ export const ANY_CONTENT_TYPE_PATHS: readonly string[] = ['/v1.0/action'];
  * as `{}`), except on `ANY_CONTENT_TYPE_PATHS`, where any body is read as JSON.
  */
 export function jsonBody(): RequestHandler[] {
-  const parse = express.json({ limit: '64kb', strict: true, type: () => true });
+  const parse = expressModule().json({ limit: '64kb', strict: true, type: () => true });
   const contentType: RequestHandler = (req, _res, next) => {
     if (req.method !== 'POST') return next();
     const length = req.get('content-length');

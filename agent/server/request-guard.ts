@@ -5,7 +5,8 @@
  * The process probes (/livez, /readyz, /metrics) ignore their query, so a
  * probe or scraper that adds one is never failed.
  */
-import { Router } from 'express';
+import type { Router } from 'express';
+import { expressModule } from './express-module';
 import { AgentError } from '../proto/errors';
 import { ROUTES } from '../proto/routes';
 
@@ -46,7 +47,7 @@ export function hasForeignCharset(contentType: string | undefined): boolean {
 
 /** A router, mounted before the service routes, that refuses requests no route should see. */
 export function requestGuard(): Router {
-  const router = Router();
+  const router = expressModule().Router();
   router.use((req, res, next) => {
     const methods = allowedMethods(req.path);
     // Refused here, or Express would answer OPTIONS itself with a plain-text 200.

@@ -1,11 +1,13 @@
 /**
- * The agent under test as its own process (`node dist/agent/main.js serve`),
+ * The agent under test as its own process (the bin, dist/bin/etcd-lifecycle-agent.js serve,
+ * started by the node binary under test with the Node flags of the bin's first line),
  * so its start-up, memory (/proc/<pid>/status), descriptors (/proc/<pid>/fd)
  * and CPU profile are its own and not the load generator's.
  */
 import { ChildProcess, spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { binNodeFlags } from '../bin-command';
 import { freePort } from '../ports';
 import type { HandleSnapshot } from './handle-probe';
 import { HttpClient, probeOnce } from './http';
@@ -13,8 +15,8 @@ import { sleep } from './stats';
 
 /** dist/ (this file runs as dist/scripts/bench/agent-process.js). */
 const DIST = path.resolve(__dirname, '../..');
-/** The built agent entry point. */
-export const MAIN_JS = path.join(DIST, 'agent/main.js');
+/** The built agent: the package's bin, as the image runs it. */
+export const MAIN_JS = path.join(DIST, 'bin/etcd-lifecycle-agent.js');
 /** USER_HZ: the unit of /proc/<pid>/stat CPU times (100 on Linux, whatever the kernel's HZ). */
 const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
 const HANDLE_PROBE_JS = path.join(__dirname, 'handle-probe.js');
@@ -36,8 +38,10 @@ export interface AgentOptions {
   cpuProfile?: boolean;
   /** Preload the handle probe and expose gc (soak run). */
   handleProbe?: boolean;
-  /** Extra node flags (an experiment, e.g. --max-semi-space-size). */
+  /** Extra node flags (an experiment, e.g. --max-semi-space-size), after the bin's own. */
   nodeArgs?: string[];
+  /** The node binary; default this process's. */
+  node?: string;
 }
 
 const children = new Set<ChildProcess>();
@@ -94,7 +98,7 @@ export class AgentProcess {
     }
     const logFile = path.join(opts.workDir, `${opts.label}.log`);
     const log = fs.openSync(logFile, 'a');
-    const [cmd, argv] = withParentDeathSignal([process.execPath, ...nodeArgs, MAIN_JS, 'serve']);
+    const [cmd, argv] = withParentDeathSignal([opts.node ?? process.execPath, ...binNodeFlags(MAIN_JS), ...nodeArgs, MAIN_JS, 'serve']);
     const started = performance.now();
     const child = spawn(cmd, argv, { env, stdio: ['ignore', log, log] });
     fs.closeSync(log);

@@ -9,6 +9,9 @@ import type { Row } from './report';
 /** Shared state of one bench run. */
 export interface BenchContext {
   quick: boolean;
+  /** The node binary the agents (and the bare Node server beside them) run on, and its version. */
+  node: string;
+  nodeVersion: string;
   /** Scratch directory for agent logs, profiles and snapshots (removed at the end unless BENCH_KEEP). */
   workDir: string;
   rows: Row[];
@@ -33,6 +36,7 @@ export function sidecarOptions(ctx: BenchContext, cut: Pick<ClusterUnderTest, 'e
     memberName: cut.cluster.members[0].name,
     workDir: ctx.workDir,
     label,
+    node: ctx.node,
     ...extra,
   };
 }

@@ -28,7 +28,7 @@ export interface HealthLoadFigures {
 }
 
 /** Measures /v1/health throughput, latency, Status RPC rate and memory under load. */
-export async function measureHealth(ctx: BenchContext, cut: ClusterUnderTest): Promise<HealthLoadFigures> {
+export async function measureHealth(ctx: BenchContext, cut: ClusterUnderTest, idleRssMiB?: number): Promise<HealthLoadFigures> {
   const seconds = pick(ctx, 10, 3);
   const section = 'health under load';
   const members = cut.endpoints.length;
@@ -97,8 +97,6 @@ export async function measureHealth(ctx: BenchContext, cut: ClusterUnderTest): P
       figure: `/v1/health req/s, ${CONNECTIONS} conns × ${seconds} s, log level warn`,
       value: main.requestsPerSecond,
       unit: 'req/s',
-      target: '≥ 5,000 req/s',
-      pass: main.requestsPerSecond >= 5000,
       detail: { load: main, cpuCores: cpu, agentCpuPerRequestUs: round(cpuPerRequestUs, 1) },
     },
     {
@@ -112,8 +110,6 @@ export async function measureHealth(ctx: BenchContext, cut: ClusterUnderTest): P
       figure: '/v1/health p99 latency, same run',
       value: main.p99Ms,
       unit: 'ms',
-      target: '≤ 20 ms',
-      pass: main.p99Ms <= 20,
     },
     {
       section,
@@ -122,6 +118,8 @@ export async function measureHealth(ctx: BenchContext, cut: ClusterUnderTest): P
       unit: 'req/s',
       baseline: { name: "etcd's own /health, same load", value: med('etcd', rps), unit: 'req/s' },
       ratio: { value: med('warn', rps) / med('etcd', rps), of: 'agent ÷ etcd' },
+      target: '≥ 1× etcd',
+      pass: med('warn', rps) >= med('etcd', rps),
       detail: rounds,
     },
     {
@@ -139,6 +137,8 @@ export async function measureHealth(ctx: BenchContext, cut: ClusterUnderTest): P
       unit: 'ms',
       baseline: { name: "etcd's own /health p99", value: med('etcd', p99), unit: 'ms' },
       ratio: { value: med('warn', p99) / med('etcd', p99), of: 'agent ÷ etcd' },
+      target: '≤ 1× etcd',
+      pass: med('warn', p99) <= med('etcd', p99),
     },
     {
       section,
@@ -169,19 +169,23 @@ export async function measureHealth(ctx: BenchContext, cut: ClusterUnderTest): P
     },
   );
 
-  if (main.requestsPerSecond < 5000 || main.p99Ms > 20) {
+  const rpsRatio = med('warn', rps) / med('etcd', rps);
+  const p99Ratio = med('warn', p99) / med('etcd', p99);
+  if (rpsRatio < 1 || p99Ratio > 1) {
     const profile = await profileCalls(agentOpts('health-profile', 'warn'), {
       warm: async (agent) => (await hammer(`${agent.url}/v1/health`, CONNECTIONS, 1)).total,
       measure: async (agent) => (await hammer(`${agent.url}/v1/health`, CONNECTIONS, seconds)).total,
     });
     ctx.notes.push(
-      `health load missed (${Math.round(main.requestsPerSecond)} req/s vs ≥ 5,000, ${round((100 * main.requestsPerSecond) / 5000 - 100, 0)}%; ` +
-        `p99 ${main.p99Ms} ms vs ≤ 20 ms). CPU during the run: ${describeCpu(cpu, cores)}. The agent spent ${round(cpuPerRequestUs, 0)} µs of CPU ` +
+      `health load missed on node ${ctx.nodeVersion} (interleaved rounds: ${round(rpsRatio)}× etcd's req/s vs ≥ 1, p99 ${round(p99Ratio)}× etcd's vs ≤ 1; ` +
+        `the 10 s run: ${Math.round(main.requestsPerSecond)} req/s, p99 ${main.p99Ms} ms). CPU during the run: ${describeCpu(cpu, cores)}. The agent spent ${round(cpuPerRequestUs, 0)} µs of CPU ` +
         `per request (/proc/<pid>/stat), so even a whole core to itself bounds one Node process at ~${Math.round(1e6 / cpuPerRequestUs)} req/s; ` +
         `the p99 is the queue of ${CONNECTIONS} connections behind that one thread. Under the same load, ${profile}`,
     );
   }
-  if (peakRss > 100) ctx.notes.push(await explainLoadMemory(agentOpts('health-memory', 'warn'), seconds, peakRss));
+  if (idleRssMiB !== undefined && peakRss > 1.5 * idleRssMiB) {
+    ctx.notes.push(await explainLoadMemory(agentOpts('health-memory', 'warn'), seconds, peakRss, 1.5 * idleRssMiB));
+  }
   return { peakRssMiB: peakRss };
 }
 
@@ -201,7 +205,7 @@ async function semiSpaceExperiment(opts: AgentOptions, seconds: number): Promise
 }
 
 /** Where the agent's memory sits under the load: mappings (/proc/<pid>/smaps) and V8's heap, before and after a full GC. */
-async function explainLoadMemory(opts: AgentOptions, seconds: number, peakRss: number): Promise<string> {
+async function explainLoadMemory(opts: AgentOptions, seconds: number, peakRss: number, targetMiB: number): Promise<string> {
   const agent = await AgentProcess.start({ ...opts, handleProbe: true });
   let rssBefore: number;
   let before: Record<string, number>;
@@ -226,7 +230,7 @@ async function explainLoadMemory(opts: AgentOptions, seconds: number, peakRss: n
     return s === undefined ? '?' : `${mib(s.used)} used/${mib(s.committed)} committed`;
   };
   return (
-    `memory under load missed by ${round(peakRss - 100, 1)} MiB (peak ${round(peakRss, 1)} MiB vs ≤ 100 MiB). Memory profile of an agent two thirds into the same load ` +
+    `memory under load missed by ${round(peakRss - targetMiB, 1)} MiB (peak ${round(peakRss, 1)} MiB vs ≤ 1.5× idle = ${round(targetMiB, 1)} MiB). Memory profile of an agent two thirds into the same load ` +
     `(/proc/<pid>/smaps and V8 heap statistics from inside): RSS ${round(rssBefore, 1)} MiB = ${describeMap(before)}. ` +
     `A forced full GC brought anonymous memory to ${after.anon ?? 0} MiB: V8's heap holds ${mib(inside.memory.heapTotal)} MiB committed ` +
     `(young generation ${space('new_space')} MiB — grown to its 2 × 16 MiB semi-space limit by the allocation rate —, old generation ${space('old_space')} MiB), ` +

@@ -20,6 +20,9 @@ import { median, p99, round, summarize } from './stats';
 /** The addon's check, as kbagent's exec action runs it: a fresh bash, etcdctl, grep. */
 const KUBEBLOCKS_CHECK = 'etcdctl --endpoints="$ENDPOINT" member list | grep -q -- "$NAME" && exit 0; exit 1';
 
+/** The target (issue #12): within 2.5× one raw MemberList (the floor on etcd 3.4, barrier read + list, is 2×). */
+const JOIN_RATIO = 2.5;
+
 /** Measures the three ways of "join a member that is already there". */
 export async function measureIdempotentJoin(ctx: BenchContext, cut: ClusterUnderTest): Promise<void> {
   const rounds = pick(ctx, 200, 40);
@@ -89,8 +92,8 @@ export async function measureIdempotentJoin(ctx: BenchContext, cut: ClusterUnder
       unit: 'ms',
       baseline: { name: '(a) raw MemberList gRPC p50', value: grpc50, unit: 'ms' },
       ratio: { value: agent50 / grpc50, of: 'agent ÷ a' },
-      target: '≤ 1.5×',
-      pass: agent50 / grpc50 <= 1.5,
+      target: `≤ ${JOIN_RATIO}×`,
+      pass: agent50 / grpc50 <= JOIN_RATIO,
       detail,
     },
     {
@@ -121,7 +124,7 @@ export async function measureIdempotentJoin(ctx: BenchContext, cut: ClusterUnder
     },
   );
 
-  if (agent50 / grpc50 > 1.5) {
+  if (agent50 / grpc50 > JOIN_RATIO) {
     const profile = await profileCalls(
       sidecarOptions(ctx, cut, 'join-profile'),
       {
@@ -137,7 +140,7 @@ export async function measureIdempotentJoin(ctx: BenchContext, cut: ClusterUnder
       },
     );
     ctx.notes.push(
-      `idempotent join missed: ${round(agent50 / grpc50)}× a raw MemberList vs ≤ 1.5× (${round(agent50)} vs ${round(grpc50)} ms p50). ` +
+      `idempotent join missed on node ${ctx.nodeVersion}: ${round(agent50 / grpc50)}× a raw MemberList vs ≤ ${JOIN_RATIO}× (${round(agent50)} vs ${round(grpc50)} ms p50). ` +
         `What bounds it: the agent's read is a barrier read + MemberList (etcd 3.4 serves MemberList from local state, etcd-io/etcd#11639), ` +
         `and those two RPCs alone take ${round(median(samples.barrier))} ms p50 from Node (${round(median(samples.barrier) / grpc50)}× a); ` +
         `the rest, ${round(agent50 - median(samples.barrier))} ms, is the agent's HTTP + processing (${round(agentCpuMs)} ms agent CPU per call during the run). ` +

@@ -1,7 +1,8 @@
 /**
  * The one build of the agent that every test spawning it uses: dist/, as `npm run build` makes it.
- * Invariant: jest's globalSetup (test/helpers/global-setup.ts) has made dist/agent/main.js newer
- * than every source before any integration test runs, so no test builds on its own.
+ * Invariant: jest's globalSetup (test/helpers/global-setup.ts) has made the bin (the bundle in
+ * dist/bin that the image runs) newer than every source before any integration test runs, so no
+ * test builds on its own.
  *
  * Why build only when stale rather than always: `npm test` (and scripts/test.sh) already run
  * `npm run build` before jest, so there a second compile would only cost time; `npx jest` alone
@@ -13,8 +14,8 @@ import path from 'node:path';
 
 /** The repository root. */
 export const ROOT = path.resolve(__dirname, '../..');
-/** The built entry point of `etcd-lifecycle-agent` (`node MAIN_JS serve` is what the image runs). */
-export const MAIN_JS = path.join(ROOT, 'dist/agent/main.js');
+/** The package's bin, `etcd-lifecycle-agent` (what the image runs; start it with scripts/bin-command.ts). */
+export const MAIN_JS = path.join(ROOT, 'dist/bin/etcd-lifecycle-agent.js');
 
 /** What tsconfig.build.json compiles, and the configs that shape the output. */
 const SOURCE_DIRS = ['agent', 'scripts'].map((d) => path.join(ROOT, d));
@@ -30,19 +31,18 @@ function newest(dir: string): number {
   return latest;
 }
 
-/** True when dist/agent/main.js is missing or older than a source or a tsconfig. */
+/** True when the bin is missing or older than a source or a tsconfig. */
 export function buildIsStale(): boolean {
   if (!fs.existsSync(MAIN_JS)) return true;
   const sources = Math.max(...SOURCE_DIRS.map(newest), ...CONFIGS.map((f) => fs.statSync(f).mtimeMs));
   return fs.statSync(MAIN_JS).mtimeMs < sources;
 }
 
-/** Runs `npm run build`'s compile (tsc -p tsconfig.build.json) when the build is stale; rejects with tsc's output on failure. */
+/** Runs `npm run build` (tsc, then the bundle) when the build is stale; rejects with its output on failure. */
 export async function buildAgentIfStale(): Promise<'built' | 'fresh'> {
   if (!buildIsStale()) return 'fresh';
-  const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
   await new Promise<void>((resolve, reject) => {
-    execFile(process.execPath, [tsc, '-p', path.join(ROOT, 'tsconfig.build.json')], { cwd: ROOT }, (err, stdout, stderr) => {
+    execFile('npm', ['run', '--silent', 'build'], { cwd: ROOT }, (err, stdout, stderr) => {
       if (err) reject(new Error(`npm run build failed:\n${stdout}${stderr}`));
       else resolve();
     });

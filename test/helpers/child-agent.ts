@@ -1,11 +1,10 @@
 /**
- * The built agent (`node main.js serve`) as a child process that a test can
- * SIGKILL and start again, with its JSON log lines collected. The binary is the
- * one build of dist/ (MAIN_JS, see built-agent.ts).
+ * The built agent (the bin, `etcd-lifecycle-agent serve`, started with the Node flags of its first
+ * line) as a child process that a test can SIGKILL and start again, with its JSON log lines
+ * collected. The bin is the one build of dist/ (MAIN_JS, see built-agent.ts).
  */
 import { ChildProcess, spawn } from 'node:child_process';
-import path from 'node:path';
-import { ROOT } from './built-agent';
+import { binCommand } from '../../scripts/bin-command';
 import { call } from './http-call';
 
 export { MAIN_JS } from './built-agent';
@@ -43,10 +42,11 @@ export class ChildAgent {
     this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
   }
 
-  /** Starts `main serve` with `env` (nothing inherited but PATH) and waits for its "listening" line. */
+  /** Starts `main serve` (with the Node flags of its first line) with `env` (nothing inherited but PATH) and waits for its "listening" line. */
   static async start(main: string, env: Record<string, string>, timeoutMs = 15_000): Promise<ChildAgent> {
-    const child = spawn(process.execPath, [main, 'serve'], {
-      env: { PATH: process.env.PATH, NODE_PATH: path.join(ROOT, 'node_modules'), ETCD_AGENT_LISTEN: '127.0.0.1:0', ...env },
+    const [node, argv] = binCommand(main, ['serve']);
+    const child = spawn(node, argv, {
+      env: { PATH: process.env.PATH, ETCD_AGENT_LISTEN: '127.0.0.1:0', ...env },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     const agent = new ChildAgent(child);

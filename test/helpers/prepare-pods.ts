@@ -20,6 +20,7 @@ import { createLogger } from '../../agent/observability/logger';
 import { createMetrics } from '../../agent/observability/metrics';
 import { findEtcd, findEtcdctl } from '../../scripts/local-cluster';
 import { freePorts } from '../../scripts/ports';
+import { binCommand } from '../../scripts/bin-command';
 import { LogLine, MAIN_JS } from './child-agent';
 
 
@@ -117,7 +118,6 @@ export class PodSet {
     fs.mkdirSync(path.dirname(pod.dataDir), { recursive: true });
     const env = {
       PATH: process.env.PATH,
-      NODE_PATH: path.resolve(__dirname, '../../node_modules'),
       ETCD_AGENT_LISTEN: `${pod.host}:${this.ports.agent}`,
       ETCD_AGENT_MEMBER_NAME: name,
       ETCD_AGENT_ENDPOINTS: this.endpoints(opts.endpoints).join(','),
@@ -129,7 +129,8 @@ export class PodSet {
       ETCD_AGENT_PREPARE_WAIT_SECONDS: String(opts.waitSeconds ?? 30),
       ETCD_AGENT_LOG_LEVEL: 'info',
     };
-    const child = spawn(process.execPath, [this.main, 'prepare'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const [node, argv] = binCommand(this.main, ['prepare']);
+    const child = spawn(node, argv, { env, stdio: ['ignore', 'pipe', 'pipe'] });
     const run: PrepareRun = { code: null, signal: null, lines: [], stderr: '' };
     let buffer = '';
     child.stdout.setEncoding('utf8');

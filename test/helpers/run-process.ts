@@ -1,12 +1,14 @@
 /**
- * Runs the built command line (dist/agent/main.js) or a shell script as a
- * child process and collects its exit code and output, for the CLI and script
- * tests. The binary is the one build of dist/ that jest's globalSetup keeps fresh (built-agent.ts).
+ * Runs the built command line (dist/bin/etcd-lifecycle-agent.js, the bundle the
+ * image runs, with the Node flags of its first line) or a shell script as a child
+ * process and collects its exit code and output, for the CLI and script tests. The
+ * binary is the one build of dist/ that jest's globalSetup keeps fresh (built-agent.ts).
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { binCommand } from '../../scripts/bin-command';
 import { MAIN_JS } from './built-agent';
 
 export { MAIN_JS, ROOT } from './built-agent';
@@ -48,16 +50,18 @@ export function run(file: string, args: string[], env: NodeJS.ProcessEnv, timeou
 
 /** Runs `etcd-lifecycle-agent args…` from dist with `env` (ETCD_AGENT_* of this process removed). */
 export function runCli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Ran> {
-  return run(process.execPath, [MAIN_JS, ...args], childEnv(env));
+  const [node, argv] = binCommand(MAIN_JS, args);
+  return run(node, argv, childEnv(env));
 }
 
 /**
- * A directory holding an `etcd-lifecycle-agent` launcher for dist/agent/main.js, as
- * `npm install -g` or the image's symlink would put on PATH. The caller removes it.
+ * A directory holding an `etcd-lifecycle-agent` launcher for the bin, as `npm install -g` or the
+ * image's symlink would put on PATH (with this process's node and the bin's own flags). The caller removes it.
  */
 export function cliOnPath(): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'etcd-agent-bin-'));
   const launcher = path.join(dir, 'etcd-lifecycle-agent');
-  fs.writeFileSync(launcher, `#!/bin/sh\nexec "${process.execPath}" "${MAIN_JS}" "$@"\n`, { mode: 0o755 });
+  const [node, argv] = binCommand(MAIN_JS);
+  fs.writeFileSync(launcher, `#!/bin/sh\nexec ${[node, ...argv].map((a) => `"${a}"`).join(' ')} "$@"\n`, { mode: 0o755 });
   return dir;
 }

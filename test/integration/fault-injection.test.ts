@@ -1,6 +1,6 @@
 /**
  * Fault injection against a real 3-member etcd: N joins and leaves of a 4th
- * member through the built agent (`node dist/agent/main.js serve`, a child
+ * member through the built agent (the bin `dist/bin/etcd-lifecycle-agent.js serve`, a child
  * process), each with faults at seeded random moments:
  * - the agent SIGKILLed while the call runs, then started again;
  * - on some joins, etcd's leader SIGKILLed mid-join (restarted afterwards, as its pod would be);

@@ -8,10 +8,9 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { binCommand } from '../../scripts/bin-command';
 import { ChildAgent, MAIN_JS as main } from '../helpers/child-agent';
 import { call, CallOptions } from '../helpers/http-call';
-
-const ROOT = path.resolve(__dirname, '../..');
 let dir = '';
 const agents: ChildAgent[] = [];
 
@@ -33,11 +32,12 @@ afterAll(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-/** Runs `serve` to its end with only `env` (and PATH, NODE_PATH) in its environment. */
+/** Runs the bin's `serve` (as its first line says, like ChildAgent) to its end with only `env` (and PATH) in its environment. */
 function serveToExit(env: Record<string, string>, argv: string[] = []): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const childEnv = { PATH: process.env.PATH, NODE_PATH: path.join(ROOT, 'node_modules'), ...env };
-    execFile(process.execPath, [main, 'serve', ...argv], { env: childEnv, timeout: 20_000 }, (err, stdout, stderr) => {
+    const childEnv = { PATH: process.env.PATH, ...env };
+    const [node, args] = binCommand(main, ['serve', ...argv]);
+    execFile(node, args, { env: childEnv, timeout: 20_000 }, (err, stdout, stderr) => {
       const code = err === null ? 0 : typeof err.code === 'number' ? err.code : null;
       if (err !== null && code === null) reject(err);
       else resolve({ code, stdout, stderr });

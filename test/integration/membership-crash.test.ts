@@ -3,7 +3,7 @@
  * etcd accepted MemberAdd, or MoveLeader, and before the agent answered — and a
  * restarted agent, given the same call, converges: no second member, no lost
  * removal (the KubeBlocks and Cluster API incidents). The agent is the built
- * binary (`node main.js serve`) run as a child process.
+ * binary (the bin, `etcd-lifecycle-agent serve`) run as a child process.
  *
  * To make "before it answered" certain rather than a race, the dying agent
  * reaches etcd through a TCP proxy that the test freezes at the instant the

@@ -1,22 +1,40 @@
 import { ChildProcess, execFile, spawn } from 'node:child_process';
+import fs from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
+import { binCommand } from '../../scripts/bin-command';
 import { MAIN_JS, ROOT } from '../helpers/built-agent';
 
-// The real binary, as `etcd-lifecycle-agent serve` runs it: the one build of dist/ (built-agent.ts), started by node.
-const main = MAIN_JS;
+// The real binary, as the image runs it: the one build's bundle (dist/bin, with dist/proto), copied
+// as the Dockerfile copies it into a directory with no node_modules above it, started by node with
+// the flags of its first line; so a module the bundle failed to include fails here.
+let outDir = '';
+let main = '';
 
-/** An environment with nothing inherited but PATH and where to find node_modules; no stray ETCD_AGENT_* value. */
+/** An environment with nothing inherited but PATH; no stray ETCD_AGENT_* value. */
 function baseEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   return {
     PATH: process.env.PATH,
-    NODE_PATH: path.join(ROOT, 'node_modules'),
     ETCD_AGENT_MEMBER_NAME: 'etcd-0',
     ETCD_AGENT_ENDPOINTS: 'http://127.0.0.1:1',
     ETCD_AGENT_LOCAL_ENDPOINT: 'http://127.0.0.1:1',
     ...extra,
   };
 }
+
+beforeAll(() => {
+  outDir = fs.mkdtempSync(path.join(os.tmpdir(), 'agent-image-'));
+  for (const part of ['bin', 'proto']) {
+    fs.cpSync(path.join(ROOT, 'dist', part), path.join(outDir, 'dist', part), { recursive: true });
+  }
+  main = path.join(outDir, 'dist', 'bin', path.basename(MAIN_JS));
+  expect(fs.existsSync(main)).toBe(true);
+});
+
+afterAll(() => {
+  fs.rmSync(outDir, { recursive: true, force: true });
+});
 
 interface Exit {
   code: number | null;
@@ -30,7 +48,8 @@ interface Exit {
 function run(args: string[], env: NodeJS.ProcessEnv, timeoutMs = 10_000): Promise<Exit> {
   return new Promise((resolve, reject) => {
     const started = Date.now();
-    execFile(process.execPath, [main, ...args], { env, timeout: timeoutMs }, (err, stdout, stderr) => {
+    const [node, argv] = binCommand(main, args);
+    execFile(node, argv, { env, timeout: timeoutMs }, (err, stdout, stderr) => {
       const code = err === null ? 0 : typeof err.code === 'number' ? err.code : null;
       if (err !== null && code === null && err.signal === null) reject(err);
       else resolve({ code, signal: err?.signal ?? null, stdout, stderr, ms: Date.now() - started });
@@ -82,7 +101,8 @@ afterEach(() => {
 
 /** Starts `serve` and resolves once it logged its `listening` line (within 5 s). */
 async function serve(argv: string[]): Promise<Serving> {
-  const child = spawn(process.execPath, [main, 'serve', ...argv], { env: baseEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+  const [node, args] = binCommand(main, ['serve', ...argv]);
+  const child = spawn(node, args, { env: baseEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   const lines: Array<Record<string, unknown>> = [];
   const waiters: Array<() => void> = [];

@@ -2,7 +2,16 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { authorizeMutation, isLoopback, MutationPolicy, startupAuthRefusal, StartupAuthSettings, TokenSource } from '../../agent/server/auth';
+import {
+  authorizeMutation,
+  AuthOptions,
+  isLoopback,
+  mutationAuthWarnings,
+  MutationPolicy,
+  startupAuthRefusal,
+  StartupAuthSettings,
+  TokenSource,
+} from '../../agent/server/auth';
 
 const digest = (token: string): Buffer => createHash('sha256').update(token).digest();
 
@@ -170,5 +179,21 @@ describe('TokenSource', () => {
     expect(source.digest()).toBeUndefined();
     fs.writeFileSync(file, 'back');
     expect(source.digest()).toEqual(digest('back'));
+  });
+});
+
+describe('mutationAuthWarnings (what a start warns about)', () => {
+  // [settings, the warnings, by the variable each names]
+  it.each<[string, AuthOptions, string[]]>([
+    ['no token, pod network', { allowRemoteUnauthenticated: false }, []],
+    ['a token', { tokenFile: '/t', allowRemoteUnauthenticated: false }, []],
+    ['a token and the remote opt-out', { tokenFile: '/t', allowRemoteUnauthenticated: true }, ['ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED']],
+    ['the remote opt-out alone', { allowRemoteUnauthenticated: true }, []],
+    ['host network, no token, loopback opt-out', { allowRemoteUnauthenticated: false, hostNetwork: true, hostNetworkAllowUnauthenticatedLoopback: true }, ['ETCD_AGENT_HOST_NETWORK_ALLOW_UNAUTHENTICATED_LOOPBACK']],
+    ['host network, a token, loopback opt-out', { tokenFile: '/t', allowRemoteUnauthenticated: false, hostNetwork: true, hostNetworkAllowUnauthenticatedLoopback: true }, []],
+    ['pod network, loopback opt-out', { allowRemoteUnauthenticated: false, hostNetwork: false, hostNetworkAllowUnauthenticatedLoopback: true }, []],
+  ])('when %s, then the start warns about %j', (_case, options, variables) => {
+    const warnings = mutationAuthWarnings(options);
+    expect(warnings.map((w) => w.split('=')[0])).toEqual(variables);
   });
 });
