@@ -7,6 +7,7 @@ import type { RequestListener } from 'node:http';
 import type { Config } from './config';
 import type { Deadline } from './deadline';
 import { EtcdCluster } from './etcd/cluster-client';
+import { connectionOptions } from './etcd/connection-options';
 import { HealthObserver } from './health/observer';
 import { MembershipService } from './membership/service';
 import type { Logger } from './observability/logger';
@@ -35,18 +36,7 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
   const metrics = deps.metrics ?? createMetrics();
   const { logger } = deps;
   const cluster = new EtcdCluster(
-    {
-      endpoints: config.endpoints,
-      keyPrefix: config.keyPrefix,
-      caFile: config.etcdCaFile,
-      certFile: config.etcdCertFile,
-      keyFile: config.etcdKeyFile,
-      username: config.etcdUsername,
-      passwordFile: config.etcdPasswordFile,
-      // The CA, certificate and key are re-read when their files change (etcd/credentials.ts).
-      logger,
-      peerURLs: config.localPeerUrl === undefined ? [] : [config.localPeerUrl],
-    },
+    connectionOptions(config, logger),
     (kind, result) => metrics.membershipChanges.inc({ kind, result }),
     (result) => metrics.statusRpcs.inc({ result }),
   );

@@ -18,6 +18,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Deadline, delay } from '../deadline';
 import { EtcdCluster } from '../etcd/cluster-client';
+import { connectionOptions } from '../etcd/connection-options';
 import { MembershipService } from '../membership/service';
 import type { Logger } from '../observability/logger';
 import { createMetrics } from '../observability/metrics';
@@ -56,15 +57,7 @@ export function flagsFileContent(step: Extract<PrepareStep, { kind: 'start' }>, 
 /** Runs prepare to its end; resolves to the exit code (0 flags written, 1 not decided in time). */
 export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<number> {
   const { config } = opts;
-  const cluster = new EtcdCluster({
-    endpoints: config.endpoints,
-    keyPrefix: config.keyPrefix,
-    caFile: config.etcdCaFile,
-    certFile: config.etcdCertFile,
-    keyFile: config.etcdKeyFile,
-    username: config.etcdUsername,
-    passwordFile: config.etcdPasswordFile,
-  });
+  const cluster = new EtcdCluster(connectionOptions(config, logger));
   const membership = new MembershipService({ cluster, config, logger, metrics: createMetrics({ defaultMetrics: false }) });
   const plan: BootstrapPlan = { initialCluster: initialClusterOf(opts.initial), token: opts.token };
   let server: AnswerServer | undefined;
