@@ -38,6 +38,8 @@ export interface PrepareInjection {
   port: number;
   /** The sidecar's env entries (POD_NAME, POD_NAMESPACE, endpoints, template …), in order. */
   agentEnv: object[];
+  /** The sidecar's volume mounts (the token Secret's), which the agent's configuration reads too. */
+  agentMounts: object[];
   resources: object;
 }
 
@@ -75,7 +77,8 @@ export function injectPrepare(doc: Document, podSpec: YAMLMap, etcd: YAMLMap, in
     image: inject.image,
     command: ['/bin/sh', '-c', `cp /bin/busybox ${STATIC_SHELL} && exec etcd-lifecycle-agent prepare`],
     env,
-    volumeMounts: [...dataMounts.map((m) => m.toJSON() as object), { name: START_VOLUME, mountPath: START_MOUNT_PATH }],
+    // The sidecar's mounts too: its env names the token file, which prepare's configuration must read.
+    volumeMounts: [...dataMounts.map((m) => m.toJSON() as object), ...inject.agentMounts, { name: START_VOLUME, mountPath: START_MOUNT_PATH }],
     resources: inject.resources,
     // Root, as etcd's own image runs, to move a stale data directory aside on etcd's volume; no capabilities.
     securityContext: {

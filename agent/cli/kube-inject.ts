@@ -162,13 +162,13 @@ function injectPod(doc: Document, podSpec: YAMLMap, site: PodSite, options: Reso
     client: etcd !== undefined && usesHttps(etcd, 'listen-client-urls') ? 'https' : 'http',
     peer: etcd !== undefined && usesHttps(etcd, 'listen-peer-urls') ? 'https' : 'http',
   };
-  const sidecarSpec = sidecarContainer(site, schemes, options, listen) as { env: object[]; resources: object };
+  const sidecarSpec = sidecarContainer(site, schemes, options, listen) as { env: object[]; resources: object; volumeMounts?: object[] };
   const sidecar = doc.createNode(sidecarSpec);
   sidecar.commentBefore = ' added by etcd-lifecycle-agent kube-inject';
   containers.add(sidecar);
   // The prepare init container and the etcd command that sources its decision (kube-inject-prepare.ts).
   if (etcd !== undefined) {
-    injectPrepare(doc, podSpec, etcd, { image: options.image, port: options.port, agentEnv: sidecarSpec.env, resources: sidecarSpec.resources });
+    injectPrepare(doc, podSpec, etcd, { image: options.image, port: options.port, agentEnv: sidecarSpec.env, agentMounts: sidecarSpec.volumeMounts ?? [], resources: sidecarSpec.resources });
   }
 
   if (etcd !== undefined && !etcd.has('readinessProbe')) {

@@ -252,6 +252,15 @@ describe('the injected prepare step', () => {
     expect((init.volumeMounts as Json[]).map((m) => m.mountPath)).toEqual(['/var/run/etcd', START_MOUNT_PATH]);
   });
 
+  it('when injected with a token Secret, then prepare mounts the token its configuration names, as the sidecar does', () => {
+    const withToken = podSpecs(parse(kubeInject(fixture('statefulset.yaml'), { tokenSecret: 'agent-token' })))[0];
+    const prepare = (withToken.initContainers as Json[]).find((c) => c.name === PREPARE_NAME) as Json;
+
+    expect(envOf(prepare).ETCD_AGENT_TOKEN_FILE).toBe(`${TOKEN_MOUNT_PATH}/token`);
+    expect(prepare.volumeMounts).toContainEqual({ name: 'etcd-lifecycle-agent-token', mountPath: TOKEN_MOUNT_PATH, readOnly: true });
+    expect(withToken.volumes).toContainEqual(expect.objectContaining({ name: 'etcd-lifecycle-agent-token' }));
+  });
+
   it("when injected, then etcd's command sources the flags file and execs the same binary with the same arguments", () => {
     expect(etcd.command).toEqual([STATIC_SHELL, '-c', `. ${FLAGS_FILE} && exec /usr/local/bin/etcd "$@"`, '/usr/local/bin/etcd']);
     expect(etcd.volumeMounts).toContainEqual({ name: START_VOLUME, mountPath: START_MOUNT_PATH, readOnly: true });
