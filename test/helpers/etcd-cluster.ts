@@ -40,3 +40,25 @@ export async function eventually<T>(fn: () => Promise<T>, timeoutMs = 10_000, in
     }
   }
 }
+
+/**
+ * Writes 600 kB values until etcd refuses one for its backend quota ("mvcc: database space
+ * exceeded", which raises the NOSPACE alarm); answers the refusal. etcd measures its backend at each
+ * batch commit (every 100 ms), so a burst of puts inside one interval all pass: each put is
+ * followed by a pause longer than that. Any other failure (a loaded machine's timeout) is tried
+ * again; the loop ends by itself after `timeoutMs`.
+ */
+export async function fillUntilNoSpace(put: (key: string, value: Buffer) => Promise<unknown>, timeoutMs = 30_000): Promise<Error> {
+  const big = Buffer.alloc(600_000, 'x');
+  let last: unknown;
+  for (let i = 0, until = Date.now() + timeoutMs; Date.now() < until; i++) {
+    try {
+      await put(`big/${i}`, big);
+    } catch (err) {
+      if (String(err).includes('database space exceeded')) return err as Error;
+      last = err;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 150));
+  }
+  throw new Error(`etcd never refused a put for its quota within ${timeoutMs} ms (last error: ${String(last)})`);
+}

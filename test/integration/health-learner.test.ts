@@ -11,7 +11,7 @@ import type { RunningAgent } from '../../agent/agent';
 import { Deadline } from '../../agent/deadline';
 import { HeldLock, MembershipLock } from '../../agent/etcd/lock';
 import { createLogger } from '../../agent/observability/logger';
-import { eventually, LocalEtcdCluster, startTestCluster } from '../helpers/etcd-cluster';
+import { eventually, fillUntilNoSpace, LocalEtcdCluster, startTestCluster } from '../helpers/etcd-cluster';
 import type { Answer } from '../helpers/http-call';
 import { get, startMemberAgent } from '../helpers/membership';
 import { PeerFronts } from '../helpers/peer-fronts';
@@ -121,24 +121,8 @@ describe('a learner catching up, and an alarm, seen through /v1/health and /v1/h
   });
 
   it('when the backend quota is exceeded, then the NOSPACE alarm makes the cluster degraded and names the member', async () => {
-    const big = Buffer.alloc(600_000, 'x');
-    // Until etcd refuses for the quota ("mvcc: database space exceeded": the alarm is raised). Any other
-    // failure (a busy machine's timeout) is tried again, or the loop would stop short of the quota.
-    let refused = false;
-    for (let i = 0; i < 8 && !refused; i++) {
-      for (let attempt = 1; ; attempt++) {
-        try {
-          await agent.cluster.raw.put(`big/${i}`).value(big);
-          break;
-        } catch (err) {
-          if (String(err).includes('database space exceeded')) refused = true;
-          else if (attempt < 5) continue;
-          else throw err;
-          break;
-        }
-      }
-    }
-    expect(refused).toBe(true);
+    const refused = await fillUntilNoSpace((key, value) => agent.cluster.raw.put(key).value(value).exec());
+    expect(String(refused)).toMatch(/database space exceeded/);
 
     const answer = await until(health, (a) => a.json.alarms.length > 0);
 

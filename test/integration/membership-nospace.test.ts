@@ -5,7 +5,7 @@
  * disarm), not a bare "unavailable"; once space is reclaimed, the same call works.
  */
 import type { RunningAgent } from '../../agent/agent';
-import { withCluster } from '../helpers/etcd-cluster';
+import { fillUntilNoSpace, withCluster } from '../helpers/etcd-cluster';
 import { changesSent, post, settle, startMemberAgent } from '../helpers/membership';
 
 const LEAVE = '/v1/members/leave';
@@ -25,11 +25,7 @@ describe('membership changes under a NOSPACE alarm', () => {
   });
 
   it('when the backend quota is exceeded, then a leave answers 503 naming the NOSPACE alarm and the remedy, and changes nothing', async () => {
-    const big = Buffer.alloc(600_000, 'x');
-    let refused: unknown;
-    for (let i = 0; i < 10 && refused === undefined; i++) {
-      await agent.cluster.raw.put(`big/${i}`).value(big).catch((err: unknown) => (refused = err));
-    }
+    const refused = await fillUntilNoSpace((key, value) => agent.cluster.raw.put(key).value(value).exec());
     expect(String(refused)).toMatch(/database space exceeded/);
     expect(await cluster().etcdctl(['alarm', 'list'])).toMatch(/NOSPACE/);
 
