@@ -41,7 +41,7 @@ export type PeerAnswer =
 export interface PrepareFacts {
   self: { name: string; peerURL: string };
   dataDir: DataDirState;
-  /** The bootstrap this pod decided earlier, if its marker survives beside the data directory. */
+  /** The bootstrap this pod decided earlier, if its marker survives inside the data directory (a wiped directory loses it too). */
   marker?: BootstrapPlan;
   cluster: { kind: 'answered'; list: MemberList } | { kind: 'unreachable'; reason: string };
   initial: InitialMember[];
