@@ -201,7 +201,7 @@ function injectPod(doc: Document, podSpec: YAMLMap, site: PodSite, options: Reso
  * least 1.5× the peak under the bench's /v1/health load, as the README's bench run measured them on
  * Node 20 and 24 (test/unit/memory-budget.test.ts fails when they drift apart).
  */
-export const SIDECAR_RESOURCES = { requests: { cpu: '10m', memory: '96Mi' }, limits: { memory: '192Mi' } };
+export const SIDECAR_RESOURCES = { requests: { cpu: '10m', memory: '96Mi' }, limits: { memory: '200Mi' } };
 
 /** The sidecar container as plain data, in the key order it is printed in. */
 function sidecarContainer(

@@ -189,7 +189,7 @@ describe('the injected sidecar', () => {
       ports: [{ name: 'lifecycle', containerPort: 3501 }],
       livenessProbe: { httpGet: { path: '/livez', port: 'lifecycle' }, timeoutSeconds: 2 },
       readinessProbe: { httpGet: { path: '/readyz', port: 'lifecycle' }, timeoutSeconds: 2 },
-      resources: { requests: { cpu: '10m', memory: '96Mi' }, limits: { memory: '192Mi' } },
+      resources: { requests: { cpu: '10m', memory: '96Mi' }, limits: { memory: '200Mi' } },
       securityContext: {
         runAsNonRoot: true,
         runAsUser: 65532,
