@@ -7,7 +7,7 @@ import { RunningAgent, startAgent } from '../../agent/agent';
 import { loadConfig } from '../../agent/config';
 import { createLogger } from '../../agent/observability/logger';
 import { createMetrics, Metrics } from '../../agent/observability/metrics';
-import type { LocalEtcdCluster } from './etcd-cluster';
+import { eventually, type LocalEtcdCluster } from './etcd-cluster';
 import { Answer, call } from './http-call';
 
 /** Starts an agent in this process on a free port, with a silent logger and its own metrics. */
@@ -77,4 +77,13 @@ export async function leaderOf(cluster: LocalEtcdCluster): Promise<{ id: string;
 export async function settle(since = Date.now()): Promise<void> {
   const left = since + 5200 - Date.now();
   if (left > 0) await new Promise((resolve) => setTimeout(resolve, left));
+}
+
+/** Asks `ask` every 100 ms until its answer is `ok` (within `timeoutMs`); the last answer it got names why not. */
+export function until(ask: () => Promise<Answer>, ok: (a: Answer) => boolean, timeoutMs = 10_000): Promise<Answer> {
+  return eventually(async () => {
+    const answer = await ask();
+    if (!ok(answer)) throw new Error(`not yet: ${answer.status} ${answer.text.slice(0, 600)}`);
+    return answer;
+  }, timeoutMs, 100);
 }

@@ -14,9 +14,9 @@ import { EtcdCluster } from '../../agent/etcd/cluster-client';
 import { HeldLock, MembershipLock } from '../../agent/etcd/lock';
 import { isLearnerInSync } from '../../agent/membership/quorum';
 import { createLogger } from '../../agent/observability/logger';
-import { eventually, LocalEtcdCluster, startTestCluster } from '../helpers/etcd-cluster';
+import { LocalEtcdCluster, startTestCluster } from '../helpers/etcd-cluster';
 import type { Answer } from '../helpers/http-call';
-import { changesSent, get, leaderOf, post, startMemberAgent } from '../helpers/membership';
+import { changesSent, get, leaderOf, post, startMemberAgent, until } from '../helpers/membership';
 
 const JOIN = '/v1/members/join';
 const LEAVE = '/v1/members/leave';
@@ -83,14 +83,6 @@ describe('any agent, with only its own member as endpoint, finds a live member f
       if (now > end) throw new Error(`${name} was not promoted within ${timeoutMs} ms (in sync at ${inSyncAt ?? 'never'})`);
       await new Promise((resolve) => setTimeout(resolve, 25));
     }
-  }
-
-  async function until(ask: () => Promise<Answer>, ok: (a: Answer) => boolean, timeoutMs = 10_000): Promise<Answer> {
-    return eventually(async () => {
-      const answer = await ask();
-      if (!ok(answer)) throw new Error(`not yet: ${answer.status} ${answer.text.slice(0, 600)}`);
-      return answer;
-    }, timeoutMs, 100);
   }
 
   it('when etcd refuses a join as "unhealthy cluster" past the call\'s deadline while every voter answers, then it is retried and answered unsafe saying how long it waited', async () => {

@@ -11,9 +11,9 @@ import type { RunningAgent } from '../../agent/agent';
 import { Deadline } from '../../agent/deadline';
 import { HeldLock, MembershipLock } from '../../agent/etcd/lock';
 import { createLogger } from '../../agent/observability/logger';
-import { eventually, fillUntilNoSpace, LocalEtcdCluster, startTestCluster } from '../helpers/etcd-cluster';
+import { fillUntilNoSpace, LocalEtcdCluster, startTestCluster } from '../helpers/etcd-cluster';
 import type { Answer } from '../helpers/http-call';
-import { get, startMemberAgent } from '../helpers/membership';
+import { get, startMemberAgent, until } from '../helpers/membership';
 import { PeerFronts } from '../helpers/peer-fronts';
 
 const LEARNER = 'etcd-3';
@@ -45,14 +45,6 @@ describe('a learner catching up, and an alarm, seen through /v1/health and /v1/h
 
   const health = (): Promise<Answer> => get(agent, '/v1/health');
   const local = (): Promise<Answer> => get(beside, '/v1/health/local');
-
-  async function until(ask: () => Promise<Answer>, ok: (a: Answer) => boolean, timeoutMs = 10_000): Promise<Answer> {
-    return eventually(async () => {
-      const answer = await ask();
-      if (!ok(answer)) throw new Error(`not yet: ${answer.status} ${answer.text.slice(0, 600)}`);
-      return answer;
-    }, timeoutMs, 100);
-  }
 
   it('when a learner is added while a join holds the membership lock, then /v1/health is healthy and lists the join in operations', async () => {
     await until(health, (a) => a.json.status === 'healthy');

@@ -7,8 +7,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { kubeInject, KubeInjectIo, KubeInjectUsageError, runKubeInject, SIDECAR_NAME, TOKEN_MOUNT_PATH } from '../../agent/cli/kube-inject';
+import { kubeInject, KubeInjectUsageError, runKubeInject, SIDECAR_NAME, TOKEN_MOUNT_PATH } from '../../agent/cli/kube-inject';
 import { ConfigError, loadConfig } from '../../agent/config';
+import { kubeInjectHarness } from '../helpers/kube-inject-io';
 
 type Json = { [key: string]: unknown };
 
@@ -32,21 +33,7 @@ function envOf(c: Json): Record<string, unknown> {
   return Object.fromEntries((c.env as Json[]).map((e) => [e.name, e.value ?? e.valueFrom]));
 }
 
-function harness(files: Record<string, string>): KubeInjectIo & { out: string[]; err: string[] } {
-  const out: string[] = [];
-  const err: string[] = [];
-  return {
-    out,
-    err,
-    stdout: (s) => out.push(s),
-    stderr: (s) => err.push(s),
-    readFile: async (file) => {
-      const text = files[file];
-      if (text === undefined) throw new Error(`ENOENT: no such file or directory, open '${file}'`);
-      return text;
-    },
-  };
-}
+const harness = kubeInjectHarness;
 
 /**
  * The environment the kubelet would give the sidecar: literal values with `$(VAR)` expanded from

@@ -1,8 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { kubeInject, KubeInjectIo, runKubeInject, SIDECAR_NAME, TOKEN_MOUNT_PATH } from '../../agent/cli/kube-inject';
+import { kubeInject, runKubeInject, SIDECAR_NAME, TOKEN_MOUNT_PATH } from '../../agent/cli/kube-inject';
 import { FLAGS_FILE, PREPARE_NAME, START_MOUNT_PATH, START_VOLUME, STATIC_SHELL } from '../../agent/cli/kube-inject-prepare';
+import { kubeInjectHarness } from '../helpers/kube-inject-io';
 
 const ROOT = join(__dirname, '..', '..');
 const FIXTURES = join(ROOT, 'test', 'fixtures', 'kube-inject');
@@ -325,22 +326,7 @@ describe('deploy/', () => {
 });
 
 describe('runKubeInject', () => {
-  /** Captures what the command prints; files come from a map, `-` is stdin. */
-  function harness(files: Record<string, string>): KubeInjectIo & { out: string[]; err: string[] } {
-    const out: string[] = [];
-    const err: string[] = [];
-    return {
-      out,
-      err,
-      stdout: (s) => out.push(s),
-      stderr: (s) => err.push(s),
-      readFile: async (path) => {
-        const text = files[path];
-        if (text === undefined) throw new Error(`ENOENT: no such file or directory, open '${path}'`);
-        return text;
-      },
-    };
-  }
+  const harness = kubeInjectHarness;
 
   const files = {
     'sts.yaml': fixture('statefulset.yaml'),
