@@ -64,8 +64,6 @@ export const LOCK_TTL_SECONDS = 10;
 export const LOCK_MAX_WAIT_MS = 5000;
 /** Default interval between looks at a held lock. */
 export const LOCK_POLL_MS = 100;
-/** Lock calls are quick: retried soon (20–200 ms apart), up to 50 ms before the deadline. */
-export const LOCK_RETRY = { minTimeout: 20, maxTimeout: 200, reserveMs: 50 } as const;
 /** Revoking a lease: a few quick attempts, this long at most, whatever the call's deadline. */
 export const LEASE_REVOKE_MS = 3000;
 
