@@ -209,16 +209,28 @@ export class LocalEtcdCluster {
     if (previous && previous.state !== 'stopped') throw new Error(`member ${name} is already ${previous.state}`);
     const known = this.reserved.get(name) ?? previous ?? (await this.reserveMember(name));
     const peerURL = opts.peerURL ?? known.peerURL;
-    const clientURL = opts.clientURL ?? known.clientURL;
+    let clientURL = opts.clientURL ?? known.clientURL;
     const initialCluster = opts.initialCluster ?? (await this.initialClusterFor(name, peerURL));
     const dataDir = path.join(this.root, `${name}.data`);
-    // A member that was removed and added again must not find the old member's WAL.
-    await fs.promises.rm(dataDir, { recursive: true, force: true });
-    const m = this.addMember({ name, peerURL, clientURL }, initialCluster);
-    this.reserved.delete(name);
-    this.spawnMember(m, 'existing');
-    if (opts.wait ?? true) await this.waitHealthy(name, opts.timeoutMs);
-    return snapshot(m);
+    for (let attempt = 1; ; attempt++) {
+      // A member that was removed and added again must not find the old member's WAL.
+      await fs.promises.rm(dataDir, { recursive: true, force: true });
+      const m = this.addMember({ name, peerURL, clientURL }, initialCluster);
+      this.reserved.delete(name);
+      this.spawnMember(m, 'existing');
+      if (!(opts.wait ?? true)) return snapshot(m);
+      try {
+        await this.waitHealthy(name, opts.timeoutMs);
+        return snapshot(m);
+      } catch (err) {
+        // A client port found free when it was reserved may be taken by someone else before etcd
+        // binds it. Unlike the peer URL, the client URL is not in the member list yet: a new port serves.
+        const url = new URL(clientURL);
+        if (opts.clientURL !== undefined || attempt >= 3 || !String(err).includes(`${url.host}: bind: address already in use`)) throw err;
+        [url.port] = (await freePorts(1, url.hostname)).map(String);
+        clientURL = `${url.protocol}//${url.host}`;
+      }
+    }
   }
 
   /** Waits until member `name` (default: every running member) answers /health with `"true"`. */

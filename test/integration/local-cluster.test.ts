@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import net from 'node:net';
 import { eventually, withCluster } from '../helpers/etcd-cluster';
 
 // One cluster tells the whole story: each test leaves it as the next one expects.
@@ -20,18 +21,23 @@ describe('LocalEtcdCluster (real etcd processes on loopback)', () => {
   // etcd 3.4 refuses a member add ("unhealthy cluster") until the leader has been connected to every
   // voter for 5 s (--strict-reconfig-check, HealthInterval), even a learner add, and again after a fault:
   // so the add retries, and comes before the fault tests to pay that wait only once.
-  it('when a reserved member is added as a learner and its process is started, then it is listed as a started learner', async () => {
+  it('when a reserved member is added as a learner and its process is started after someone took its client port, then it starts on a new client port and is listed as a started learner', async () => {
     const c = cluster();
     const reserved = await c.reserveMember('etcd-3');
     await eventually(() => c.etcdctl(['member', 'add', 'etcd-3', '--learner', `--peer-urls=${reserved.peerURL}`]));
     const unstarted = (await c.listMembers()).find((m) => m.peerURLs.includes(reserved.peerURL));
     expect(unstarted).toMatchObject({ name: '', started: false, isLearner: true });
+    // The race freePorts leaves open: another process binds the reserved client port first.
+    const squatter = net.createServer();
+    const taken = new URL(reserved.clientURL);
+    await new Promise<void>((resolve) => squatter.listen(Number(taken.port), taken.hostname, resolve));
 
-    const started = await c.addMemberProcess('etcd-3');
+    const started = await c.addMemberProcess('etcd-3').finally(() => squatter.close());
 
-    expect(started).toMatchObject({ name: 'etcd-3', state: 'running', clientURL: reserved.clientURL });
+    expect(started).toMatchObject({ name: 'etcd-3', state: 'running', peerURL: reserved.peerURL });
+    expect(started.clientURL).not.toBe(reserved.clientURL);
     const listed = (await c.listMembers()).find((m) => m.peerURLs.includes(reserved.peerURL));
-    expect(listed).toMatchObject({ name: 'etcd-3', started: true, isLearner: true, clientURLs: [reserved.clientURL] });
+    expect(listed).toMatchObject({ name: 'etcd-3', started: true, isLearner: true, clientURLs: [started.clientURL] });
   });
 
   it('when a member is paused, then its health check times out, and when it is resumed, then it is healthy again', async () => {
