@@ -8,8 +8,32 @@ import type { Deadline } from '../deadline';
 import { AgentError, ErrorCode } from '../proto/errors';
 import { etcd3For } from './etcd3-module';
 
+/**
+ * Why etcd refused a call, as a typed reason: the only form in which etcd's wording leaves
+ * `agent/etcd/` (callers compare `etcdRefusal(err)`, never the text).
+ */
+export type EtcdRefusal =
+  | 'nospace'
+  | 'unhealthy-cluster'
+  | 'not-enough-started'
+  | 'too-many-learners'
+  | 'learner-not-ready'
+  | 'not-learner'
+  | 'peer-url-exists'
+  | 'member-id-exists'
+  | 'member-not-found'
+  | 'leader-changed'
+  | 'no-leader'
+  | 'not-leader'
+  | 'request-timed-out'
+  | 'not-capable'
+  | 'learner-rpc'
+  | 'tls';
+
 interface MessageRule {
-  text: string;
+  /** etcd's (or OpenSSL's) wording; a RegExp where a plain substring would also match a longer message. */
+  text: string | RegExp;
+  refusal: EtcdRefusal;
   code: ErrorCode;
   say: string;
   details?: Record<string, unknown>;
@@ -22,6 +46,7 @@ interface MessageRule {
 const MESSAGE_RULES: readonly MessageRule[] = [
   {
     text: 'database space exceeded',
+    refusal: 'nospace',
     code: 'unavailable',
     say:
       'etcd has raised a NOSPACE alarm (mvcc: database space exceeded) and accepts no writes, so the agent cannot ' +
@@ -30,44 +55,56 @@ const MESSAGE_RULES: readonly MessageRule[] = [
       'or raise --quota-backend-bytes',
     details: { alarm: 'NOSPACE', remedy: ['etcdctl compact <current revision>', 'etcdctl defrag (every member)', 'etcdctl alarm disarm'] },
   },
-  { text: 'unhealthy cluster', code: 'unsafe', say: 'etcd refused the change: the cluster is unhealthy' },
+  { text: 'unhealthy cluster', refusal: 'unhealthy-cluster', code: 'unsafe', say: 'etcd refused the change: the cluster is unhealthy' },
   {
     text: 'not enough started members',
+    refusal: 'not-enough-started',
     code: 'unsafe',
     say: 'etcd refused the change: not enough started members',
   },
-  { text: 'too many learner members', code: 'busy', say: 'etcd allows one learner at a time and has one' },
+  { text: 'too many learner members', refusal: 'too-many-learners', code: 'busy', say: 'etcd allows one learner at a time and has one' },
   {
     text: 'can only promote a learner member which is in sync with leader',
+    refusal: 'learner-not-ready',
     code: 'busy',
     say: 'the learner is not yet in sync with the leader',
   },
-  { text: 'Peer URLs already exists', code: 'conflict', say: 'the peer URL belongs to another member' },
-  { text: 'member ID already exist', code: 'conflict', say: 'the member id already exists' },
-  { text: 'member not found', code: 'not-found', say: 'etcd has no such member' },
-  { text: 'leader changed', code: 'unavailable', say: 'the etcd leader changed during the call' },
-  { text: 'no leader', code: 'unavailable', say: 'etcd has no leader' },
-  { text: 'not leader', code: 'unavailable', say: 'the etcd member asked is not the leader' },
-  { text: 'request timed out', code: 'unavailable', say: 'etcd timed out the request' },
-  { text: 'not capable', code: 'unavailable', say: 'etcd is not capable of this yet' },
-  { text: 'rpc not supported for learner', code: 'unavailable', say: 'the member asked is a learner' },
+  {
+    // The same words without "which is in sync": the member is a voter already.
+    text: /can only promote a learner member(?! which)/,
+    refusal: 'not-learner',
+    code: 'conflict',
+    say: 'etcd refused the promotion: the member is not a learner (it is a voter already)',
+  },
+  { text: 'Peer URLs already exists', refusal: 'peer-url-exists', code: 'conflict', say: 'the peer URL belongs to another member' },
+  { text: 'member ID already exist', refusal: 'member-id-exists', code: 'conflict', say: 'the member id already exists' },
+  { text: 'member not found', refusal: 'member-not-found', code: 'not-found', say: 'etcd has no such member' },
+  { text: 'leader changed', refusal: 'leader-changed', code: 'unavailable', say: 'the etcd leader changed during the call' },
+  { text: 'no leader', refusal: 'no-leader', code: 'unavailable', say: 'etcd has no leader' },
+  { text: 'not leader', refusal: 'not-leader', code: 'unavailable', say: 'the etcd member asked is not the leader' },
+  { text: 'request timed out', refusal: 'request-timed-out', code: 'unavailable', say: 'etcd timed out the request' },
+  { text: 'not capable', refusal: 'not-capable', code: 'unavailable', say: 'etcd is not capable of this yet' },
+  { text: 'rpc not supported for learner', refusal: 'learner-rpc', code: 'unavailable', say: 'the member asked is a learner' },
   // TLS handshakes that fail on configuration, not on the network (grpc-js/OpenSSL wording).
   ...['alert bad certificate', 'alert certificate required', 'alert unknown ca'].map((text) => ({
     text,
+    refusal: 'tls' as const,
     code: 'unavailable' as const,
     say: 'etcd refused the agent TLS client certificate (ETCD_AGENT_ETCD_CERT_FILE / _KEY_FILE missing, or not signed by a CA etcd trusts)',
   })),
   ...['unable to verify the first certificate', 'self signed certificate', 'self-signed certificate', 'unable to get local issuer certificate'].map(
     (text) => ({
       text,
+      refusal: 'tls' as const,
       code: 'unavailable' as const,
       say: 'the agent does not trust the TLS certificate of etcd (ETCD_AGENT_ETCD_CA_FILE is not the CA that signed it)',
     }),
   ),
-  { text: 'certificate has expired', code: 'unavailable', say: 'a TLS certificate between the agent and etcd has expired' },
-  { text: "does not match certificate's altnames", code: 'unavailable', say: 'the TLS certificate of etcd does not name the endpoint host' },
+  { text: 'certificate has expired', refusal: 'tls', code: 'unavailable', say: 'a TLS certificate between the agent and etcd has expired' },
+  { text: "does not match certificate's altnames", refusal: 'tls', code: 'unavailable', say: 'the TLS certificate of etcd does not name the endpoint host' },
   {
     text: 'wrong version number',
+    refusal: 'tls',
     code: 'unavailable',
     say: 'the etcd endpoint does not speak TLS (once ETCD_AGENT_ETCD_CA_FILE is set, every endpoint is reached over TLS)',
   },
@@ -132,7 +169,7 @@ export function toAgentError(err: unknown): AgentError {
   if (err instanceof AgentError) return err;
   if (isEtcd3(err, 'ClientClosedError')) return shuttingDownError(err);
   const message = err instanceof Error ? err.message : String(err);
-  const rule = MESSAGE_RULES.find((r) => message.includes(r.text));
+  const rule = ruleFor(message);
   if (rule !== undefined) {
     return new AgentError(rule.code, rule.say, { cause: err, details: { ...rule.details, etcd: firstLine(message) } });
   }
@@ -147,19 +184,17 @@ export function toAgentError(err: unknown): AgentError {
   return new AgentError('internal', 'internal error', { cause: err });
 }
 
-/** True when etcd refused a promotion because the learner is not yet in sync (a "not yet", not an error). */
-export function isLearnerNotReady(err: unknown): boolean {
-  return err instanceof Error && err.message.includes('can only promote a learner member which is in sync with leader');
+function ruleFor(message: string): MessageRule | undefined {
+  return MESSAGE_RULES.find((r) => (typeof r.text === 'string' ? message.includes(r.text) : r.text.test(message)));
 }
 
-/** True when etcd refused a promotion because the member is not a learner (it is already a voter). */
-export function isNotLearner(err: unknown): boolean {
-  return err instanceof Error && /can only promote a learner member(?! which)/.test(err.message);
-}
-
-/** True when etcd reports that the member does not (or no longer) exist. */
-export function isMemberNotFound(err: unknown): boolean {
-  return err instanceof Error && err.message.includes('member not found');
+/**
+ * Why etcd refused the call that threw `err` (etcd's error itself, or the AgentError it was mapped
+ * to, whose cause it is); undefined for any other failure.
+ */
+export function etcdRefusal(err: unknown): EtcdRefusal | undefined {
+  if (err instanceof AgentError) return err.cause === undefined ? undefined : etcdRefusal(err.cause);
+  return err instanceof Error ? ruleFor(err.message)?.refusal : undefined;
 }
 
 /** Pacing of `retryTransient`: the pause between attempts, and the time that must be left for another. */
@@ -191,13 +226,14 @@ export function isTransient(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
   if (isCredentialError(err)) return false;
   if (etcd3For(err)?.isRecoverableError(err) === true || isEtcd3(err, 'GRPCDeadlineExceededError') || isBrokenCircuitError(err)) return true;
-  return /leader changed|no leader|not leader|request timed out/.test(err.message);
+  const refusal = etcdRefusal(err);
+  return refusal === 'leader-changed' || refusal === 'no-leader' || refusal === 'not-leader' || refusal === 'request-timed-out';
 }
 
 /** True when etcd refused a write because its NOSPACE alarm is raised ("mvcc: database space exceeded"). */
 export function isNoSpace(err: unknown): boolean {
-  if (err instanceof AgentError) return err.details?.alarm === 'NOSPACE' || isNoSpace(err.cause);
-  return err instanceof Error && err.message.includes('database space exceeded');
+  if (err instanceof AgentError && err.details?.alarm === 'NOSPACE') return true;
+  return etcdRefusal(err) === 'nospace';
 }
 
 function isCredentialError(err: unknown): boolean {

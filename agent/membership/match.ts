@@ -1,14 +1,11 @@
 /**
- * Member matching (CONTRACT §3): which listed member a request names. Pure: no I/O, no etcd.
- * The URL normal forms and the name rule it relies on live in proto/urls.ts and proto/names.ts
- * (re-exported here for existing callers).
+ * Member matching (CONTRACT §3): which listed member a request names, and how a
+ * member is named in messages. Pure: no I/O, no etcd. The URL normal forms and
+ * the name rule it relies on live in proto/urls.ts and proto/names.ts.
  */
 import { AgentError } from '../proto/errors';
 import type { ClusterSummary, Member, Phase } from '../proto/types';
-import { normalizeUrl } from '../proto/urls';
-
-export { isValidMemberName } from '../proto/names';
-export { normalizeUrl, peerUrlFromFqdn, peerUrlFromTemplate, validatePeerUrl } from '../proto/urls';
+import { normalizeUrl, peerUrlFromTemplate, validatePeerUrl } from '../proto/urls';
 
 const HEX_ID = /^(?:0x)?0*([0-9a-fA-F]{1,16})$/;
 
@@ -42,9 +39,10 @@ function comparableUrl(raw: string): string {
   }
 }
 
-function describeMember(member: Member): string {
-  const name = member.name === '' ? ' (unstarted)' : ` (${member.name})`;
-  return `${member.id}${name}`;
+/** How a member is named in every message: `etcd-1 (91bc3c398fb3c146)`; an unstarted one by its peer URLs. */
+export function describeMember(member: Member): string {
+  const label = member.name !== '' ? member.name : `unstarted ${listUrls(member.peerURLs)}`;
+  return `${label} (${member.id})`;
 }
 
 function listUrls(urls: string[]): string {
@@ -125,6 +123,28 @@ export function matchMember(members: Member[], wanted: MatchWanted): MatchResult
     return { kind: 'match', member: named };
   }
   return { kind: 'none' };
+}
+
+/**
+ * The member a request names (CONTRACT §3): by `id` alone when given; else by name and peer URLs,
+ * its own or the one the peer URL template makes from the name (none without a template: then
+ * the member is matched by name alone).
+ */
+export function wantedMember(
+  config: { peerUrlTemplate?: string },
+  req: { id?: string; name?: string; peerURLs?: string[] },
+): MatchWanted {
+  if (req.id !== undefined) return { id: req.id, peerURLs: [] };
+  return { name: req.name, peerURLs: requestedPeerURLs(config, req.name ?? '', req.peerURLs) };
+}
+
+/** The peer URLs a request for `name` means: its own, else the template's, else none. */
+export function requestedPeerURLs(config: { peerUrlTemplate?: string }, name: string, peerURLs?: string[]): string[] {
+  if (peerURLs !== undefined) return peerURLs;
+  if (config.peerUrlTemplate === undefined) return [];
+  const url = peerUrlFromTemplate(config.peerUrlTemplate, name);
+  validatePeerUrl(url);
+  return [url];
 }
 
 /** The AgentError (`conflict`, HTTP 409) for a conflicting match. */

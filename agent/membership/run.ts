@@ -1,21 +1,22 @@
 /**
- * One execution of a lifecycle action: its deadline, what it has sent so far,
- * and the steps every mutating action shares — read the member list, probe,
- * take the lock, send one RPC and log it, retry transient failures by reading
- * again, and build the answer. Nothing here is remembered between calls.
+ * One execution of a lifecycle action: its deadline, the step it has reached
+ * and its log (the RPCs it sent, the last probe it made), and the I/O every
+ * action shares — read the member list, probe, take the lock, send one RPC and
+ * log it, read again after a transient failure, and render the answer a pure
+ * decision made. It decides nothing itself; nothing here outlives the call.
  */
 import pRetry from 'p-retry';
 import type { Config } from '../config';
 import type { Deadline } from '../deadline';
 import type { ChangeKind, EtcdCluster } from '../etcd/cluster-client';
-import { isTransient } from '../etcd/errors';
+import { etcdRefusal, isTransient } from '../etcd/errors';
 import type { HeldLock, MembershipLock, OperationIntent } from '../etcd/lock';
 import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
 import { AgentError, isAgentError } from '../proto/errors';
-import type { ActionName, ActionResult, Member, MemberList, Outcome, Phase } from '../proto/types';
-import { peerUrlFromTemplate, summarizeCluster, validatePeerUrl } from './match';
-import { hasQuorum, quorumOf } from './quorum';
+import type { ActionName, ActionResult, Member, MemberList } from '../proto/types';
+import type { Answer, NeedsProbe } from './answer';
+import { summarizeCluster } from './match';
 import { ClusterProbe, probeMembers } from './probe';
 
 /** What the membership actions need. */
@@ -32,27 +33,14 @@ export interface CallContext {
   requestId?: string;
 }
 
-/** The fields of an answer that an action decides; the run fills in the rest. */
-export interface Answer {
-  outcome: Outcome;
-  complete: boolean;
-  phase?: Phase;
-  member?: Member;
-  /** The member list the answer describes (after the change the action made). */
-  list: MemberList;
-  leader?: { id: string; name: string };
-}
-
 /** A transient failure, or one `alsoRetry` accepts, leads to reading the member list again. */
 export type RetryFilter = (err: unknown, attempt: number) => boolean;
 
 /** One execution of one action. */
 export class ActionRun {
   private readonly startedAt = performance.now();
-  /** Membership RPCs this execution has sent (whatever etcd answered). */
+  /** Membership RPCs this execution has sent (whatever etcd answered): what its decisions know of the past. */
   readonly sent = new Set<ChangeKind>();
-  /** Set once this execution has moved leadership. */
-  leaderTransferred = false;
   /** The last step begun, named in a `timeout` answer's details. */
   step = 'starting';
   /** The last probe of this execution: says whether an "unhealthy cluster" refusal is etcd settling or real. */
@@ -82,6 +70,17 @@ export class ActionRun {
     this.begin('asking the members for their status');
     this.lastProbe = await probeMembers(this.deps.cluster, members, this.statusTimeoutMs());
     return this.lastProbe;
+  }
+
+  /**
+   * Applies `decide` to `list`; when the decision first needs the members' live status, probes
+   * them and decides again with it, so that a call with nothing to do never pays for a probe.
+   */
+  async decide<D extends { kind: string }>(list: MemberList, decide: (list: MemberList, probe?: ClusterProbe) => D | NeedsProbe): Promise<Exclude<D, NeedsProbe>> {
+    const first = decide(list);
+    const decision = first.kind === 'probe' ? decide(list, await this.probe(list.members)) : first;
+    if (decision.kind === 'probe') throw new AgentError('internal', 'a decision asked for a probe it was given');
+    return decision as Exclude<D, NeedsProbe>;
   }
 
   /** The deadline of one Status call: the configured one, never past the call's own deadline. */
@@ -143,12 +142,12 @@ export class ActionRun {
   private isSettling(err: unknown): boolean {
     const probe = this.lastProbe;
     const everyVoter = probe !== undefined && probe.voters.length > 0 && probe.healthyVoters === probe.voters.length;
-    return everyVoter && etcdSaid(err, isUnhealthyCluster);
+    return everyVoter && etcdRefusal(err) === 'unhealthy-cluster';
   }
 
   /** An "unhealthy cluster" refusal that was waited on: says so, and for how long (`details.waitedMs`). */
   private withWait(err: unknown): unknown {
-    if (this.settlingSince === undefined || !(err instanceof AgentError) || !etcdSaid(err, isUnhealthyCluster)) return err;
+    if (this.settlingSince === undefined || !(err instanceof AgentError) || etcdRefusal(err) !== 'unhealthy-cluster') return err;
     const waitedMs = Date.now() - this.settlingSince;
     const why = this.isSettling(err)
       ? `etcd still refused the change as "unhealthy cluster" after ${waitedMs} ms of retries, although every voter answered its status call`
@@ -207,7 +206,7 @@ export class ActionRun {
       ...(a.phase === undefined ? {} : { phase: a.phase }),
       ...(a.member === undefined ? {} : { member: a.member }),
       cluster: summarizeCluster(a.list.clusterId, a.list.members),
-      leaderTransferred: this.leaderTransferred,
+      leaderTransferred: a.leaderTransferred ?? false,
       ...(a.leader === undefined ? {} : { leader: a.leader }),
       durationMs: this.elapsedMs(),
     };
@@ -219,52 +218,4 @@ export interface LoggedMember {
   id?: string;
   name: string;
   peerURLs: string[];
-}
-
-/** `list` with `member` replaced (or appended when new, or left out when `remove`). */
-export function withMember(list: MemberList, member: Member, remove = false): MemberList {
-  if (remove) return { ...list, members: list.members.filter((m) => m.id !== member.id) };
-  const known = list.members.some((m) => m.id === member.id);
-  return { ...list, members: known ? list.members.map((m) => (m.id === member.id ? member : m)) : [...list.members, member] };
-}
-
-/**
- * The peer URLs a request means (CONTRACT §3): its own, else the one the peer URL template makes
- * from the name, else none (then the member is matched by name alone).
- */
-export function requestedPeerURLs(config: Pick<Config, 'peerUrlTemplate'>, name: string, peerURLs?: string[]): string[] {
-  if (peerURLs !== undefined) return peerURLs;
-  if (config.peerUrlTemplate === undefined) return [];
-  const url = peerUrlFromTemplate(config.peerUrlTemplate, name);
-  validatePeerUrl(url);
-  return [url];
-}
-
-/** Throws `unavailable` unless the voters that answered make a quorum. */
-export function requireQuorum(probe: ClusterProbe): void {
-  const voters = probe.voters.length;
-  const healthy = probe.healthyVoters;
-  if (!hasQuorum(voters, healthy)) {
-    throw new AgentError(
-      'unavailable',
-      `only ${healthy} of ${voters} voters answered a status call; a quorum needs ${quorumOf(voters)}`,
-      { details: { voters, healthyVoters: healthy, required: quorumOf(voters) } },
-    );
-  }
-}
-
-/** True when `err` (or the etcd error it wraps) satisfies `test`; etcd's own text sits in the cause. */
-export function etcdSaid(err: unknown, test: (e: unknown) => boolean): boolean {
-  return test(err) || (err instanceof Error && err.cause !== undefined && test(err.cause));
-}
-
-/** True when etcd refused a change as "unhealthy cluster" (strict reconfiguration check). */
-export function isUnhealthyCluster(err: unknown): boolean {
-  return err instanceof Error && err.message.includes('unhealthy cluster');
-}
-
-/** How a member is described in messages: its name, else its peer URLs, with its id. */
-export function describeMember(member: Member): string {
-  const label = member.name !== '' ? member.name : member.peerURLs.join(',');
-  return `${label} (${member.id})`;
 }

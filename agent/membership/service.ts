@@ -15,9 +15,9 @@ import type { ActionName, ActionResult, ClusterSummary, Member, OperationRecord 
 import { AutoPromoter } from './auto-promote';
 import { join } from './join';
 import { leave } from './leave';
-import { summarizeCluster, type MatchWanted } from './match';
+import { summarizeCluster, wantedMember } from './match';
 import { promote } from './promote';
-import { ActionRun, CallContext, MembershipDeps, requestedPeerURLs } from './run';
+import { ActionRun, CallContext, MembershipDeps } from './run';
 import { requestKey, SingleFlight } from './single-flight';
 import { transfer } from './transfer';
 
@@ -59,11 +59,7 @@ export class MembershipService {
 
   /** Promotes a learner (200 `promoted`/`already-member`, 202 `in-progress`). */
   promote(req: PromoteRequest, context?: CallContext): Promise<ActionResult> {
-    const wanted: MatchWanted =
-      req.id !== undefined
-        ? { id: req.id, peerURLs: [] }
-        : { name: req.name, peerURLs: requestedPeerURLs(this.deps.config, req.name, req.peerURLs) };
-    return this.execute('memberPromote', req, req.timeoutSeconds, context, (run) => promote(run, wanted));
+    return this.execute('memberPromote', req, req.timeoutSeconds, context, (run) => promote(run, wantedMember(this.deps.config, req)));
   }
 
   /** Moves leadership (200 `transferred`/`already-leader`/`not-leader`). */

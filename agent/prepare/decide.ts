@@ -14,7 +14,8 @@
  * - a member is only ever added through the idempotent join, which matches
  *   this pod's peer URL first, so one pod never gets two members.
  */
-import { matchMember, normalizeUrl } from '../membership/match';
+import { matchMember } from '../membership/match';
+import { normalizeUrl } from '../proto/urls';
 import type { Member, MemberList } from '../proto/types';
 import type { DataDirState } from './data-dir';
 

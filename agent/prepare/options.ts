@@ -8,7 +8,7 @@
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Config, ConfigError, loadConfig } from '../config';
-import { peerUrlFromTemplate, validatePeerUrl } from '../membership/match';
+import { peerUrlFromTemplate, validatePeerUrl } from '../proto/urls';
 import type { InitialMember } from './decide';
 
 /** Where the etcd container's command sources its start flags from, unless told otherwise. */

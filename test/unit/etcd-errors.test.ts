@@ -12,7 +12,7 @@ import {
   GRPCUnavailableError,
   castGrpcError,
 } from 'etcd3';
-import { isLearnerNotReady, isMemberNotFound, isNotLearner, isTransient, toAgentError } from '../../agent/etcd/errors';
+import { etcdRefusal, isTransient, toAgentError, type EtcdRefusal } from '../../agent/etcd/errors';
 import { AgentError, ERROR_CODES, ErrorCode, isAgentError } from '../../agent/proto/errors';
 
 /** gRPC status names of the codes etcd answers with (grpc-js prefixes the message with "<code> <NAME>: "). */
@@ -88,6 +88,12 @@ describe('toAgentError: etcd refusals by message text', () => {
       'busy',
       'the learner is not yet in sync with the leader',
     ],
+    [
+      'etcdserver: can only promote a learner member',
+      9,
+      'conflict',
+      'etcd refused the promotion: the member is not a learner (it is a voter already)',
+    ],
     ['etcdserver: Peer URLs already exists', 9, 'conflict', 'the peer URL belongs to another member'],
     ['etcdserver: member ID already exist', 9, 'conflict', 'the member id already exists'],
     ['etcdserver: member not found', 5, 'not-found', 'etcd has no such member'],
@@ -151,7 +157,7 @@ describe('toAgentError: etcd3 error classes', () => {
     ['GRPCInternalError', new GRPCInternalError('13 INTERNAL: stream reset')],
     ['GRPCCancelledError', new GRPCCancelledError('1 CANCELLED: Call cancelled')],
     ['a cast RESOURCE_EXHAUSTED', grpc(8, 'etcdserver: too many requests')],
-    ['a cast FAILED_PRECONDITION etcd has no rule for', grpc(9, 'etcdserver: can only promote a learner member')],
+    ['a cast FAILED_PRECONDITION etcd has no rule for', grpc(9, 'etcdserver: cluster version not supported')],
     // etcd3 makes an EtcdError of an etcdserver message that came without a gRPC code (e.g. a cancelled watch).
     ['an EtcdError', new EtcdError('etcdserver: too many requests')],
   ])('when etcd3 throws %s that no rule names, then it is unavailable with etcd\'s text', (_name, thrown) => {
@@ -198,47 +204,45 @@ describe('toAgentError: the NOSPACE alarm', () => {
 describe('predicates', () => {
   const notInSync = 'etcdserver: can only promote a learner member which is in sync with leader';
   const notLearner = 'etcdserver: can only promote a learner member';
-  // [what, value, isTransient, isLearnerNotReady, isNotLearner, isMemberNotFound]
-  it.each<[string, unknown, boolean, boolean, boolean, boolean]>([
-    ['a learner-not-in-sync refusal', grpc(9, notInSync), false, true, false, false],
-    ['a bare learner-not-in-sync message', new Error(notInSync), false, true, false, false],
-    ['a not-a-learner refusal', grpc(9, notLearner), false, false, true, false],
-    ['a member-not-found refusal', grpc(5, 'etcdserver: member not found'), false, false, false, true],
-    ['a bare member-not-found message', new Error('etcdserver: member not found'), false, false, false, true],
-    ['GRPCUnavailableError', new GRPCUnavailableError('14 UNAVAILABLE: No connection established'), true, false, false, false],
-    ['GRPCDeadlineExceededError', new GRPCDeadlineExceededError('4 DEADLINE_EXCEEDED: Deadline exceeded'), true, false, false, false],
-    ['BrokenCircuitError', new BrokenCircuitError(), true, false, false, false],
-    ['a cast leader-changed', grpc(14, 'etcdserver: leader changed'), true, false, false, false],
-    ['a bare leader-changed message', new Error('etcdserver: leader changed'), true, false, false, false],
-    ['a bare no-leader message', new Error('etcdserver: no leader'), true, false, false, false],
-    ['a bare request-timed-out message', new Error('etcdserver: request timed out'), true, false, false, false],
-    ['EtcdAuthenticationFailedError', new EtcdAuthenticationFailedError('etcdserver: authentication failed'), false, false, false, false],
-    ['GRPCUnauthenticatedError', new GRPCUnauthenticatedError('16 UNAUTHENTICATED'), false, false, false, false],
-    ['EtcdPermissionDeniedError', new EtcdPermissionDeniedError('etcdserver: permission denied'), false, false, false, false],
-    ['an unavailable AgentError', new AgentError('unavailable', 'etcd is unreachable'), true, false, false, false],
-    ['a mapped GRPCUnavailableError', toAgentError(new GRPCUnavailableError('14 UNAVAILABLE')), true, false, false, false],
+  // [what, value, isTransient, etcdRefusal]
+  it.each<[string, unknown, boolean, EtcdRefusal | undefined]>([
+    ['a learner-not-in-sync refusal', grpc(9, notInSync), false, 'learner-not-ready'],
+    ['a bare learner-not-in-sync message', new Error(notInSync), false, 'learner-not-ready'],
+    ['a not-a-learner refusal', grpc(9, notLearner), false, 'not-learner'],
+    ['a member-not-found refusal', grpc(5, 'etcdserver: member not found'), false, 'member-not-found'],
+    ['a bare member-not-found message', new Error('etcdserver: member not found'), false, 'member-not-found'],
+    ['a mapped member-not-found refusal', toAgentError(grpc(5, 'etcdserver: member not found')), false, 'member-not-found'],
+    ['an unhealthy-cluster refusal', grpc(9, 'etcdserver: unhealthy cluster'), false, 'unhealthy-cluster'],
+    ['a peer-URL-exists refusal', grpc(9, 'etcdserver: Peer URLs already exists'), false, 'peer-url-exists'],
+    ['a too-many-learners refusal', grpc(9, 'etcdserver: too many learner members in cluster'), false, 'too-many-learners'],
+    ['an AgentError of the agent itself (no cause)', new AgentError('not-found', 'member not found'), false, undefined],
+    ['GRPCUnavailableError', new GRPCUnavailableError('14 UNAVAILABLE: No connection established'), true, undefined],
+    ['GRPCDeadlineExceededError', new GRPCDeadlineExceededError('4 DEADLINE_EXCEEDED: Deadline exceeded'), true, undefined],
+    ['BrokenCircuitError', new BrokenCircuitError(), true, undefined],
+    ['a cast leader-changed', grpc(14, 'etcdserver: leader changed'), true, 'leader-changed'],
+    ['a bare leader-changed message', new Error('etcdserver: leader changed'), true, 'leader-changed'],
+    ['a bare no-leader message', new Error('etcdserver: no leader'), true, 'no-leader'],
+    ['a bare request-timed-out message', new Error('etcdserver: request timed out'), true, 'request-timed-out'],
+    ['EtcdAuthenticationFailedError', new EtcdAuthenticationFailedError('etcdserver: authentication failed'), false, undefined],
+    ['GRPCUnauthenticatedError', new GRPCUnauthenticatedError('16 UNAUTHENTICATED'), false, undefined],
+    ['EtcdPermissionDeniedError', new EtcdPermissionDeniedError('etcdserver: permission denied'), false, undefined],
+    ['an unavailable AgentError', new AgentError('unavailable', 'etcd is unreachable'), true, undefined],
+    ['a mapped GRPCUnavailableError', toAgentError(new GRPCUnavailableError('14 UNAVAILABLE')), true, undefined],
     [
       'an unavailable AgentError caused by bad credentials',
       toAgentError(new EtcdAuthenticationFailedError('etcdserver: authentication failed')),
       false,
-      false,
-      false,
-      false,
+      undefined,
     ],
-    ['an unavailable AgentError marked not retryable', new AgentError('unavailable', 'x', { retryable: false }), false, false, false, false],
-    ['a NOSPACE refusal (mvcc: database space exceeded)', grpc(8, 'etcdserver: mvcc: database space exceeded'), false, false, false, false],
-    ['a mapped NOSPACE refusal', toAgentError(new Error('etcdserver: mvcc: database space exceeded')), false, false, false, false],
-    ['a busy AgentError', new AgentError('busy', 'lock held'), false, false, false, false],
-    ['a timeout AgentError', new AgentError('timeout', 'deadline'), false, false, false, false],
-    ['a TypeError', new TypeError('x is not a function'), false, false, false, false],
-    ['a thrown string naming a refusal', notInSync, false, false, false, false],
-    ['null', null, false, false, false, false],
-  ])('when the value is %s, then the predicates answer as the table says', (_what, value, transient, notReady, notALearner, notFound) => {
-    expect({
-      isTransient: isTransient(value),
-      isLearnerNotReady: isLearnerNotReady(value),
-      isNotLearner: isNotLearner(value),
-      isMemberNotFound: isMemberNotFound(value),
-    }).toEqual({ isTransient: transient, isLearnerNotReady: notReady, isNotLearner: notALearner, isMemberNotFound: notFound });
+    ['an unavailable AgentError marked not retryable', new AgentError('unavailable', 'x', { retryable: false }), false, undefined],
+    ['a NOSPACE refusal (mvcc: database space exceeded)', grpc(8, 'etcdserver: mvcc: database space exceeded'), false, 'nospace'],
+    ['a mapped NOSPACE refusal', toAgentError(new Error('etcdserver: mvcc: database space exceeded')), false, 'nospace'],
+    ['a busy AgentError', new AgentError('busy', 'lock held'), false, undefined],
+    ['a timeout AgentError', new AgentError('timeout', 'deadline'), false, undefined],
+    ['a TypeError', new TypeError('x is not a function'), false, undefined],
+    ['a thrown string naming a refusal', notInSync, false, undefined],
+    ['null', null, false, undefined],
+  ])('when the value is %s, then isTransient and etcdRefusal answer as the table says', (_what, value, transient, refusal) => {
+    expect({ isTransient: isTransient(value), etcdRefusal: etcdRefusal(value) }).toEqual({ isTransient: transient, etcdRefusal: refusal });
   });
 });

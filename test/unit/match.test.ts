@@ -1,18 +1,17 @@
 import { AgentError, isAgentError } from '../../agent/proto/errors';
 import type { Member } from '../../agent/proto/types';
 import {
-  isValidMemberName,
+  describeMember,
   matchMember,
   memberPhase,
-  normalizeUrl,
-  peerUrlFromFqdn,
-  peerUrlFromTemplate,
   summarizeCluster,
   toConflictError,
-  validatePeerUrl,
+  wantedMember,
   type MatchResult,
   type MatchWanted,
 } from '../../agent/membership/match';
+import { isValidMemberName } from '../../agent/proto/names';
+import { normalizeUrl, peerUrlFromFqdn, peerUrlFromTemplate, validatePeerUrl } from '../../agent/proto/urls';
 
 function member(id: string, name: string, peerURLs: string[], isLearner = false, started = name !== ''): Member {
   return { id, name, peerURLs, clientURLs: [], isLearner, started };
@@ -208,28 +207,28 @@ describe('matchMember', () => {
       'the name matches one member and the peer URL another',
       MEMBERS,
       { name: 'etcd-0', peerURLs: ['http://etcd-1.etcd-headless:2380'] },
-      'name etcd-0 is member 8e9e05c52164694d but peer URL http://etcd-1.etcd-headless:2380 belongs to member 91bc3c398fb3c146 (etcd-1)',
+      'name etcd-0 is member 8e9e05c52164694d but peer URL http://etcd-1.etcd-headless:2380 belongs to member etcd-1 (91bc3c398fb3c146)',
       [etcd0, etcd1],
     ],
     [
       'the name matches a started member and the peer URL an unstarted one',
       MEMBERS,
       { name: 'etcd-0', peerURLs: ['http://etcd-3.etcd-headless:2380'] },
-      'name etcd-0 is member 8e9e05c52164694d but peer URL http://etcd-3.etcd-headless:2380 belongs to member 628170c800dbcee (unstarted)',
+      'name etcd-0 is member 8e9e05c52164694d but peer URL http://etcd-3.etcd-headless:2380 belongs to member unstarted http://etcd-3.etcd-headless:2380 (628170c800dbcee)',
       [etcd0, unstarted3],
     ],
     [
       'the requested peer URLs belong to two members',
       MEMBERS,
       { peerURLs: ['http://etcd-0.etcd-headless:2380', 'http://etcd-1.etcd-headless:2380'] },
-      'requested peer URLs belong to different members: http://etcd-0.etcd-headless:2380 belongs to member 8e9e05c52164694d (etcd-0); http://etcd-1.etcd-headless:2380 belongs to member 91bc3c398fb3c146 (etcd-1)',
+      'requested peer URLs belong to different members: http://etcd-0.etcd-headless:2380 belongs to member etcd-0 (8e9e05c52164694d); http://etcd-1.etcd-headless:2380 belongs to member etcd-1 (91bc3c398fb3c146)',
       [etcd0, etcd1],
     ],
     [
       'two started members share the name',
       [etcd0, member('99', 'etcd-0', ['http://twin:2380'])],
       { name: 'etcd-0', peerURLs: [] },
-      'name etcd-0 is used by 2 members: 8e9e05c52164694d (etcd-0), 99 (etcd-0)',
+      'name etcd-0 is used by 2 members: etcd-0 (8e9e05c52164694d), etcd-0 (99)',
       [etcd0, member('99', 'etcd-0', ['http://twin:2380'])],
     ],
   ])('when %s, then it is a conflict saying so', (_when, members, wanted, message, clashing) => {
@@ -281,5 +280,28 @@ describe('summarizeCluster and memberPhase', () => {
     ['an unstarted voter', member('5', '', ['http://x:2380'], false), 'unstarted'],
   ])('when the member is %s, then its phase is %s', (_when, m, phase) => {
     expect(memberPhase(m)).toBe(phase);
+  });
+});
+
+describe('describeMember', () => {
+  it.each<[string, Member, string]>([
+    ['a started member', member('91bc3c398fb3c146', 'etcd-1', ['http://etcd-1:2380']), 'etcd-1 (91bc3c398fb3c146)'],
+    ['an unstarted member', member('628170c800dbcee', '', ['http://etcd-3:2380']), 'unstarted http://etcd-3:2380 (628170c800dbcee)'],
+    ['an unstarted member without peer URLs', member('1', '', []), 'unstarted (none) (1)'],
+  ])('when it describes %s, then every message names it as %j', (_what, m, text) => {
+    expect(describeMember(m)).toBe(text);
+  });
+});
+
+describe('wantedMember', () => {
+  const template = { peerUrlTemplate: 'http://{name}.etcd-headless:2380' };
+  it.each<[string, { peerUrlTemplate?: string }, { id?: string; name?: string; peerURLs?: string[] }, MatchWanted]>([
+    ['an id, whatever else is sent', template, { id: 'a1', name: 'etcd-1', peerURLs: ['http://x:2380'] }, { id: 'a1', peerURLs: [] }],
+    ['a name and its own peer URLs', template, { name: 'etcd-1', peerURLs: ['http://x:2380'] }, { name: 'etcd-1', peerURLs: ['http://x:2380'] }],
+    ['a name, with a template', template, { name: 'etcd-1' }, { name: 'etcd-1', peerURLs: ['http://etcd-1.etcd-headless:2380'] }],
+    ['a name, without a template', {}, { name: 'etcd-1' }, { name: 'etcd-1', peerURLs: [] }],
+    ['peer URLs alone', {}, { peerURLs: ['http://x:2380'] }, { name: undefined, peerURLs: ['http://x:2380'] }],
+  ])('when a request names %s, then the wanted member is as the table says', (_what, config, req, wanted) => {
+    expect(wantedMember(config, req)).toEqual(wanted);
   });
 });

@@ -5,7 +5,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { canonicalUrl as healthCanonicalUrl } from '../../agent/health/classify';
-import * as match from '../../agent/membership/match';
 import { isDnsSubdomain, isValidMemberName } from '../../agent/proto/names';
 import * as urls from '../../agent/proto/urls';
 
@@ -33,16 +32,11 @@ describe('the member-name rule', () => {
   ])('when the name is %j, then valid is %s (the same for a member and any Kubernetes name)', (name, valid) => {
     expect(isValidMemberName(name)).toBe(valid);
     expect(isDnsSubdomain(name)).toBe(valid);
-    expect(match.isValidMemberName(name)).toBe(valid);
   });
 });
 
 describe('the URL normal forms', () => {
-  it('when membership and health compare URLs, then they use the functions of proto/urls.ts', () => {
-    expect(match.normalizeUrl).toBe(urls.normalizeUrl);
-    expect(match.validatePeerUrl).toBe(urls.validatePeerUrl);
-    expect(match.peerUrlFromTemplate).toBe(urls.peerUrlFromTemplate);
-    expect(match.peerUrlFromFqdn).toBe(urls.peerUrlFromFqdn);
+  it('when health compares URLs, then it uses the function of proto/urls.ts', () => {
     expect(healthCanonicalUrl).toBe(urls.canonicalUrl);
   });
 

@@ -1,0 +1,54 @@
+/**
+ * What a membership action answers, as its pure decision states it, and the
+ * few rules every decision shares: the quorum guard and the list after a change.
+ * No I/O: `run.ts` turns an `Answer` into the contract's body.
+ */
+import type { ChangeKind } from '../etcd/cluster-client';
+import { AgentError } from '../proto/errors';
+import type { Member, MemberList, Outcome, Phase } from '../proto/types';
+import type { ClusterProbe } from './probe';
+import { hasQuorum, quorumOf } from './quorum';
+
+/** The fields of an answer that a decision sets; the run adds the action, the cluster summary and the duration. */
+export interface Answer {
+  outcome: Outcome;
+  complete: boolean;
+  phase?: Phase;
+  member?: Member;
+  /** The member list the answer describes (after the change the action made). */
+  list: MemberList;
+  leader?: { id: string; name: string };
+  /** True when this call moved leadership (CONTRACT §4 `leaderTransferred`). */
+  leaderTransferred?: boolean;
+}
+
+export type { ChangeKind };
+
+/** The RPCs a call has sent so far (whatever etcd answered): what its decisions know of the past. */
+export type Sent = ReadonlySet<ChangeKind>;
+
+/**
+ * A decision that cannot be made from the member list alone: it asks for the members' live status
+ * first (`probe`), so that calls with nothing to do never pay for a probe round.
+ */
+export interface NeedsProbe {
+  kind: 'probe';
+}
+
+/** `list` with `member` replaced (or appended when new, or left out when `remove`). */
+export function withMember(list: MemberList, member: Member, remove = false): MemberList {
+  if (remove) return { ...list, members: list.members.filter((m) => m.id !== member.id) };
+  const known = list.members.some((m) => m.id === member.id);
+  return { ...list, members: known ? list.members.map((m) => (m.id === member.id ? member : m)) : [...list.members, member] };
+}
+
+/** Throws `unavailable` unless the voters that answered make a quorum. */
+export function requireQuorum(probe: ClusterProbe): void {
+  const voters = probe.voters.length;
+  const healthy = probe.healthyVoters;
+  if (!hasQuorum(voters, healthy)) {
+    throw new AgentError('unavailable', `only ${healthy} of ${voters} voters answered a status call; a quorum needs ${quorumOf(voters)}`, {
+      details: { voters, healthyVoters: healthy, required: quorumOf(voters) },
+    });
+  }
+}
