@@ -2,9 +2,8 @@
  * Configuration (CONTRACT §2): environment variables, each with a `--flag` twin
  * that wins, validated once at start-up into one frozen `Config`.
  */
-import { hostNetworkSetting, resolveHostNetwork } from './host-network';
+import { hostNetworkSetting, resolveHostNetwork, startupAuthRefusal } from './host-network';
 import { peerUrlFromTemplate } from './proto/urls';
-import { startupAuthRefusal } from './server/auth';
 import { ConfigError, flagFor, type Setting, SETTINGS } from './settings';
 
 export { ConfigError, flagFor, LOG_LEVELS, type LogLevel } from './settings';

@@ -6,7 +6,7 @@
  *
  * Invariant: the answer is true whenever the operator says so, or the pod's own addresses show
  * it; it is false only when the operator says so and the addresses do not contradict it, or
- * when nothing is known.
+ * when nothing is known. `startupAuthRefusal` is what that means at start-up: no token, no start.
  *
  * Why a setting plus the pod's addresses, and not the kernel's namespaces:
  * - Comparing `/proc/self/ns/net` with `/proc/1/ns/net` only tells anything when PID 1 is the
@@ -70,4 +70,32 @@ export function resolveHostNetwork(inputs: HostNetworkInputs): HostNetworkAnswer
     return { hostNetwork: false, reason: `POD_IP (${podIp}) differs from HOST_IP (${hostIp})` };
   }
   return { hostNetwork: false, reason: 'no ETCD_AGENT_HOST_NETWORK, and POD_IP or HOST_IP unset' };
+}
+
+/** The settings that decide whether the agent may start without a token. */
+export interface StartupAuthSettings {
+  tokenConfigured: boolean;
+  allowRemoteUnauthenticated: boolean;
+  hostNetwork: boolean;
+  hostNetworkAllowUnauthenticatedLoopback: boolean;
+  /** Why the agent believes it is in the node's network namespace, for the message. */
+  hostNetworkReason?: string;
+}
+
+/**
+ * Start-up's half of the rule (pure): in the node's network namespace, without a token file,
+ * any process on the node could change membership, so the agent refuses to start; the
+ * answer names the variable to set. Undefined when it may start: not host network, a token,
+ * or an explicit opt-out (the loopback one, or the wider remote one, which includes it).
+ */
+export function startupAuthRefusal(settings: StartupAuthSettings): { variable: string; message: string } | undefined {
+  if (!settings.hostNetwork || settings.tokenConfigured) return undefined;
+  if (settings.hostNetworkAllowUnauthenticatedLoopback || settings.allowRemoteUnauthenticated) return undefined;
+  return {
+    variable: 'ETCD_AGENT_TOKEN_FILE',
+    message:
+      `is required in the node's network namespace${settings.hostNetworkReason === undefined ? '' : ` (${settings.hostNetworkReason})`}, ` +
+      'where the loopback is shared by every process on the node; ' +
+      'set it, or accept unauthenticated loopback calls with ETCD_AGENT_HOST_NETWORK_ALLOW_UNAUTHENTICATED_LOOPBACK=true',
+  };
 }

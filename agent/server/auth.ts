@@ -26,34 +26,6 @@ export interface AuthOptions {
   hostNetworkAllowUnauthenticatedLoopback?: boolean;
 }
 
-/** The settings that decide whether the agent may start without a token. */
-export interface StartupAuthSettings {
-  tokenConfigured: boolean;
-  allowRemoteUnauthenticated: boolean;
-  hostNetwork: boolean;
-  hostNetworkAllowUnauthenticatedLoopback: boolean;
-  /** Why the agent believes it is in the node's network namespace, for the message. */
-  hostNetworkReason?: string;
-}
-
-/**
- * Start-up's half of the rule (pure): in the node's network namespace, without a token file,
- * any process on the node could change membership, so the agent refuses to start; the
- * answer names the variable to set. Undefined when it may start: not host network, a token,
- * or an explicit opt-out (the loopback one, or the wider remote one, which includes it).
- */
-export function startupAuthRefusal(settings: StartupAuthSettings): { variable: string; message: string } | undefined {
-  if (!settings.hostNetwork || settings.tokenConfigured) return undefined;
-  if (settings.hostNetworkAllowUnauthenticatedLoopback || settings.allowRemoteUnauthenticated) return undefined;
-  return {
-    variable: 'ETCD_AGENT_TOKEN_FILE',
-    message:
-      `is required in the node's network namespace${settings.hostNetworkReason === undefined ? '' : ` (${settings.hostNetworkReason})`}, ` +
-      'where the loopback is shared by every process on the node; ' +
-      'set it, or accept unauthenticated loopback calls with ETCD_AGENT_HOST_NETWORK_ALLOW_UNAUTHENTICATED_LOOPBACK=true',
-  };
-}
-
 /** True for 127.0.0.0/8 and ::1, also in their IPv4-mapped form. */
 export function isLoopback(address: string | undefined): boolean {
   if (address === undefined) return false;

@@ -8,10 +8,9 @@ import {
   isLoopback,
   mutationAuthWarnings,
   MutationPolicy,
-  startupAuthRefusal,
-  StartupAuthSettings,
   TokenSource,
 } from '../../agent/server/auth';
+import { startupAuthRefusal, type StartupAuthSettings } from '../../agent/host-network';
 
 const digest = (token: string): Buffer => createHash('sha256').update(token).digest();
 
