@@ -10,7 +10,7 @@
  */
 import { AgentError } from '../proto/errors';
 import type { Member, MemberList } from '../proto/types';
-import { requireQuorum, type Answer, type NeedsProbe, type Sent } from './answer';
+import { requireQuorum, withMember, type Answer, type NeedsProbe, type Sent } from './answer';
 import { describeMember, matchMember, toConflictError } from './match';
 import type { ClusterProbe } from './probe';
 import { decideFound } from './promote-decision';
@@ -52,4 +52,9 @@ export function decideJoin(wanted: JoinWanted, list: MemberList, probe: ClusterP
     if (!verdict.safe) throw new AgentError('unsafe', verdict.message, { details: verdict.details });
   }
   return { kind: 'add' };
+}
+
+/** The answer once etcd accepted MemberAdd: the member is listed, unstarted, until its etcd starts. */
+export function addedAnswer(list: MemberList, added: Member): Answer {
+  return { outcome: 'added', complete: false, phase: 'unstarted', member: added, list: withMember(list, added) };
 }

@@ -17,11 +17,9 @@ import { etcdRefusal, isShuttingDown } from '../etcd/errors';
 import { isAgentError } from '../proto/errors';
 import { pollUntil } from '../poll';
 import type { JoinRequest } from '../proto/requests';
-import type { ActionResult, MemberList } from '../proto/types';
-import { withMember } from './answer';
-import { decideJoin, type JoinWanted } from './join-decision';
+import type { ActionResult } from '../proto/types';
+import { addedAnswer, decideJoin, type JoinWanted } from './join-decision';
 import { requestedPeerURLs } from './match';
-import type { ClusterProbe } from './probe';
 import { promoteLearner, retryOnVanished } from './promote';
 import type { ActionRun } from './run';
 
@@ -31,40 +29,30 @@ const WAIT_POLL_MS = 200;
 const WAIT_RESERVE_MS = 1000;
 
 /** One pass: read, decide, and (under the lock, after reading again) act. */
-async function joinOnce(run: ActionRun, wanted: JoinWanted): Promise<ActionResult> {
-  const decide = (list: MemberList, probe?: ClusterProbe) => decideJoin(wanted, list, probe, run.sent);
-  const first = await run.decide(await run.readMembers(), decide);
-  if (first.kind === 'answer') return run.answer(first.answer);
-
-  const intent = { action: run.action, member: { name: wanted.name, peerURLs: wanted.peerURLs } };
-  return run.underLock(intent, (held) =>
-    run.converge(
-      async () => {
-        const list = await run.readMembers();
-        const next = await run.decide(list, decide);
-        if (next.kind === 'answer') return run.answer(next.answer);
-        if (next.kind === 'promote') return run.answer(await promoteLearner(run, held, list, next.member));
-
-        const add = () =>
-          run.send(held, 'add', { name: wanted.name, peerURLs: wanted.peerURLs }, () =>
-            run.deps.cluster.addMember(wanted.peerURLs, wanted.learner, run.deadline),
-          );
-        const added = await add().catch(async (err: unknown) => {
-          // etcd 3.4 derives a new member's id from its peer URLs and the current second, and refuses
-          // an id it removed before as "member not found": a join right after a leave of the same
-          // peer URLs, within the same second, collides. Nothing was added; the next second gives a
-          // new id (etcd server/etcdserver/api/membership/member.go computeMemberId).
-          if (etcdRefusal(err) !== 'member-not-found') throw err;
-          await run.deadline.sleep(1050 - (Date.now() % 1000), 'waiting for etcd to give the new member another id');
-          return add();
-        });
-        return run.answer({ outcome: 'added', complete: false, phase: 'unstarted', member: added, list: withMember(list, added) });
-      },
-      // "Peer URLs already exists" right after a read that did not show them: the read was older than
-      // the add (etcd 3.4 serves the member list from the member asked). Read again and decide again.
-      (err, attempt) => retryOnVanished(err, attempt) || (attempt <= 3 && etcdRefusal(err) === 'peer-url-exists'),
-    ),
-  );
+function joinOnce(run: ActionRun, wanted: JoinWanted): Promise<ActionResult> {
+  return run.perform((list, probe) => decideJoin(wanted, list, probe, run.sent), {
+    intent: () => ({ name: wanted.name, peerURLs: wanted.peerURLs }),
+    act: async (held, list, decision) => {
+      if (decision.kind === 'promote') return promoteLearner(run, held, list, decision.member);
+      const add = () =>
+        run.send(held, 'add', { name: wanted.name, peerURLs: wanted.peerURLs }, () =>
+          run.deps.cluster.addMember(wanted.peerURLs, wanted.learner, run.deadline),
+        );
+      const added = await add().catch(async (err: unknown) => {
+        // etcd 3.4 derives a new member's id from its peer URLs and the current second, and refuses
+        // an id it removed before as "member not found": a join right after a leave of the same
+        // peer URLs, within the same second, collides. Nothing was added; the next second gives a
+        // new id (etcd server/etcdserver/api/membership/member.go computeMemberId).
+        if (etcdRefusal(err) !== 'member-not-found') throw err;
+        await run.deadline.sleep(1050 - (Date.now() % 1000), 'waiting for etcd to give the new member another id');
+        return add();
+      });
+      return addedAnswer(list, added);
+    },
+    // "Peer URLs already exists" right after a read that did not show them: the read was older than
+    // the add (etcd 3.4 serves the member list from the member asked). Read again and decide again.
+    alsoRetry: (err, attempt) => retryOnVanished(err, attempt) || (attempt <= 3 && etcdRefusal(err) === 'peer-url-exists'),
+  });
 }
 
 /**

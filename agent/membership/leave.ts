@@ -9,54 +9,45 @@
  */
 import { etcdRefusal } from '../etcd/errors';
 import type { LeaveRequest } from '../proto/requests';
-import type { ActionResult, MemberList } from '../proto/types';
+import type { ActionResult } from '../proto/types';
 import { answerToRemoveRefusal, decideLeave, removedAnswer, type LeaveProgress } from './leave-decision';
 import { describeMember, wantedMember } from './match';
 import { moveLeadership } from './move-leadership';
-import type { ClusterProbe } from './probe';
 import type { ActionRun } from './run';
 
 /** Removes the member `req` names; see leave-decision.ts for the table. */
-export async function leave(run: ActionRun, req: LeaveRequest): Promise<ActionResult> {
+export function leave(run: ActionRun, req: LeaveRequest): Promise<ActionResult> {
   const wanted = wantedMember(run.deps.config, req);
   const done: LeaveProgress = { sent: run.sent, moved: false };
-  const decide = (list: MemberList, probe?: ClusterProbe) => decideLeave(wanted, req.force === true, list, probe, done);
-
-  const first = await run.decide(await run.readMembers(), decide);
-  if (first.kind === 'answer') return run.answer(first.answer);
-  const target = first.kind === 'remove' ? first.member : first.from.member;
-  const intent = { action: run.action, member: { name: target.name || (req.name ?? ''), peerURLs: target.peerURLs } };
-
-  return run.underLock(intent, (held) =>
-    run.converge(async () => {
-      for (;;) {
-        const list = await run.readMembers();
-        const next = await run.decide(list, decide);
-        if (next.kind === 'answer') return run.answer(next.answer);
-        if (next.kind === 'move-leader') {
-          await moveLeadership(run, held, next.from, next.to);
-          done.moved = true;
-          continue; // read and decide again: the member is a follower now
-        }
-        const { member, leaderTransferred } = next;
-        if (next.forced !== undefined) {
-          run.deps.logger.warn('removing a voter without a healthy quorum, as forced', {
-            member: describeMember(member),
-            reason: next.forced,
-            requestId: run.context.requestId,
-          });
-        }
-        const removedBefore = done.removing?.id === member.id ? done.removing : undefined;
-        done.removing = member;
-        try {
-          await run.send(held, 'remove', member, () => run.deps.cluster.removeMember(member.id, run.deadline));
-        } catch (err) {
-          const answer = answerToRemoveRefusal(list, member, etcdRefusal(err), removedBefore, leaderTransferred);
-          if (answer === undefined) throw err;
-          return run.answer(answer);
-        }
-        return run.answer(removedAnswer(list, member, leaderTransferred));
+  return run.perform((list, probe) => decideLeave(wanted, req.force === true, list, probe, done), {
+    intent: (first) => {
+      const target = first.kind === 'remove' ? first.member : first.from.member;
+      return { name: target.name || (req.name ?? ''), peerURLs: target.peerURLs };
+    },
+    act: async (held, list, decision) => {
+      if (decision.kind === 'move-leader') {
+        await moveLeadership(run, held, decision.from, decision.to);
+        done.moved = true;
+        return 'again'; // read and decide again: the member is a follower now
       }
-    }),
-  );
+      const { member, leaderTransferred } = decision;
+      if (decision.forced !== undefined) {
+        run.deps.logger.warn('removing a voter without a healthy quorum, as forced', {
+          member: describeMember(member),
+          reason: decision.forced,
+          requestId: run.context.requestId,
+        });
+      }
+      const removedBefore = done.removing?.id === member.id ? done.removing : undefined;
+      done.removing = member;
+      try {
+        await run.send(held, 'remove', member, () => run.deps.cluster.removeMember(member.id, run.deadline));
+      } catch (err) {
+        const answer = answerToRemoveRefusal(list, member, etcdRefusal(err), removedBefore, leaderTransferred);
+        if (answer === undefined) throw err;
+        return answer;
+      }
+      return removedAnswer(list, member, leaderTransferred);
+    },
+  });
 }

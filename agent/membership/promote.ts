@@ -9,7 +9,6 @@ import type { HeldLock } from '../etcd/lock';
 import type { ActionResult, Member, MemberList } from '../proto/types';
 import type { Answer } from './answer';
 import type { MatchWanted } from './match';
-import type { ClusterProbe } from './probe';
 import { answerToPromoteRefusal, decidePromote, promotedAnswer } from './promote-decision';
 import type { ActionRun } from './run';
 
@@ -31,19 +30,9 @@ export function retryOnVanished(err: unknown, attempt: number): boolean {
 }
 
 /** Promotes the learner `wanted` names: `promoted`, `already-member`, or `in-progress`; `not-found` when no such member. */
-export async function promote(run: ActionRun, wanted: MatchWanted): Promise<ActionResult> {
-  const decide = (list: MemberList, probe?: ClusterProbe) => decidePromote(wanted, list, probe, run.sent);
-  // Outside the lock first: most calls for a catching-up learner end here.
-  const first = await run.decide(await run.readMembers(), decide);
-  if (first.kind === 'answer') return run.answer(first.answer);
-
-  const intent = { action: run.action, member: { name: first.member.name, peerURLs: first.member.peerURLs } };
-  return run.underLock(intent, (held) =>
-    run.converge(async () => {
-      const list = await run.readMembers();
-      const next = await run.decide(list, decide);
-      if (next.kind === 'answer') return run.answer(next.answer);
-      return run.answer(await promoteLearner(run, held, list, next.member));
-    }),
-  );
+export function promote(run: ActionRun, wanted: MatchWanted): Promise<ActionResult> {
+  return run.perform((list, probe) => decidePromote(wanted, list, probe, run.sent), {
+    intent: (first) => ({ name: first.member.name, peerURLs: first.member.peerURLs }),
+    act: (held, list, decision) => promoteLearner(run, held, list, decision.member),
+  });
 }

@@ -33,6 +33,30 @@ export interface CallContext {
   requestId?: string;
 }
 
+/** A decision that answers at once, or asks for an act of type `A` (an RPC, a leadership move). */
+export type Decided<A> = { kind: 'answer'; answer: Answer } | A;
+
+/** An action's pure decision over the member list and (when it asks for one) the probe. */
+export type Decide<A> = (list: MemberList, probe?: ClusterProbe) => Decided<A> | NeedsProbe;
+
+/** What `perform` needs besides the decision: whom the lock names, and how to act. */
+export interface Acting<A> {
+  /** The member the lock's operation record names, from the first decision. */
+  intent: (first: A) => OperationIntent['member'];
+  /** Does what `decision` asks under `held` and answers; `again` reads and decides again (after a step of several). */
+  act: (held: HeldLock, list: MemberList, decision: A) => Promise<Answer | 'again'>;
+  /** Failures besides transient ones after which the pass is tried again (see `converge`). */
+  alsoRetry?: RetryFilter;
+}
+
+function isProbe<A>(decision: Decided<A> | NeedsProbe): decision is NeedsProbe {
+  return (decision as { kind: string }).kind === 'probe';
+}
+
+function isAnswer<A>(decision: Decided<A>): decision is { kind: 'answer'; answer: Answer } {
+  return (decision as { kind: string }).kind === 'answer';
+}
+
 /** A transient failure, or one `alsoRetry` accepts, leads to reading the member list again. */
 export type RetryFilter = (err: unknown, attempt: number) => boolean;
 
@@ -73,14 +97,36 @@ export class ActionRun {
   }
 
   /**
+   * Every action's shape: read and decide outside the lock (calls with nothing to do end there);
+   * otherwise take the lock and, inside `converge`, read again, decide again and act on that
+   * decision, until the decision or the act answers.
+   */
+  async perform<A extends { kind: string }>(decide: Decide<A>, acting: Acting<A>): Promise<ActionResult> {
+    const first = await this.decide(await this.readMembers(), decide);
+    if (isAnswer(first)) return this.answer(first.answer);
+    const intent = { action: this.action, member: acting.intent(first) };
+    return this.underLock(intent, (held) =>
+      this.converge(async () => {
+        for (;;) {
+          const list = await this.readMembers();
+          const next = await this.decide(list, decide);
+          if (isAnswer(next)) return this.answer(next.answer);
+          const answer = await acting.act(held, list, next);
+          if (answer !== 'again') return this.answer(answer);
+        }
+      }, acting.alsoRetry),
+    );
+  }
+
+  /**
    * Applies `decide` to `list`; when the decision first needs the members' live status, probes
    * them and decides again with it, so that a call with nothing to do never pays for a probe.
    */
-  async decide<D extends { kind: string }>(list: MemberList, decide: (list: MemberList, probe?: ClusterProbe) => D | NeedsProbe): Promise<Exclude<D, NeedsProbe>> {
+  async decide<A>(list: MemberList, decide: Decide<A>): Promise<Decided<A>> {
     const first = decide(list);
-    const decision = first.kind === 'probe' ? decide(list, await this.probe(list.members)) : first;
-    if (decision.kind === 'probe') throw new AgentError('internal', 'a decision asked for a probe it was given');
-    return decision as Exclude<D, NeedsProbe>;
+    const decision = isProbe(first) ? decide(list, await this.probe(list.members)) : first;
+    if (isProbe(decision)) throw new AgentError('internal', 'a decision asked for a probe it was given');
+    return decision;
   }
 
   /** The deadline of one Status call: the configured one, never past the call's own deadline. */

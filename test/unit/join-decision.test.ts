@@ -1,8 +1,8 @@
 import type { Sent } from '../../agent/membership/answer';
-import { decideJoin, type JoinWanted } from '../../agent/membership/join-decision';
+import { addedAnswer, decideJoin, type JoinWanted } from '../../agent/membership/join-decision';
 import type { ClusterProbe } from '../../agent/membership/probe';
 import type { MemberList } from '../../agent/proto/types';
-import { allAnswer, learner, list, member, probe, said, sent } from '../helpers/membership-fixtures';
+import { allAnswer, describeAnswer, learner, list, member, probe, said, sent } from '../helpers/membership-fixtures';
 
 const asLearner: JoinWanted = { name: 'etcd-d', peerURLs: ['http://etcd-d:2380'], learner: true };
 const asVoter: JoinWanted = { ...asLearner, learner: false };
@@ -33,5 +33,14 @@ describe('decideJoin', () => {
     ['it is a learner and only one voter answers', 'throws unavailable', asLearner, withD(learner('d')), (l) => probe(l, { a: ['a', 100], d: ['a', 100] }), sent()],
   ])('when %s, then the join decides: %s', (_what, decision, wanted, members, probed, sentSoFar) => {
     expect(said(() => decideJoin(wanted, members, probed(members), sentSoFar))).toBe(decision);
+  });
+});
+
+describe('the answer after MemberAdd', () => {
+  it('when etcd accepted, then the answer is added, unstarted, with the new member in the list', () => {
+    const added = learner('d', false);
+    const answer = addedAnswer(three, added);
+    expect(describeAnswer(answer)).toBe('answer added d unstarted incomplete');
+    expect(answer.list.members.map((m) => m.id)).toEqual(['a', 'b', 'c', 'd']);
   });
 });

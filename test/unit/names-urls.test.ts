@@ -2,19 +2,9 @@
  * One home per rule: the member-name rule (proto/names.ts) and the URL normal forms (proto/urls.ts)
  * are the ones every layer uses, and the layers below membership/ and health/ import them from proto/.
  */
-import fs from 'node:fs';
-import path from 'node:path';
 import { canonicalUrl as healthCanonicalUrl } from '../../agent/health/classify';
 import { isDnsSubdomain, isValidMemberName } from '../../agent/proto/names';
 import * as urls from '../../agent/proto/urls';
-
-const AGENT = path.resolve(__dirname, '../../agent');
-
-/** The agent/ modules `file` imports by relative path, as paths under agent/ ("membership/match"). */
-function importsOf(file: string): string[] {
-  const text = fs.readFileSync(path.join(AGENT, file), 'utf8');
-  return [...text.matchAll(/from '(\.{1,2}\/[^']+)'/g)].map((m) => path.relative(AGENT, path.resolve(path.dirname(path.join(AGENT, file)), m[1])));
-}
 
 describe('the member-name rule', () => {
   it.each<[string, boolean]>([
@@ -53,19 +43,4 @@ describe('the URL normal forms', () => {
     expect(urls.canonicalUrl(' Not A URL/ ')).toBe('not a url');
     expect(() => urls.normalizeUrl('Not A URL')).toThrow(/is not an http or https URL/);
   });
-});
-
-describe('layers import downward only', () => {
-  const proto = fs.readdirSync(path.join(AGENT, 'proto')).filter((f) => f.endsWith('.ts'));
-
-  it.each(proto.map((f) => [`proto/${f}`]))('when %s imports agent code, then only from proto/', (file) => {
-    expect(importsOf(file).filter((p) => !p.startsWith('proto/'))).toEqual([]);
-  });
-
-  it.each([['config.ts'], ['cli/kube-inject.ts'], ['cli/kube-inject-host-network.ts']])(
-    'when %s imports agent code, then nothing from membership/ or health/',
-    (file) => {
-      expect(importsOf(file).filter((p) => p.startsWith('membership/') || p.startsWith('health/'))).toEqual([]);
-    },
-  );
 });
