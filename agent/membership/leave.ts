@@ -13,7 +13,7 @@
  * next call: it reads the list again and does only what is still missing.
  */
 import { isMemberNotFound } from '../etcd/errors';
-import type { HeldLock } from '../etcd/lock';
+import type { HeldLock } from '../etcd/held-lock';
 import { AgentError } from '../proto/errors';
 import type { LeaveRequest } from '../proto/requests';
 import type { ActionResult, Member, MemberList } from '../proto/types';

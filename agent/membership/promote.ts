@@ -6,7 +6,7 @@
  * https://etcd.io/docs/v3.4/learning/design-learner/
  */
 import { isLearnerNotReady, isMemberNotFound, isNotLearner } from '../etcd/errors';
-import type { HeldLock } from '../etcd/lock';
+import type { HeldLock } from '../etcd/held-lock';
 import { AgentError } from '../proto/errors';
 import type { ActionResult, Member, MemberList } from '../proto/types';
 import { matchMember, memberPhase, MatchWanted, toConflictError } from './match';
