@@ -15,7 +15,7 @@
  * - A member list that could not be read in this observation never yields `healthy`: the last one
  *   read only says whom to ask, and is used to count a quorum (at best `degraded`).
  */
-import type { Alarm } from '../etcd/cluster-client';
+import type { Alarm } from '../etcd/wire';
 import { electLeader } from '../membership/leader';
 import { faultTolerance, isLearnerInSync, LEARNER_READY_RATIO, quorumOf } from '../membership/quorum';
 import type { Member, MemberStatus, OperationRecord } from '../proto/types';

@@ -6,7 +6,7 @@ import {
   StatusProbe,
   withExpected,
 } from '../../agent/health/classify';
-import type { Alarm } from '../../agent/etcd/cluster-client';
+import type { Alarm } from '../../agent/etcd/wire';
 import { isLearnerInSync } from '../../agent/membership/quorum';
 import type { Member, MemberStatus, OperationRecord } from '../../agent/proto/types';
 
