@@ -3,7 +3,8 @@
  * Entry point: argv → `serve` or a client command. Wiring only; no logic.
  */
 import { ConfigError, loadConfig } from './config';
-import { isClientCommand, runCommand } from './cli/commands';
+import { runCommand } from './cli/commands';
+import { isClientCommand } from './cli/command-line';
 import { tlsFilesProblem } from './etcd/credentials';
 import { settingsHelp } from './settings';
 import { EXIT_DRAIN_MS } from './timings';
