@@ -123,7 +123,7 @@ async function main(argv: string[]): Promise<number> {
     case 'prepare':
       return prepare(rest);
     case 'kube-inject':
-      return (await import('./cli/kube-inject')).runKubeInject(rest, stdio);
+      return (await import('./cli/kube-inject-command')).runKubeInject(rest, stdio);
     case undefined:
     case 'help':
     case '--help':
