@@ -3,7 +3,8 @@
  * Entry point: argv → `serve` or a client command. Wiring only; no logic.
  */
 import { ConfigError, loadConfig } from './config';
-import { isClientCommand, runCommand } from './cli/commands';
+import { runCommand } from './cli/commands';
+import { isClientCommand } from './cli/command-line';
 import { tlsFilesProblem } from './etcd/credentials';
 import { settingsHelp } from './settings';
 import { EXIT_DRAIN_MS } from './timings';
@@ -122,7 +123,7 @@ async function main(argv: string[]): Promise<number> {
     case 'prepare':
       return prepare(rest);
     case 'kube-inject':
-      return (await import('./cli/kube-inject')).runKubeInject(rest, stdio);
+      return (await import('./cli/kube-inject-command')).runKubeInject(rest, stdio);
     case undefined:
     case 'help':
     case '--help':

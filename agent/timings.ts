@@ -48,7 +48,7 @@ export const ROLE_DEADLINE_SECONDS = 4;
 /** The local member's status call of a role answer gets at least this, even with a shorter status timeout. */
 export const ROLE_STATUS_MIN_MS = 1000;
 
-// ── Membership lock (etcd/lock.ts) ───────────────────────────────────────────
+// ── Membership lock (etcd/lock.ts, held-lock.ts) ───────────────────────────
 
 /** Time kept back from the call's deadline for the work done under the lock. */
 export const LOCK_RESERVE_MS = 1000;

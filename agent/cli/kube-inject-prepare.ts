@@ -15,6 +15,7 @@
  * last), so the manifest's arguments stay as they were.
  */
 import { Document, isMap, isScalar, isSeq, YAMLMap, YAMLSeq } from 'yaml';
+import { envValue, seqAt, stringsOf } from './yaml-nodes';
 
 /** Name of the init container. */
 export const PREPARE_NAME = 'etcd-lifecycle-agent-prepare';
@@ -47,9 +48,9 @@ export interface PrepareInjection {
 export function injectPrepare(doc: Document, podSpec: YAMLMap, etcd: YAMLMap, inject: PrepareInjection): boolean {
   const command = etcd.get('command');
   if (!isSeq(command) || command.items.length === 0) return false;
-  const commandWords = strings(command);
+  const commandWords = stringsOf(command);
   if (commandWords.length !== command.items.length) return false;
-  const words = [...commandWords, ...strings(etcd.get('args'))];
+  const words = [...commandWords, ...stringsOf(etcd.get('args'))];
   if (words.some((w) => w.startsWith('--config-file'))) return false;
   const dataDir = flagValue(words, 'data-dir') ?? envValue(etcd, 'ETCD_DATA_DIR');
   const hasTemplate = inject.agentEnv.some((e) => (e as { name?: string }).name === 'ETCD_AGENT_PEER_URL_TEMPLATE');
@@ -89,12 +90,7 @@ export function injectPrepare(doc: Document, podSpec: YAMLMap, etcd: YAMLMap, in
     },
   });
   init.commentBefore = ' added by etcd-lifecycle-agent kube-inject: decides how etcd starts (join, lost disk, bootstrap)';
-  let initContainers = podSpec.get('initContainers');
-  if (!isSeq(initContainers)) {
-    initContainers = new YAMLSeq();
-    podSpec.set('initContainers', initContainers);
-  }
-  (initContainers as YAMLSeq).add(init);
+  seqAt(podSpec, 'initContainers').add(init);
 
   // The command is replaced in place (same key, same position); etcd's `args` stay as they were.
   const pair = etcd.items.find((p) => isScalar(p.key) && p.key.value === 'command');
@@ -107,12 +103,7 @@ export function injectPrepare(doc: Document, podSpec: YAMLMap, etcd: YAMLMap, in
   if (isSeq(etcd.get('volumeMounts'))) (etcd.get('volumeMounts') as YAMLSeq).add(mount);
   else etcd.set('volumeMounts', doc.createNode([mount]));
 
-  let volumes = podSpec.get('volumes');
-  if (!isSeq(volumes)) {
-    volumes = new YAMLSeq();
-    podSpec.set('volumes', volumes);
-  }
-  (volumes as YAMLSeq).add(doc.createNode({ name: START_VOLUME, emptyDir: {} }));
+  seqAt(podSpec, 'volumes').add(doc.createNode({ name: START_VOLUME, emptyDir: {} }));
   return true;
 }
 
@@ -124,18 +115,4 @@ function flagValue(words: string[], flag: string): string | undefined {
     if (m !== null) value = m[1] ?? words[i + 1];
   });
   return value;
-}
-
-function envValue(container: YAMLMap, name: string): string | undefined {
-  const env = container.get('env');
-  if (!isSeq(env)) return undefined;
-  const value = env.items.find((e): e is YAMLMap => isMap(e) && e.get('name') === name)?.get('value');
-  return typeof value === 'string' ? value : undefined;
-}
-
-function strings(node: unknown): string[] {
-  if (!isSeq(node)) return [];
-  return node.items
-    .map((item) => (isScalar(item) ? item.value : item))
-    .filter((value): value is string => typeof value === 'string');
 }

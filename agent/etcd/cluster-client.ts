@@ -2,48 +2,21 @@
  * The cluster client: the only place that talks to etcd. Every call carries a deadline and goes to
  * the configured endpoints and the client URLs of the last member list, failing over from one to
  * the next (endpoints.ts); transient failures are retried here inside that deadline (etcd3's own
- * retries and breakers are off so they do not stack). Every etcd3 client is built by `build`, the
- * one place where connection options (TLS, credentials) are turned into a client.
+ * retries and breakers are off so they do not stack). The etcd3 clients themselves are built in
+ * endpoint-clients.ts; what a member list teaches about where members are is kept in
+ * member-discovery.ts; etcd's answers are turned into the agent's shapes in wire.ts.
  */
-import * as fs from 'node:fs';
 import pRetry from 'p-retry';
-import { noop } from 'cockatiel';
-import type { Etcd3, IMember, IMemberListResponse, IOptions, Lease } from 'etcd3';
+import type { Etcd3, Lease } from 'etcd3';
 import { Deadline } from '../deadline';
-import type { Logger } from '../observability/logger';
 import type { Member, MemberList, MemberStatus } from '../proto/types';
-import { EtcdCredentials } from './credentials';
+import type { EtcdConnectionOptions } from './connection-options';
+import { EndpointClients } from './endpoint-clients';
 import { EndpointCall, EndpointSet, isWrongEndpoint } from './endpoints';
-import { etcd3 } from './etcd3-module';
-import { retryTransient, shuttingDownError, toAgentError } from './errors';
-import { fetchPeerMembers } from './peer-members';
-import { RetiringClients, Unpin } from './retiring-clients';
-
-/** How the agent reaches etcd: endpoints, TLS and credentials (CONTRACT §2). */
-export interface EtcdConnectionOptions {
-  endpoints: string[];
-  caFile?: string;
-  certFile?: string;
-  keyFile?: string;
-  username?: string;
-  passwordFile?: string;
-  /** Longest single attempt of a cluster-wide call; the call's deadline caps it further. */
-  attemptTimeoutMs?: number;
-  /** ETCD_AGENT_KEY_PREFIX: the linearizable barrier read of `listMembers` reads a key below it. */
-  keyPrefix?: string;
-  /**
-   * Peer URLs whose listener serves the member list (`GET <peer URL>/members`): this pod's own
-   * member's, so that a learner's agent finds the voters (etcd 3.4 refuses a learner MemberList).
-   */
-  peerURLs?: string[];
-  /** Where a rejected or reloaded TLS rotation is logged. */
-  logger?: Logger;
-  /** How often the TLS files are looked at for a rotation (default 1000 ms). */
-  credentialsReloadMs?: number;
-}
-
-/** Longest wait for a peer listener's member list. */
-const PEER_LIST_MS = 1000;
+import { retryTransient, toAgentError } from './errors';
+import { MemberDiscovery } from './member-discovery';
+import type { Unpin } from './retiring-clients';
+import { Alarm, hexId, toAlarms, toMember, toMemberList, toMemberStatus, wireId } from './wire';
 
 /** A membership RPC kind, as counted by `etcd_agent_membership_changes_total{kind}`. */
 export type ChangeKind = 'add' | 'remove' | 'promote' | 'move-leader';
@@ -62,64 +35,13 @@ export interface GrantedLease {
   unpin: Unpin;
 }
 
-/** An etcd alarm as `etcdctl alarm list` shows it. */
-export interface Alarm {
-  memberId: string;
-  alarm: string;
-}
-
-/** `ID` as etcd sends it (a decimal uint64 string) → lowercase hex as etcdctl prints it. */
-export function hexId(id: string | number | bigint): string {
-  return BigInt(id).toString(16);
-}
-
-/** Lowercase hex id → the decimal string etcd3 expects on the wire. */
-export function wireId(hex: string): string {
-  return BigInt(`0x${hex}`).toString(10);
-}
-
-/** etcd's member → the agent's member shape. */
-export function toMember(m: IMember): Member {
-  return {
-    id: hexId(m.ID),
-    name: m.name,
-    peerURLs: m.peerURLs ?? [],
-    clientURLs: m.clientURLs ?? [],
-    isLearner: m.isLearner === true,
-    // etcd reports an added-but-never-started member with no name and no client URLs.
-    started: m.name !== '',
-  };
-}
-
-/** etcd's MemberList answer → the agent's member list, ids in hex. */
-export function toMemberList(res: IMemberListResponse): MemberList {
-  return {
-    clusterId: hexId(res.header.cluster_id),
-    answeredBy: hexId(res.header.member_id),
-    raftTerm: Number(res.header.raft_term),
-    members: res.members.map(toMember),
-  };
-}
-
 /** A client of one etcd cluster, through its configured endpoints and the client URLs its members report. */
 export class EtcdCluster {
-  private readonly perEndpoint = new Map<string, Etcd3>();
-  /** Per-endpoint clients that send no etcd credentials, for Status (see `memberStatus`). */
-  private readonly anonymous = new Map<string, Etcd3>();
   private readonly attemptTimeoutMs: number;
   private readonly barrierKey: Buffer;
   private readonly endpoints: EndpointSet;
-  /** Every client URL a member list has shown, to close the connections of members that left. */
-  private readonly everReported = new Set<string>();
-  /** Peer URLs of the members of the last member list: where a learner's agent can read the list. */
-  private knownPeerURLs: string[] = [];
-  /** Client URL of each started member by hex id, from the last member list (to find the leader's endpoint). */
-  private clientURLById = new Map<string, string>();
-  private closed = false;
-  /** The TLS material in use, re-read when its files change (undefined without ETCD_AGENT_ETCD_CA_FILE). */
-  private readonly credentials?: EtcdCredentials;
-  /** Clients built with earlier credentials, closed once the calls on them are done. */
-  private readonly retiring: RetiringClients;
+  private readonly clients: EndpointClients;
+  private readonly discovery: MemberDiscovery;
 
   constructor(
     private readonly options: EtcdConnectionOptions,
@@ -129,26 +51,8 @@ export class EtcdCluster {
     this.attemptTimeoutMs = options.attemptTimeoutMs ?? 3000;
     this.barrierKey = Buffer.from(`${options.keyPrefix ?? '/etcd-lifecycle-agent/'}barrier`);
     this.endpoints = new EndpointSet(options.endpoints, (url) => this.endpointClient(url));
-    if (options.caFile !== undefined) {
-      const { caFile, certFile, keyFile } = options;
-      this.credentials = new EtcdCredentials({ caFile, certFile, keyFile }, { logger: options.logger, intervalMs: options.credentialsReloadMs });
-      this.credentials.onChange(() => this.renewClients());
-      this.credentials.start();
-    }
-    // An attempt lasts at most 2 × attemptTimeoutMs (a membership RPC): calls sent just before a
-    // rotation finish on the old clients; a held lock pins its client for as long as it is held.
-    this.retiring = new RetiringClients({ graceMs: this.attemptTimeoutMs * 2 + 1000 });
-  }
-
-  /**
-   * New credentials are in use: later calls go through new clients (etcd3 takes TLS credentials at
-   * construction), and the old ones are retired, closed once the calls already on them are done.
-   */
-  private renewClients(): void {
-    if (this.closed) return;
-    this.retiring.retire([...this.perEndpoint.values(), ...this.anonymous.values()]);
-    this.perEndpoint.clear();
-    this.anonymous.clear();
+    this.clients = new EndpointClients(options, this.attemptTimeoutMs);
+    this.discovery = new MemberDiscovery(options, this.endpoints, this.clients);
   }
 
   /** A client of the endpoint a call would go to now (for tests and tools; the agent's own calls fail over). */
@@ -175,7 +79,7 @@ export class EtcdCluster {
       await client.kv.range({ key: this.barrierKey, count_only: true }, { deadline: at });
       const res = await client.cluster.memberList({ linearizable: true }, { deadline: at });
       const list = toMemberList(res);
-      this.learn(list.members);
+      this.discovery.learn(list.members);
       return list;
     });
   }
@@ -204,7 +108,7 @@ export class EtcdCluster {
         const lease = client.lease(ttlSeconds, { deadline: at });
         // A lost lease is seen by the lock that holds it; an unhandled 'lost' must not crash the agent.
         lease.on('lost', () => undefined);
-        const unpin = this.retiring.pin(client);
+        const unpin = this.clients.pin(client);
         try {
           return { lease, id: await lease.grant(), unpin };
         } catch (err) {
@@ -227,7 +131,7 @@ export class EtcdCluster {
     try {
       const res = await client.cluster.memberList({ linearizable: true }, { deadline: new Date(Date.now() + timeoutMs) });
       const list = toMemberList(res);
-      this.learn(list.members);
+      this.discovery.learn(list.members);
       return list;
     } catch (err) {
       throw toAgentError(err);
@@ -278,18 +182,7 @@ export class EtcdCluster {
     try {
       const res = await client.maintenance.status({ deadline: new Date(Date.now() + timeoutMs) });
       this.onStatusCall('ok');
-      return {
-        memberId: hexId(res.header.member_id),
-        leaderId: hexId(res.leader),
-        raftTerm: Number(res.raftTerm),
-        raftIndex: Number(res.raftIndex),
-        raftAppliedIndex: Number(res.raftAppliedIndex),
-        dbSizeBytes: Number(res.dbSize),
-        isLearner: res.isLearner === true,
-        version: res.version,
-        errors: res.errors ?? [],
-        latencyMs: Math.round((performance.now() - started) * 100) / 100,
-      };
+      return toMemberStatus(res, Math.round((performance.now() - started) * 100) / 100);
     } catch (err) {
       const error = toAgentError(err);
       this.onStatusCall(error.code);
@@ -301,19 +194,13 @@ export class EtcdCluster {
   async alarms(deadline: Deadline): Promise<Alarm[]> {
     return this.read(deadline, async (client, at) => {
       const res = await client.maintenance.alarm({ action: 'Get', memberID: 0, alarm: 'None' }, { deadline: at });
-      return res.alarms.map((a) => ({ memberId: hexId(a.memberID), alarm: String(a.alarm).toUpperCase() }));
+      return toAlarms(res);
     });
   }
 
   /** Closes every connection; later calls fail as `unavailable`. */
   close(): void {
-    if (this.closed) return;
-    this.closed = true;
-    this.credentials?.stop();
-    this.retiring.closeAll();
-    for (const client of [...this.perEndpoint.values(), ...this.anonymous.values()]) client.close();
-    this.perEndpoint.clear();
-    this.anonymous.clear();
+    this.clients.close();
   }
 
   /**
@@ -324,38 +211,9 @@ export class EtcdCluster {
     try {
       return await call();
     } catch (err) {
-      if (!isWrongEndpoint(err) || deadline.expired() || !(await this.discover(deadline))) throw err;
+      if (!isWrongEndpoint(err) || deadline.expired() || !(await this.discovery.discover(deadline))) throw err;
       return call();
     }
-  }
-
-  /**
-   * Reads the member list at a peer listener (this pod's member's, then those of the last list)
-   * and adds the client URLs of its started members to the endpoints; true when that added any.
-   */
-  private async discover(deadline: Deadline): Promise<boolean> {
-    const peers = [...new Set([...(this.options.peerURLs ?? []), ...this.knownPeerURLs])];
-    if (peers.length === 0) return false;
-    const ms = Math.min(PEER_LIST_MS, deadline.remainingMs());
-    const tls = { caFile: this.options.caFile, certFile: this.options.certFile, keyFile: this.options.keyFile };
-    let members: Member[];
-    try {
-      members = await Promise.any(peers.map((url) => fetchPeerMembers(url, ms, tls)));
-    } catch {
-      return false;
-    }
-    const before = new Set(this.endpoints.ordered());
-    this.learn(members);
-    return this.endpoints.ordered().some((url) => !before.has(url));
-  }
-
-  /** Takes in a member list: its voters' client URLs become endpoints, its peer URLs places to discover from. */
-  private learn(members: Member[]): void {
-    const voters = members.filter((m) => m.started && !m.isLearner);
-    this.endpoints.setReported(voters.flatMap((m) => m.clientURLs));
-    this.knownPeerURLs = members.flatMap((m) => m.peerURLs);
-    this.forgetRemoved(members);
-    this.clientURLById = new Map(members.filter((m) => m.clientURLs.length > 0).map((m) => [m.id, m.clientURLs[0]]));
   }
 
   /** The leader's own client URL, as the best endpoint reports it; else the best endpoint. */
@@ -363,66 +221,16 @@ export class EtcdCluster {
     const asked = this.endpoints.best();
     try {
       const status = await this.endpointClient(asked, false).maintenance.status({ deadline: deadline.capped(1000) });
-      return this.clientURLById.get(hexId(status.leader)) ?? asked;
+      return this.discovery.clientURLOf(hexId(status.leader)) ?? asked;
     } catch {
       // The promote itself will say what is wrong with etcd.
       return asked;
     }
   }
 
-  /**
-   * Closes the connections to client URLs that a member used to report and no member reports now
-   * (a removed member), so channels to departed members do not pile up and keep reconnecting.
-   */
-  private forgetRemoved(members: Member[]): void {
-    const now = new Set(members.flatMap((m) => m.clientURLs));
-    for (const url of this.everReported) {
-      if (now.has(url) || this.endpoints.isConfigured(url)) continue;
-      this.everReported.delete(url);
-      for (const clients of [this.perEndpoint, this.anonymous]) {
-        clients.get(url)?.close();
-        clients.delete(url);
-      }
-      this.endpoints.forget(url);
-    }
-    for (const url of now) this.everReported.add(url);
-  }
-
   /** The client of exactly one endpoint (built once, kept); etcd credentials unless `authenticated` is false. */
   private endpointClient(url: string, authenticated = true): Etcd3 {
-    if (this.closed) throw shuttingDownError();
-    const clients = authenticated ? this.perEndpoint : this.anonymous;
-    let client = clients.get(url);
-    if (client === undefined) {
-      client = this.build(url, authenticated);
-      clients.set(url, client);
-    }
-    return client;
-  }
-
-  /**
-   * Builds the etcd3 client of one endpoint: TLS always when a CA is set, etcd credentials unless
-   * `authenticated` is false, no retries and no circuit breaker (fail-over and retries are ours).
-   * The one place an etcd3 client is made, and so where etcd3 (and gRPC) are loaded, on the first
-   * call that needs etcd, not at start (etcd3-module.ts).
-   */
-  private build(url: string, authenticated: boolean): Etcd3 {
-    const o = this.options;
-    const options: IOptions = { hosts: [url], dialTimeout: this.attemptTimeoutMs, faultHandling: { global: noop, host: () => noop } };
-    if (this.credentials !== undefined) {
-      const { ca, cert, key } = this.credentials.current();
-      options.credentials = { rootCertificate: ca, ...(cert !== undefined && key !== undefined ? { certChain: cert, privateKey: key } : {}) };
-    }
-    if (authenticated && o.username !== undefined && o.passwordFile !== undefined) {
-      options.auth = {
-        username: o.username,
-        password: fs.readFileSync(o.passwordFile, 'utf8').replace(/\r?\n$/, ''),
-        // etcd3 sends Authenticate with no deadline and makes every call wait for it: a frozen
-        // member would hang the client for good without one.
-        callOptions: () => ({ deadline: new Date(Date.now() + this.attemptTimeoutMs) }),
-      };
-    }
-    return new (etcd3().Etcd3)(options);
+    return this.clients.get(url, authenticated);
   }
 
   /** One attempt of a membership RPC at `url`, counted whether or not etcd accepted it. */

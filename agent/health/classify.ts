@@ -1,6 +1,7 @@
 /**
- * Health classification (CONTRACT §4 GET /v1/health, /v1/health/local). Pure: what one
- * observation saw goes in, the contract's answer comes out.
+ * Health classification of the cluster (CONTRACT §4 GET /v1/health). Pure: what one
+ * observation saw goes in, the contract's answer comes out. This pod's own member
+ * (/v1/health/local) is classified in classify-local.ts, lag in lag.ts, the shapes are types.ts.
  *
  * The rules, in one place:
  * - A voter is healthy only when it answered a status call in this observation and names the
@@ -15,95 +16,15 @@
  * - A member list that could not be read in this observation never yields `healthy`: the last one
  *   read only says whom to ask, and is used to count a quorum (at best `degraded`).
  */
-import type { Alarm } from '../etcd/cluster-client';
+import type { Alarm } from '../etcd/wire';
 import { electLeader } from '../membership/leader';
-import { faultTolerance, isLearnerInSync, LEARNER_READY_RATIO, quorumOf } from '../membership/quorum';
-import type { Member, MemberStatus, OperationRecord } from '../proto/types';
+import { faultTolerance, quorumOf } from '../membership/quorum';
+import type { Member, MemberStatus } from '../proto/types';
 import { canonicalUrl } from '../proto/urls';
+import { lagOf, leaderIndex } from './lag';
+import type { AlarmHealth, ClusterHealth, HealthStatus, MemberHealth, ObservedFacts, QuorumHealth, StatusProbe } from './types';
 
 export { canonicalUrl } from '../proto/urls';
-
-/** The contract's health states. */
-export type HealthStatus = 'healthy' | 'degraded' | 'unavailable' | 'unknown';
-
-/**
- * A voter whose applied index is this far behind the leader's committed index is "lagging": it is
- * etcd's own limit (`maxGapBetweenApplyAndCommitIndex`), past which a member refuses requests.
- */
-export const VOTER_MAX_APPLY_LAG = 5000;
-
-/** One status call: the client URL asked, and the answer or why there was none. */
-export interface StatusProbe {
-  url: string;
-  status?: MemberStatus;
-  error?: string;
-}
-
-/** Everything one observation saw: the input of `classify`. */
-export interface ObservedFacts {
-  /** The member list: read in this observation (`fresh`), else the last one read (`readAt`), else none. */
-  memberList?: { members: Member[]; fresh: boolean; readAt: string };
-  /** Why the member list could not be read in this observation. */
-  memberListError?: string;
-  probes: StatusProbe[];
-  /** The alarm list; undefined when it could not be read (`alarmsError`). */
-  alarms?: Alarm[];
-  alarmsError?: string;
-  /** Operation records; undefined when not asked for or not read (`operationsError`). */
-  operations?: OperationRecord[];
-  operationsError?: string;
-}
-
-/** One member as `/v1/health` shows it; the numbers are null when it did not answer. */
-export interface MemberHealth {
-  id: string;
-  name: string;
-  isLearner: boolean;
-  started: boolean;
-  reachable: boolean;
-  isLeader: boolean;
-  raftTerm: number | null;
-  raftIndex: number | null;
-  raftAppliedIndex: number | null;
-  dbSizeBytes: number | null;
-  latencyMs: number | null;
-  errors: string[];
-}
-
-/** Quorum counts of one observation. */
-export interface QuorumHealth {
-  voters: number;
-  healthyVoters: number;
-  required: number;
-  hasQuorum: boolean;
-  faultTolerance: number;
-}
-
-/** An alarm raised in the cluster, with the name of the member it is about. */
-export interface AlarmHealth {
-  memberId: string;
-  name: string;
-  alarm: string;
-}
-
-/** The body of `/v1/health` without `requestId`, `observedAt` and `ageMs`. */
-export interface ClusterHealth {
-  status: HealthStatus;
-  /** Null only for `unknown`. */
-  quorum: QuorumHealth | null;
-  leader: { id: string; name: string } | null;
-  members: MemberHealth[];
-  alarms: AlarmHealth[];
-  errors: string[];
-  expected?: { missing: string[]; unexpected: string[] };
-  operations?: OperationRecord[];
-}
-
-/** `/v1/health/local`: this pod's member, its role, and whether it is ready (200) or not (503). */
-export interface LocalHealth {
-  ready: boolean;
-  member: MemberHealth & { role: 'leader' | 'follower' | 'learner' | null };
-}
 
 /** Classifies one observation (CONTRACT §4 table). */
 export function classify(facts: ObservedFacts): ClusterHealth {
@@ -174,11 +95,7 @@ export function classify(facts: ObservedFacts): ClusterHealth {
       started: m.started,
       reachable: answer !== undefined,
       isLeader: m.id === leaderId,
-      raftTerm: answer?.raftTerm ?? null,
-      raftIndex: answer?.raftIndex ?? null,
-      raftAppliedIndex: answer?.raftAppliedIndex ?? null,
-      dbSizeBytes: answer?.dbSizeBytes ?? null,
-      latencyMs: answer?.latencyMs ?? null,
+      ...statusNumbers(answer),
       errors: memberErrors,
     };
   });
@@ -219,72 +136,21 @@ export function withExpected(health: ClusterHealth, expected: readonly string[])
   };
 }
 
-/**
- * This pod's member (CONTRACT §4 `/v1/health/local`): ready when its own endpoint answered, it is
- * in the member list read in this observation, and, as a learner, it is in sync with the leader.
- * `cluster` is undefined when no cluster observation finished in time.
- */
-export function classifyLocal(
-  probe: StatusProbe,
-  observation: { facts: ObservedFacts; health: ClusterHealth } | undefined,
-  memberName: string,
-): LocalHealth {
-  const list = observation?.facts.memberList;
-  const status = probe.status;
-  const listed =
-    status !== undefined
-      ? list?.members.find((m) => m.id === status.memberId)
-      : list?.members.find((m) => m.started && m.name === memberName);
-  const member = {
-    id: status?.memberId ?? listed?.id ?? '',
-    name: listed?.name ?? memberName,
-    isLearner: listed?.isLearner ?? status?.isLearner ?? false,
-    started: listed?.started ?? status !== undefined,
-    reachable: status !== undefined,
-    isLeader: status !== undefined && status.leaderId === status.memberId,
+/** The numbers of a member's status answer as `MemberHealth` shows them: null when it did not answer. */
+export function statusNumbers(
+  status: MemberStatus | undefined,
+): Pick<MemberHealth, 'raftTerm' | 'raftIndex' | 'raftAppliedIndex' | 'dbSizeBytes' | 'latencyMs'> {
+  return {
     raftTerm: status?.raftTerm ?? null,
     raftIndex: status?.raftIndex ?? null,
     raftAppliedIndex: status?.raftAppliedIndex ?? null,
     dbSizeBytes: status?.dbSizeBytes ?? null,
     latencyMs: status?.latencyMs ?? null,
-    errors: [...(status?.errors ?? [])],
   };
-  if (status === undefined) {
-    member.errors.push(`${probe.url} did not answer: ${probe.error ?? 'no answer'}`);
-    return { ready: false, member: { ...member, role: null } };
-  }
-  const role: 'leader' | 'follower' | 'learner' = member.isLeader ? 'leader' : member.isLearner ? 'learner' : 'follower';
-  const local = { ...member, role };
-  const fail = (why: string): LocalHealth => ({ ready: false, member: { ...local, errors: [...local.errors, why] } });
-  if (observation === undefined || list === undefined) {
-    return fail('the member list could not be read in time, so membership is not confirmed');
-  }
-  if (listed === undefined) return fail(`member ${status.memberId} is not in the member list`);
-  if (!list.fresh) return fail('the member list could not be read in this observation, so membership is not confirmed');
-  if (role === 'learner') {
-    const leader = observation.health.members.find((m) => m.isLeader && m.reachable);
-    if (leader?.raftIndex === null || leader?.raftIndex === undefined) {
-      return fail('the leader did not answer, so it is not known whether this learner is in sync');
-    }
-    if (!isLearnerInSync(status.raftIndex, leader.raftIndex)) {
-      return fail(learnerLag(status.raftIndex, leader.raftIndex));
-    }
-  }
-  return { ready: true, member: local };
 }
 
 function emptyQuorum(): QuorumHealth {
   return { voters: 0, healthyVoters: 0, required: 1, hasQuorum: false, faultTolerance: 0 };
-}
-
-/** The committed index to measure lag against: the leader's own, else the highest one that agrees. */
-function leaderIndex(leaderId: string, members: Member[], statusById: Map<string, { status: MemberStatus }>): number | undefined {
-  const own = statusById.get(leaderId)?.status;
-  if (own !== undefined) return own.raftIndex;
-  const agreeing = members
-    .map((m) => statusById.get(m.id)?.status)
-    .filter((s): s is MemberStatus => s !== undefined && s.leaderId === leaderId);
-  return agreeing.length === 0 ? undefined : Math.max(...agreeing.map((s) => s.raftIndex));
 }
 
 function whyNoAnswer(member: Member, probes: StatusProbe[]): string {
@@ -301,21 +167,6 @@ function leaderView(status: MemberStatus, leaderId: string | undefined): string 
   if (leaderId === undefined || status.leaderId === leaderId) return undefined;
   const sees = status.leaderId === '0' ? 'no leader' : `leader ${status.leaderId}`;
   return `sees ${sees}, not the leader ${leaderId} a quorum agrees on`;
-}
-
-function lagOf(member: Member, status: MemberStatus, reference: number | undefined): string | undefined {
-  if (reference === undefined) return undefined;
-  if (member.isLearner) {
-    return isLearnerInSync(status.raftIndex, reference) ? undefined : learnerLag(status.raftIndex, reference);
-  }
-  const behind = reference - status.raftAppliedIndex;
-  return behind > VOTER_MAX_APPLY_LAG
-    ? `lagging: applied index ${status.raftAppliedIndex} is ${behind} entries behind the leader's ${reference}`
-    : undefined;
-}
-
-function learnerLag(index: number, leader: number): string {
-  return `lagging: raft index ${index} is behind the leader's ${leader} (a learner is in sync at ${Math.ceil(leader * LEARNER_READY_RATIO)})`;
 }
 
 /** The alarm list, plus the alarms members report in their status (`memberID:… alarm:NOSPACE`), once each. */

@@ -37,15 +37,9 @@ import { recordClusterHealth, recordUnknownHealth } from '../observability/healt
 import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
 import type { Member, OperationRecord } from '../proto/types';
-import {
-  canonicalUrl,
-  classify,
-  classifyLocal,
-  ClusterHealth,
-  LocalHealth,
-  ObservedFacts,
-  StatusProbe,
-} from './classify';
+import { canonicalUrl, classify } from './classify';
+import { classifyLocal } from './classify-local';
+import type { ClusterHealth, LocalHealth, ObservedFacts, StatusProbe } from './types';
 import { Observed, SharedObservation } from './shared-observation';
 
 /** What the observer needs; `operations` lists the membership lock's records (GET /v1/operations). */

@@ -5,7 +5,7 @@
  * so that the cluster never waits out an election for a leader that left.
  */
 import { timeoutError } from '../deadline';
-import type { HeldLock } from '../etcd/lock';
+import type { HeldLock } from '../etcd/held-lock';
 import { AgentError } from '../proto/errors';
 import { pollUntil } from '../poll';
 import { describeMember } from './match';

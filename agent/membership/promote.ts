@@ -5,7 +5,7 @@
  * MemberPromote when the decision says the learner is in sync.
  */
 import { etcdRefusal } from '../etcd/errors';
-import type { HeldLock } from '../etcd/lock';
+import type { HeldLock } from '../etcd/held-lock';
 import type { ActionResult, Member, MemberList } from '../proto/types';
 import type { Answer } from './answer';
 import type { MatchWanted } from './match';

@@ -6,7 +6,7 @@
  * (and `etcd_agent_cluster_healthy` 0) say so: the quorum, member, alarm and operation gauges are
  * removed, so a slow agent never reads as "0 healthy voters", which is quorum loss.
  */
-import type { ClusterHealth, HealthStatus } from '../health/classify';
+import type { ClusterHealth, HealthStatus } from '../health/types';
 import type { Metrics } from './metrics';
 
 /** Every value `etcd_agent_cluster_status{status}` takes; exactly one of them is 1. */

@@ -8,7 +8,7 @@
  * request that observation serves (the bodies of a load are the same but for those two).
  */
 import type { ServerResponse } from 'node:http';
-import type { ClusterHealth } from '../health/classify';
+import type { ClusterHealth } from '../health/types';
 import type { ClusterAnswer, LocalAnswer } from '../health/observer';
 import { AgentError } from '../proto/errors';
 

@@ -15,7 +15,7 @@ import { noop } from 'cockatiel';
 import { Etcd3, IMember, IOptions } from 'etcd3';
 
 const PREFIX = '/bench-direct/';
-/** As the agent's clients: etcd3's own retries and breakers off (cluster-client.ts). */
+/** As the agent's clients: etcd3's own retries and breakers off (etcd/endpoint-clients.ts). */
 const PLAIN: IOptions['faultHandling'] = { global: noop, host: () => noop };
 
 /** Replays the agent's sequences against a cluster. */

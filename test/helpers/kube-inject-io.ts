@@ -1,5 +1,5 @@
 /** kube-inject's command run without a process: what it prints is captured, its files come from a map. */
-import type { KubeInjectIo } from '../../agent/cli/kube-inject';
+import type { KubeInjectIo } from '../../agent/cli/kube-inject-command';
 
 /** An io for `runKubeInject` that captures stdout and stderr and reads files from `files` (`-` is stdin). */
 export function kubeInjectHarness(files: Record<string, string>): KubeInjectIo & { out: string[]; err: string[] } {

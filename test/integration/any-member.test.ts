@@ -11,7 +11,8 @@
 import type { RunningAgent } from '../../agent/agent';
 import { Deadline } from '../../agent/deadline';
 import { EtcdCluster } from '../../agent/etcd/cluster-client';
-import { HeldLock, MembershipLock } from '../../agent/etcd/lock';
+import type { HeldLock } from '../../agent/etcd/held-lock';
+import { MembershipLock } from '../../agent/etcd/lock';
 import { isLearnerInSync } from '../../agent/membership/quorum';
 import { createLogger } from '../../agent/observability/logger';
 import { LocalEtcdCluster, startTestCluster } from '../helpers/etcd-cluster';

@@ -9,7 +9,8 @@
  */
 import type { RunningAgent } from '../../agent/agent';
 import { Deadline } from '../../agent/deadline';
-import { HeldLock, MembershipLock } from '../../agent/etcd/lock';
+import type { HeldLock } from '../../agent/etcd/held-lock';
+import { MembershipLock } from '../../agent/etcd/lock';
 import { createLogger } from '../../agent/observability/logger';
 import { fillUntilNoSpace, LocalEtcdCluster, startTestCluster } from '../helpers/etcd-cluster';
 import type { Answer } from '../helpers/http-call';

@@ -1,12 +1,7 @@
-import {
-  classify,
-  classifyLocal,
-  HealthStatus,
-  ObservedFacts,
-  StatusProbe,
-  withExpected,
-} from '../../agent/health/classify';
-import type { Alarm } from '../../agent/etcd/cluster-client';
+import { classify, withExpected } from '../../agent/health/classify';
+import { classifyLocal } from '../../agent/health/classify-local';
+import type { HealthStatus, ObservedFacts, StatusProbe } from '../../agent/health/types';
+import type { Alarm } from '../../agent/etcd/wire';
 import { isLearnerInSync } from '../../agent/membership/quorum';
 import type { Member, MemberStatus, OperationRecord } from '../../agent/proto/types';
 

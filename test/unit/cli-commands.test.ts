@@ -1,4 +1,6 @@
-import { EXIT, exitCodeFor, parseCommand, requestFor, summarize, UsageError } from '../../agent/cli/commands';
+import { summarize } from '../../agent/cli/answer-text';
+import { parseCommand, UsageError } from '../../agent/cli/command-line';
+import { EXIT, exitCodeFor, requestFor } from '../../agent/cli/commands';
 
 describe('CLI argument parsing (CONTRACT §7)', () => {
   it.each([

@@ -2,7 +2,7 @@
  * Which gauges one observation leaves on /metrics (observability/health-metrics.ts): set from the
  * observation, or absent; never a 0 that the observation did not see.
  */
-import type { ClusterHealth, MemberHealth } from '../../agent/health/classify';
+import type { ClusterHealth, MemberHealth } from '../../agent/health/types';
 import { oldestAgeSeconds, recordClusterHealth, recordUnknownHealth } from '../../agent/observability/health-metrics';
 import { createMetrics } from '../../agent/observability/metrics';
 

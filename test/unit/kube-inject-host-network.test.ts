@@ -7,7 +7,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { kubeInject, KubeInjectUsageError, runKubeInject, SIDECAR_NAME, TOKEN_MOUNT_PATH } from '../../agent/cli/kube-inject';
+import { kubeInject } from '../../agent/cli/kube-inject';
+import { runKubeInject } from '../../agent/cli/kube-inject-command';
+import { KubeInjectUsageError } from '../../agent/cli/kube-inject-host-network';
+import { SIDECAR_NAME, TOKEN_MOUNT_PATH } from '../../agent/cli/kube-inject-sidecar';
 import { ConfigError, loadConfig } from '../../agent/config';
 import { kubeInjectHarness } from '../helpers/kube-inject-io';
 

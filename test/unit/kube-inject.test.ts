@@ -1,7 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { kubeInject, runKubeInject, SIDECAR_NAME, TOKEN_MOUNT_PATH } from '../../agent/cli/kube-inject';
+import { kubeInject } from '../../agent/cli/kube-inject';
+import { runKubeInject } from '../../agent/cli/kube-inject-command';
+import { SIDECAR_NAME, TOKEN_MOUNT_PATH } from '../../agent/cli/kube-inject-sidecar';
 import { FLAGS_FILE, PREPARE_NAME, START_MOUNT_PATH, START_VOLUME, STATIC_SHELL } from '../../agent/cli/kube-inject-prepare';
 import { kubeInjectHarness } from '../helpers/kube-inject-io';
 

@@ -61,4 +61,10 @@ describe('layers import downward only', () => {
     const upward = importsOf(file).filter((target) => (RANKS[layerOf(target)] ?? Infinity) > rank);
     expect(upward).toEqual([]);
   });
+
+  // kube-inject edits YAML only: it must load without the membership and health code (main.ts loads it on demand).
+  const kubeInject = all.filter((f) => f.startsWith('cli/kube-inject'));
+  it.each(kubeInject.map((f) => [f]))('when %s imports agent code, then nothing from membership/ or health/', (file) => {
+    expect(importsOf(file).filter((p) => p.startsWith('membership/') || p.startsWith('health/'))).toEqual([]);
+  });
 });

@@ -7,7 +7,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { kubeInject, SIDECAR_NAME, SIDECAR_RESOURCES } from '../../agent/cli/kube-inject';
+import { kubeInject } from '../../agent/cli/kube-inject';
+import { SIDECAR_NAME, SIDECAR_RESOURCES } from '../../agent/cli/kube-inject-sidecar';
 
 const ROOT = join(__dirname, '..', '..');
 

@@ -1,0 +1,95 @@
+/**
+ * The sidecar container kube-inject adds, as plain data: its env (where etcd is, this pod's names
+ * from the downward API), probes, resources and a restricted security context. No YAML here.
+ */
+import type { ListenPlan } from './kube-inject-host-network';
+import type { ResolvedInjectOptions } from './kube-inject-options';
+
+/** Name of the injected container; a pod that has a container of this name counts as injected. */
+export const SIDECAR_NAME = 'etcd-lifecycle-agent';
+
+/** Where the token Secret is mounted; the Secret must hold the token under the key `token`. */
+export const TOKEN_MOUNT_PATH = '/var/run/secrets/etcd-lifecycle-agent';
+
+/** Name of the volume of the token Secret, in the pod and in the sidecar's mounts. */
+export const TOKEN_VOLUME = 'etcd-lifecycle-agent-token';
+const LOCAL_HOST = '127.0.0.1';
+const CLIENT_PORT = 2379;
+const PEER_PORT = 2380;
+
+/** Where a pod lives, as far as its manifest tells. */
+export interface PodSite {
+  namespace?: string;
+  /** The governing headless Service: a StatefulSet's `serviceName`, a Pod's `subdomain`. */
+  serviceName?: string;
+  /** `StatefulSet demo/etcd`, for messages. */
+  resource: string;
+}
+
+/**
+ * The sidecar's resources: the memory request at least the idle resident memory, and the limit at
+ * least 1.5× the peak under the bench's /v1/health load, as the README's bench run measured them on
+ * Node 20 and 24 (test/unit/memory-budget.test.ts fails when they drift apart).
+ */
+export const SIDECAR_RESOURCES = { requests: { cpu: '10m', memory: '96Mi' }, limits: { memory: '200Mi' } };
+
+/** The sidecar container as plain data, in the key order it is printed in. */
+export function sidecarContainer(
+  site: PodSite,
+  schemes: { client: string; peer: string },
+  options: ResolvedInjectOptions,
+  listen: ListenPlan,
+): object {
+  const local = `${schemes.client}://${LOCAL_HOST}:${CLIENT_PORT}`;
+  const endpoints = [local];
+  let peerUrlTemplate: string | undefined;
+  if (site.serviceName !== undefined) {
+    const host =
+      site.namespace === undefined ? site.serviceName : `${site.serviceName}.${site.namespace}.svc.cluster.local`;
+    endpoints.unshift(`${schemes.client}://${host}:${CLIENT_PORT}`);
+    // $(POD_NAMESPACE) is expanded by the kubelet: it is defined earlier in the same env list.
+    peerUrlTemplate = `${schemes.peer}://{name}.${site.serviceName}.$(POD_NAMESPACE).svc.cluster.local:${PEER_PORT}`;
+  }
+
+  const env: object[] = [
+    { name: 'POD_NAME', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.name' } } },
+    { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } } },
+    // Equal exactly in a host-network pod: the agent then requires a token (agent/host-network.ts).
+    { name: 'POD_IP', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'status.podIP' } } },
+    { name: 'HOST_IP', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'status.hostIP' } } },
+    { name: 'ETCD_AGENT_LISTEN', value: listen.address },
+    { name: 'ETCD_AGENT_MEMBER_NAME', value: '$(POD_NAME)' },
+    { name: 'ETCD_AGENT_LOCAL_ENDPOINT', value: local },
+    { name: 'ETCD_AGENT_ENDPOINTS', value: endpoints.join(',') },
+  ];
+  if (peerUrlTemplate !== undefined) env.push({ name: 'ETCD_AGENT_PEER_URL_TEMPLATE', value: peerUrlTemplate });
+  if (options.tokenSecret !== undefined) {
+    env.push({ name: 'ETCD_AGENT_TOKEN_FILE', value: `${TOKEN_MOUNT_PATH}/token` });
+  }
+  if (listen.hostNetwork) env.push({ name: 'ETCD_AGENT_HOST_NETWORK', value: 'true' });
+
+  // Kubernetes' default probe timeout (1 s) is tight for a node under load; these answers are local.
+  const probe = (path: string): object => ({ httpGet: { path, port: 'lifecycle', ...listen.probeHost }, timeoutSeconds: 2 });
+  return {
+    name: SIDECAR_NAME,
+    image: options.image,
+    args: ['serve'],
+    ports: [{ name: 'lifecycle', containerPort: options.port, protocol: 'TCP' }],
+    env,
+    ...(options.tokenSecret === undefined
+      ? {}
+      : { volumeMounts: [{ name: TOKEN_VOLUME, mountPath: TOKEN_MOUNT_PATH, readOnly: true }] }),
+    resources: SIDECAR_RESOURCES,
+    livenessProbe: probe('/livez'),
+    readinessProbe: probe('/readyz'),
+    securityContext: {
+      runAsNonRoot: true,
+      runAsUser: 65532,
+      readOnlyRootFilesystem: true,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ['ALL'] },
+      // Pod Security "restricted" requires it of every container.
+      seccompProfile: { type: 'RuntimeDefault' },
+    },
+  };
+}

@@ -1,0 +1,82 @@
+/**
+ * What a health observation saw and what it classifies into: the bodies of `/v1/health` and
+ * `/v1/health/local` (CONTRACT §4), without the request's own fields. Shapes only, no logic.
+ */
+import type { Alarm } from '../etcd/wire';
+import type { Member, MemberStatus, OperationRecord } from '../proto/types';
+
+/** The contract's health states. */
+export type HealthStatus = 'healthy' | 'degraded' | 'unavailable' | 'unknown';
+
+/** One status call: the client URL asked, and the answer or why there was none. */
+export interface StatusProbe {
+  url: string;
+  status?: MemberStatus;
+  error?: string;
+}
+
+/** Everything one observation saw: the input of `classify`. */
+export interface ObservedFacts {
+  /** The member list: read in this observation (`fresh`), else the last one read (`readAt`), else none. */
+  memberList?: { members: Member[]; fresh: boolean; readAt: string };
+  /** Why the member list could not be read in this observation. */
+  memberListError?: string;
+  probes: StatusProbe[];
+  /** The alarm list; undefined when it could not be read (`alarmsError`). */
+  alarms?: Alarm[];
+  alarmsError?: string;
+  /** Operation records; undefined when not asked for or not read (`operationsError`). */
+  operations?: OperationRecord[];
+  operationsError?: string;
+}
+
+/** One member as `/v1/health` shows it; the numbers are null when it did not answer. */
+export interface MemberHealth {
+  id: string;
+  name: string;
+  isLearner: boolean;
+  started: boolean;
+  reachable: boolean;
+  isLeader: boolean;
+  raftTerm: number | null;
+  raftIndex: number | null;
+  raftAppliedIndex: number | null;
+  dbSizeBytes: number | null;
+  latencyMs: number | null;
+  errors: string[];
+}
+
+/** Quorum counts of one observation. */
+export interface QuorumHealth {
+  voters: number;
+  healthyVoters: number;
+  required: number;
+  hasQuorum: boolean;
+  faultTolerance: number;
+}
+
+/** An alarm raised in the cluster, with the name of the member it is about. */
+export interface AlarmHealth {
+  memberId: string;
+  name: string;
+  alarm: string;
+}
+
+/** The body of `/v1/health` without `requestId`, `observedAt` and `ageMs`. */
+export interface ClusterHealth {
+  status: HealthStatus;
+  /** Null only for `unknown`. */
+  quorum: QuorumHealth | null;
+  leader: { id: string; name: string } | null;
+  members: MemberHealth[];
+  alarms: AlarmHealth[];
+  errors: string[];
+  expected?: { missing: string[]; unexpected: string[] };
+  operations?: OperationRecord[];
+}
+
+/** `/v1/health/local`: this pod's member, its role, and whether it is ready (200) or not (503). */
+export interface LocalHealth {
+  ready: boolean;
+  member: MemberHealth & { role: 'leader' | 'follower' | 'learner' | null };
+}
