@@ -27,13 +27,13 @@
  *
  * No timers run when nobody asks. A Prometheus scrape asks too: the health gauges' `collect()`
  * shares a fresh observation, so `etcd_agent_cluster_healthy` is never a stale 1. The gauges are
- * set in observability/health-metrics.ts; on `unknown` the quorum gauges are absent, not 0.
+ * set in health-metrics.ts; on `unknown` the quorum gauges are absent, not 0.
  */
 import { Deadline } from '../deadline';
 import type { Config } from '../config';
 import type { EtcdCluster } from '../etcd/cluster-client';
 import { toAgentError } from '../etcd/errors';
-import { recordClusterHealth, recordUnknownHealth } from '../observability/health-metrics';
+import { recordClusterHealth, recordUnknownHealth } from './health-metrics';
 import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
 import type { Member, OperationRecord } from '../proto/types';

@@ -5,7 +5,7 @@
  * The `etcd_agent_cluster_*`, `etcd_agent_quorum_*`, `etcd_agent_operations_*` and
  * `etcd_agent_member_reachable` gauges describe the whole cluster: every sidecar exports the same
  * values, so rules aggregate them (`max by`/`min by`). The observation-derived ones are absent while
- * the observation is `unknown` (health-metrics.ts): a slow agent must not look like quorum loss.
+ * the observation is `unknown` (health/health-metrics.ts): a slow agent must not look like quorum loss.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { BUILD_INFO } from './build-info';

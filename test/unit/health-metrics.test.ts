@@ -1,9 +1,9 @@
 /**
- * Which gauges one observation leaves on /metrics (observability/health-metrics.ts): set from the
+ * Which gauges one observation leaves on /metrics (health/health-metrics.ts): set from the
  * observation, or absent; never a 0 that the observation did not see.
  */
 import type { ClusterHealth, MemberHealth } from '../../agent/health/types';
-import { oldestAgeSeconds, recordClusterHealth, recordUnknownHealth } from '../../agent/observability/health-metrics';
+import { oldestAgeSeconds, recordClusterHealth, recordUnknownHealth } from '../../agent/health/health-metrics';
 import { createMetrics } from '../../agent/observability/metrics';
 
 function member(name: string, isLearner = false, reachable = true): MemberHealth {

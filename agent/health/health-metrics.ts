@@ -6,8 +6,8 @@
  * (and `etcd_agent_cluster_healthy` 0) say so: the quorum, member, alarm and operation gauges are
  * removed, so a slow agent never reads as "0 healthy voters", which is quorum loss.
  */
-import type { ClusterHealth, HealthStatus } from '../health/types';
-import type { Metrics } from './metrics';
+import type { ClusterHealth, HealthStatus } from './types';
+import type { Metrics } from '../observability/metrics';
 
 /** Every value `etcd_agent_cluster_status{status}` takes; exactly one of them is 1. */
 export const CLUSTER_STATUSES: readonly HealthStatus[] = ['healthy', 'degraded', 'unavailable', 'unknown'];
