@@ -11,7 +11,8 @@
  *   <prefix>operations/<id>   → the OperationRecord (what, which member, which agent, which step)
  */
 import { randomUUID } from 'node:crypto';
-import { Deadline, delay } from '../deadline';
+import type { Deadline } from '../deadline';
+import { pollUntil } from '../poll';
 import { AgentError } from '../proto/errors';
 import type { ActionName, OperationRecord } from '../proto/types';
 import type { Logger } from '../observability/logger';
@@ -39,6 +40,13 @@ export interface MembershipLockOptions {
 export interface OperationIntent {
   action: ActionName;
   member: { name: string; peerURLs: string[] };
+}
+
+/** What the tries of one `acquire` carry from one to the next. */
+interface AcquireState {
+  granted?: GrantedLease;
+  lastHolder?: OperationRecord | LockValue;
+  lastError?: unknown;
 }
 
 interface LockValue {
@@ -94,88 +102,101 @@ export class MembershipLock {
     const value: LockValue = { operationId: record.id, agent: this.options.agent, incarnation: this.incarnation };
     const waitUntil = Date.now() + Math.min(this.maxWaitMs, Math.max(0, deadline.remainingMs() - RESERVE_MS));
 
-    let granted: GrantedLease | undefined;
-    let lastHolder: OperationRecord | LockValue | undefined;
-    let lastError: unknown;
+    const state: AcquireState = {};
     try {
-      for (;;) {
-        try {
-          if (granted === undefined || granted.lease.revoked()) {
-            granted?.unpin();
-            // A lost lease is seen by the next txn failing (and by HeldLock once held).
-            granted = await cluster.grantLease(this.ttlSeconds, deadline, ATTEMPT_MS);
-          }
-          const { id } = granted;
-          // Safe to repeat on another endpoint: a create-if-absent whose first answer was lost finds our own value.
-          const result = await cluster.write(
-            deadline,
-            (raw, at) =>
-              raw
-                .if(this.lockKey, 'Create', '==', 0)
-                .then(
-                  raw.put(this.lockKey).value(JSON.stringify(value)).lease(id),
-                  raw.put(this.recordKey(record.id)).value(JSON.stringify(record)).lease(id),
-                )
-                .else(raw.get(this.lockKey))
-                .options({ deadline: at })
-                .commit(),
-            ATTEMPT_MS,
-          );
-          if (result.succeeded) {
-            const held = new HeldLock(this, cluster, granted, record, this.recordKey(record.id));
-            this.held.add(held);
-            return held;
-          }
-          const kv = result.responses[0]?.response_range?.kvs[0];
-          if (kv !== undefined) {
-            const holder = parseJson<LockValue>(kv.value.toString());
-            lastHolder = holder;
-            if (holder?.operationId === record.id) {
-              // Our own put went through but its answer was lost: the lock is ours.
-              const held = new HeldLock(this, cluster, granted, record, this.recordKey(record.id));
-              this.held.add(held);
-              return held;
-            }
-            if (holder !== undefined && holder.agent === this.options.agent && !this.isRunning(holder)) {
-              // The lock carries our name but no operation this process is running: it belongs to this
-              // pod's previous agent, which crashed (one agent runs per pod, so an agent with our name
-              // and another incarnation is dead), or to an operation of ours whose release could not
-              // reach etcd (e.g. while quorum was lost). Waiting for its lease TTL would only delay the
-              // retry a controller makes after the crash; revoking its lease removes lock and record
-              // now. What the dead operation left half done is found by reading the member list.
-              await cluster
-                .write(deadline, (raw, at) => raw.leaseClient.leaseRevoke({ ID: kv.lease }, { deadline: at }), ATTEMPT_MS)
-                .catch((err: unknown) => {
-                  if (!isLeaseGone(err) && !isLeaseGone(toAgentError(err).cause)) throw err; // already expired: the lock is free anyway
-                });
-              this.options.logger.warn('took over a membership lock left by a dead operation of this agent', {
-                operationId: holder.operationId,
-                agent: holder.agent,
-              });
-              continue;
-            }
-            if (holder !== undefined) {
-              lastHolder = (await this.readRecord(holder.operationId, deadline)) ?? holder;
-            }
-          }
-        } catch (err) {
-          if (!isTransient(err) && !isLeaseGone(err)) throw toAgentError(err);
-          lastError = err;
-          if (isLeaseGone(err) || isLeaseGone(toAgentError(err).cause)) {
-            void revokeQuietly(cluster, granted);
-            granted = undefined;
-          }
+      // A takeover of our own dead operation's lock is tried again at once, without a pause.
+      const held = await pollUntil({ until: waitUntil, pauseMs: this.pollMs }, async () => {
+        for (;;) {
+          const outcome = await this.attempt(record, value, deadline, state);
+          if (outcome !== 'taken-over') return outcome;
         }
-        if (Date.now() + this.pollMs > waitUntil) break;
-        await delay(this.pollMs);
-      }
+      });
+      if (held !== undefined) return held;
     } catch (err) {
-      await revokeQuietly(cluster, granted);
+      await revokeQuietly(cluster, state.granted);
       throw err;
     }
-    await revokeQuietly(cluster, granted);
-    if (lastHolder === undefined && lastError !== undefined) throw toAgentError(lastError);
-    throw busyError(lastHolder);
+    await revokeQuietly(cluster, state.granted);
+    if (state.lastHolder === undefined && state.lastError !== undefined) throw toAgentError(state.lastError);
+    throw busyError(state.lastHolder);
+  }
+
+  /**
+   * One try at the lock: the create-if-absent transaction, with our lease. Answers the held lock,
+   * `taken-over` when it removed a lock of our own dead operation (try again at once), or undefined
+   * when another operation holds it or etcd failed transiently (`state` says which).
+   */
+  private async attempt(record: OperationRecord, value: LockValue, deadline: Deadline, state: AcquireState): Promise<HeldLock | 'taken-over' | undefined> {
+    const { cluster } = this;
+    try {
+      if (state.granted === undefined || state.granted.lease.revoked()) {
+        state.granted?.unpin();
+        // A lost lease is seen by the next txn failing (and by HeldLock once held).
+        state.granted = await cluster.grantLease(this.ttlSeconds, deadline, ATTEMPT_MS);
+      }
+      const granted = state.granted;
+      const { id } = granted;
+      // Safe to repeat on another endpoint: a create-if-absent whose first answer was lost finds our own value.
+      const result = await cluster.write(
+        deadline,
+        (raw, at) =>
+          raw
+            .if(this.lockKey, 'Create', '==', 0)
+            .then(
+              raw.put(this.lockKey).value(JSON.stringify(value)).lease(id),
+              raw.put(this.recordKey(record.id)).value(JSON.stringify(record)).lease(id),
+            )
+            .else(raw.get(this.lockKey))
+            .options({ deadline: at })
+            .commit(),
+        ATTEMPT_MS,
+      );
+      if (result.succeeded) {
+        const held = new HeldLock(this, cluster, granted, record, this.recordKey(record.id));
+        this.held.add(held);
+        return held;
+      }
+      const kv = result.responses[0]?.response_range?.kvs[0];
+      if (kv !== undefined) {
+        const holder = parseJson<LockValue>(kv.value.toString());
+        state.lastHolder = holder;
+        if (holder?.operationId === record.id) {
+          // Our own put went through but its answer was lost: the lock is ours.
+          const held = new HeldLock(this, cluster, granted, record, this.recordKey(record.id));
+          this.held.add(held);
+          return held;
+        }
+        if (holder !== undefined && holder.agent === this.options.agent && !this.isRunning(holder)) {
+          // The lock carries our name but no operation this process is running: it belongs to this
+          // pod's previous agent, which crashed (one agent runs per pod, so an agent with our name
+          // and another incarnation is dead), or to an operation of ours whose release could not
+          // reach etcd (e.g. while quorum was lost). Waiting for its lease TTL would only delay the
+          // retry a controller makes after the crash; revoking its lease removes lock and record
+          // now. What the dead operation left half done is found by reading the member list.
+          await cluster
+            .write(deadline, (raw, at) => raw.leaseClient.leaseRevoke({ ID: kv.lease }, { deadline: at }), ATTEMPT_MS)
+            .catch((err: unknown) => {
+              if (!isLeaseGone(err) && !isLeaseGone(toAgentError(err).cause)) throw err; // already expired: the lock is free anyway
+            });
+          this.options.logger.warn('took over a membership lock left by a dead operation of this agent', {
+            operationId: holder.operationId,
+            agent: holder.agent,
+          });
+          return 'taken-over';
+        }
+        if (holder !== undefined) {
+          state.lastHolder = (await this.readRecord(holder.operationId, deadline)) ?? holder;
+        }
+      }
+    } catch (err) {
+      if (!isTransient(err) && !isLeaseGone(err)) throw toAgentError(err);
+      state.lastError = err;
+      if (isLeaseGone(err) || isLeaseGone(toAgentError(err).cause)) {
+        void revokeQuietly(cluster, state.granted);
+        state.granted = undefined;
+      }
+    }
+    return undefined;
   }
 
   /** Membership changes in flight, cluster-wide, oldest first. */

@@ -16,7 +16,8 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { Deadline, delay } from '../deadline';
+import { Deadline } from '../deadline';
+import { pollUntil } from '../poll';
 import { EtcdCluster } from '../etcd/cluster-client';
 import { connectionOptions } from '../etcd/connection-options';
 import { MembershipService } from '../membership/service';
@@ -77,7 +78,9 @@ export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<
     });
     const end = Date.now() + opts.waitSeconds * 1000;
     let lastReason = '';
-    for (;;) {
+    let reason = '';
+    // A pass that acted goes on at once (its effect is read by the next pass); one that waits pauses.
+    const exitCode = await pollUntil({ until: end, pauseMs: () => (reason !== '' ? PASS_PAUSE_MS : 0) }, async () => {
       const step = await nextStep(opts, cluster);
       if (step.kind === 'start') {
         if (step.state === 'new' && !samePlan(readMarker(opts.dataDir) ?? { initialCluster: '', token: '' }, plan)) {
@@ -91,7 +94,6 @@ export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<
         if (step.state === 'new') await linger(opts, plan, logger);
         return 0;
       }
-      let reason: string;
       if (step.kind === 'wait') {
         reason = step.reason;
       } else {
@@ -100,15 +102,14 @@ export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<
       }
       if (reason !== '' && reason !== lastReason) logger.info('waiting', { member: opts.self.name, reason });
       lastReason = reason || lastReason;
-      if (Date.now() + PASS_PAUSE_MS > end) {
-        logger.error('prepare cannot decide safely yet; exiting so the init container runs it again', {
-          member: opts.self.name,
-          reason: lastReason || 'the wait ran out',
-        });
-        return 1;
-      }
-      if (reason !== '') await delay(PASS_PAUSE_MS);
-    }
+      return undefined;
+    });
+    if (exitCode !== undefined) return exitCode;
+    logger.error('prepare cannot decide safely yet; exiting so the init container runs it again', {
+      member: opts.self.name,
+      reason: lastReason || 'the wait ran out',
+    });
+    return 1;
   } finally {
     await server?.close();
     await membership.close();
@@ -173,15 +174,15 @@ async function act(step: PrepareStep, opts: PrepareOptions, membership: Membersh
 async function linger(opts: PrepareOptions, plan: BootstrapPlan, logger: Logger): Promise<void> {
   const started = Date.now();
   const waiting = new Set(opts.initial.map((m) => m.name).filter((n) => n !== opts.self.name));
-  while (Date.now() - started < LINGER_MAX_MS) {
+  const allSeen = await pollUntil({ until: started + LINGER_MAX_MS, pauseMs: 250 }, async () => {
     const peers = opts.initial.filter((m) => waiting.has(m.name));
     const answers = await askPeers(peers, opts.config.listen.port, 500);
     for (const [name, answer] of answers) if (answer.kind === 'bootstrap' && samePlan(answer.plan, plan)) waiting.delete(name);
     // A peer whose etcd already serves its peer listener has decided and gone on: no need to wait for it.
     await Promise.all(peers.map(async (m) => ((await peerEtcdAnswers(m.peerURL)) ? waiting.delete(m.name) : undefined)));
-    if (waiting.size === 0 && Date.now() - started >= LINGER_MIN_MS) return;
-    await delay(250);
-  }
+    return waiting.size === 0 && Date.now() - started >= LINGER_MIN_MS ? true : undefined;
+  });
+  if (allSeen === true) return;
   logger.info('stopped waiting for the other initial members to decide', { member: opts.self.name, notSeen: [...waiting] });
 }
 
