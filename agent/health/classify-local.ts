@@ -2,6 +2,7 @@
  * This pod's own member as `/v1/health/local` shows it (CONTRACT §4). Pure: one status answer and
  * the cluster observation beside it go in; ready only when membership and sync are confirmed.
  */
+import { roleOf } from '../membership/leader';
 import { isLearnerInSync } from '../membership/quorum';
 import { statusNumbers } from './classify';
 import { learnerLag } from './lag';
@@ -23,13 +24,17 @@ export function classifyLocal(
     status !== undefined
       ? list?.members.find((m) => m.id === status.memberId)
       : list?.members.find((m) => m.started && m.name === memberName);
+  const id = status?.memberId ?? listed?.id ?? '';
+  const isLearner = listed?.isLearner ?? status?.isLearner ?? false;
+  // The leader by the agent's one rule (a quorum's view), as the cluster observation names it.
+  const role = roleOf({ id, isLearner }, observation?.health.leader?.id);
   const member = {
-    id: status?.memberId ?? listed?.id ?? '',
+    id,
     name: listed?.name ?? memberName,
-    isLearner: listed?.isLearner ?? status?.isLearner ?? false,
+    isLearner,
     started: listed?.started ?? status !== undefined,
     reachable: status !== undefined,
-    isLeader: status !== undefined && status.leaderId === status.memberId,
+    isLeader: status !== undefined && role === 'leader',
     ...statusNumbers(status),
     errors: [...(status?.errors ?? [])],
   };
@@ -37,7 +42,6 @@ export function classifyLocal(
     member.errors.push(`${probe.url} did not answer: ${probe.error ?? 'no answer'}`);
     return { ready: false, member: { ...member, role: null } };
   }
-  const role: 'leader' | 'follower' | 'learner' = member.isLeader ? 'leader' : member.isLearner ? 'learner' : 'follower';
   const local = { ...member, role };
   const fail = (why: string): LocalHealth => ({ ready: false, member: { ...local, errors: [...local.errors, why] } });
   if (observation === undefined || list === undefined) {

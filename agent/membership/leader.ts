@@ -40,3 +40,15 @@ export function electLeader(voters: number, votes: readonly LeaderVote[]): Leade
   const [mostNamed, { count }] = ranked[0];
   return { ...(count >= required ? { leaderId: mostNamed } : {}), mostNamed, agreeing: count, required };
 }
+
+/** A member's role, as roleProbe, `GET /v1/role` and `/v1/health/local` name it. */
+export type Role = 'leader' | 'follower' | 'learner';
+
+/**
+ * The one role rule: a learner is `learner`; a voter is `leader` when the leader rule above names
+ * it (`leaderId`, undefined when no quorum names one), else `follower`.
+ */
+export function roleOf(member: { id: string; isLearner: boolean }, leaderId: string | undefined): Role {
+  if (member.isLearner) return 'learner';
+  return leaderId !== undefined && leaderId === member.id ? 'leader' : 'follower';
+}

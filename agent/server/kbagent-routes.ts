@@ -41,7 +41,7 @@ import {
 } from '../proto/requests';
 import type { ActionResult } from '../proto/types';
 import { fromBodyParserError, requestId } from './middleware';
-import { ROLE_STATUS_MIN_MS } from '../timings';
+import { localRole, type LeaderView } from '../health/role';
 
 const PATH = '/v1.0/action';
 
@@ -54,16 +54,9 @@ export interface KbAgentDeps {
   cluster: EtcdCluster;
   membership: KbAgentMembership;
   logger: Logger;
-  /**
-   * The cluster's leader by the agent's one rule (membership/leader.ts), from the shared health
-   * observation; `known: false` when no observation finished in time. Without it, roleProbe takes
-   * the local member's own view.
-   */
-  leader?: () => Promise<{ known: boolean; id?: string }>;
+  /** The cluster's leader by the agent's one rule, from the shared health observation (health/role.ts). */
+  leader: LeaderView;
 }
-
-/** The bare role `roleProbe` answers (CONTRACT §5). */
-export type Role = 'leader' | 'follower' | 'learner';
 
 /** The router of `POST /v1.0/action`. */
 export function kbAgentRouter(deps: KbAgentDeps): Router {
@@ -207,39 +200,4 @@ function transferRequest(request: KbAgentRequest): TransferRequest {
 
 function timeout(request: KbAgentRequest): { timeoutSeconds?: number } {
   return request.timeoutSeconds === undefined || request.timeoutSeconds === null ? {} : { timeoutSeconds: request.timeoutSeconds };
-}
-
-/**
- * This pod's member's role, from its own etcd (ETCD_AGENT_LOCAL_ENDPOINT): its
- * Status says who it is and whether it is a learner; for a voter the member list
- * confirms it is still a member, and the leader rule (a quorum of voters) says who leads.
- */
-export async function localRole(deps: Pick<KbAgentDeps, 'config' | 'cluster' | 'leader'>, deadline: Deadline): Promise<Role> {
-  const { config, cluster } = deps;
-  const timeoutMs = Math.max(1, Math.min(deadline.remainingMs(), Math.max(ROLE_STATUS_MIN_MS, config.statusTimeoutMs)));
-  let status;
-  try {
-    status = await cluster.memberStatus(config.localEndpoint, timeoutMs);
-  } catch (err) {
-    const cause = toAgentError(err);
-    throw new AgentError('unavailable', `this pod's etcd at ${config.localEndpoint} does not answer: ${cause.message}`, {
-      cause: err,
-    });
-  }
-  // A learner answers Status but refuses MemberList ("rpc not supported for learner"), and its
-  // own Status is authoritative on that point: no list needed to say `learner`.
-  if (status.isLearner) return 'learner';
-  const list = await cluster.listMembers(deadline);
-  const member = list.members.find((m) => m.id === status.memberId);
-  if (member === undefined) {
-    throw new AgentError('not-found', `this pod's etcd (member ${status.memberId}) is not in the member list`, {
-      details: { memberId: status.memberId },
-    });
-  }
-  if (member.isLearner) return 'learner';
-  if (deps.leader === undefined) return status.leaderId === status.memberId ? 'leader' : 'follower';
-  // The same leader as /v1/health, leave and transfer name: a quorum's, not this member's own view.
-  const view = await deps.leader();
-  if (!view.known) throw new AgentError('unavailable', 'no health observation finished in time to say who leads');
-  return view.id === status.memberId ? 'leader' : 'follower';
 }

@@ -8,14 +8,14 @@
  */
 import { Router } from 'express';
 import { Deadline } from '../deadline';
-import { localRole, type KbAgentDeps } from './kbagent-routes';
+import { localRole, type RoleDeps } from '../health/role';
 import { ROLE_DEADLINE_SECONDS } from '../timings';
 
 /** The path of the role route. */
 export const ROLE_PATH = '/v1/role';
 
 /** The router of `GET /v1/role`. */
-export function roleRouter(deps: Pick<KbAgentDeps, 'config' | 'cluster' | 'leader'>): Router {
+export function roleRouter(deps: RoleDeps): Router {
   const router = Router();
   router.get(ROLE_PATH, async (_req, res) => {
     const deadline = Deadline.in(Math.min(deps.config.timeoutSeconds, ROLE_DEADLINE_SECONDS) * 1000);

@@ -1,4 +1,4 @@
-import { electLeader, type LeaderVote } from '../../agent/membership/leader';
+import { electLeader, roleOf, type LeaderVote, type Role } from '../../agent/membership/leader';
 import { ClusterProbe } from '../../agent/membership/probe';
 import { classify } from '../../agent/health/classify';
 import type { Member, MemberStatus } from '../../agent/proto/types';
@@ -49,5 +49,16 @@ describe('one leader rule for the membership probe and /v1/health', () => {
 
     expect(probe.leader?.member.id).toBe(leader);
     expect(health.leader?.id).toBe(leader);
+  });
+});
+
+describe('roleOf, the one role rule', () => {
+  it.each<[string, Role, { id: string; isLearner: boolean }, string | undefined]>([
+    ['a voter the leader rule names', 'leader', { id: 'a', isLearner: false }, 'a'],
+    ['a voter the rule does not name', 'follower', { id: 'b', isLearner: false }, 'a'],
+    ['a voter while no quorum names a leader', 'follower', { id: 'a', isLearner: false }, undefined],
+    ['a learner (even one a stale view names)', 'learner', { id: 'd', isLearner: true }, 'd'],
+  ])('when it is %s, then the role is %s', (_what, role, member, leaderId) => {
+    expect(roleOf(member, leaderId)).toBe(role);
   });
 });
