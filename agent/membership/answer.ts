@@ -5,22 +5,19 @@
  */
 import type { ChangeKind } from '../etcd/cluster-client';
 import { AgentError } from '../proto/errors';
-import type { Member, MemberList, Outcome, Phase } from '../proto/types';
+import type { ActionResult, Member, MemberList } from '../proto/types';
 import type { ClusterProbe } from './probe';
 import { hasQuorum, quorumOf } from './quorum';
 
-/** The fields of an answer that a decision sets; the run adds the action, the cluster summary and the duration. */
-export interface Answer {
-  outcome: Outcome;
-  complete: boolean;
-  phase?: Phase;
-  member?: Member;
-  /** The member list the answer describes (after the change the action made). */
+/**
+ * The fields of an answer that a decision sets (the contract's own fields, and the list the
+ * answer describes, after the change); the run adds the action, the cluster summary and the duration.
+ */
+export type Answer = Pick<ActionResult, 'outcome' | 'complete' | 'phase' | 'member' | 'leader'> & {
   list: MemberList;
-  leader?: { id: string; name: string };
-  /** True when this call moved leadership (CONTRACT §4 `leaderTransferred`). */
+  /** True when this call moved leadership (CONTRACT §4 `leaderTransferred`); false when absent. */
   leaderTransferred?: boolean;
-}
+};
 
 export type { ChangeKind };
 

@@ -20,12 +20,16 @@ import type { Answer, NeedsProbe } from './answer';
 import { summarizeCluster } from './match';
 import { ClusterProbe, probeMembers } from './probe';
 
-/** What the membership actions need. */
-export interface MembershipDeps {
+/** What the membership service is built from. */
+export interface MembershipServiceDeps {
   cluster: EtcdCluster;
   config: Config;
   logger: Logger;
   metrics: Metrics;
+}
+
+/** What the membership actions need: the service's parts and the cluster-wide lock. */
+export interface MembershipDeps extends MembershipServiceDeps {
   lock: MembershipLock;
 }
 

@@ -3,13 +3,9 @@
  * kbagent route) change cluster membership. Each call gets a deadline, shares
  * its execution with identical calls in flight, and is counted and timed.
  */
-import type { Config } from '../config';
 import { Deadline, timeoutError } from '../deadline';
-import type { EtcdCluster } from '../etcd/cluster-client';
 import { toAgentError } from '../etcd/errors';
 import { MembershipLock } from '../etcd/lock';
-import type { Logger } from '../observability/logger';
-import type { Metrics } from '../observability/metrics';
 import type { JoinRequest, LeaveRequest, PromoteRequest, TransferRequest } from '../proto/requests';
 import type { ActionName, ActionResult, ClusterSummary, Member, OperationRecord } from '../proto/types';
 import { AutoPromoter } from './auto-promote';
@@ -17,17 +13,11 @@ import { join } from './join';
 import { leave } from './leave';
 import { summarizeCluster, wantedMember } from './match';
 import { promote } from './promote';
-import { ActionRun, CallContext, MembershipDeps } from './run';
+import { ActionRun, type CallContext, type MembershipDeps, type MembershipServiceDeps } from './run';
 import { requestKey, SingleFlight } from './single-flight';
 import { transfer } from './transfer';
 
-/** What the service is built from. */
-export interface MembershipServiceDeps {
-  cluster: EtcdCluster;
-  config: Config;
-  logger: Logger;
-  metrics: Metrics;
-}
+export type { MembershipServiceDeps };
 
 /** Deadline of one auto-promotion pass: short, so shutdown never waits on it for long. */
 const AUTO_PROMOTE_TIMEOUT_MS = 5000;

@@ -11,7 +11,6 @@ import type { ErrorRequestHandler, Request, Response } from 'express';
 import type { Config } from '../config';
 import { Deadline } from '../deadline';
 import type { EtcdCluster } from '../etcd/cluster-client';
-import { toAgentError } from '../etcd/errors';
 import { peerUrlFromFqdn } from '../proto/urls';
 import type { MembershipService } from '../membership/service';
 import type { Logger } from '../observability/logger';
@@ -40,7 +39,7 @@ import {
   transferRequestSchema,
 } from '../proto/requests';
 import type { ActionResult } from '../proto/types';
-import { fromBodyParserError, requestId } from './middleware';
+import { answerError, fromBodyParserError, requestId } from './middleware';
 import { localRole, type LeaderView } from '../health/role';
 
 const PATH = '/v1.0/action';
@@ -135,14 +134,7 @@ function success(result: ActionResult, id: string): KbAgentResponse {
 
 /** Any failure → `{error, message}`; internal errors are logged with their stack. */
 function failure(err: unknown, logger: Logger, req: Request, res: Response): KbAgentResponse {
-  const error = toAgentError(err);
-  if (error.code === 'internal') {
-    logger.error('internal error', {
-      requestId: requestId(res),
-      path: req.path,
-      error: err instanceof Error ? err.stack : String(err),
-    });
-  }
+  const error = answerError(err, logger, req, res);
   return { error: kbAgentErrorType(error.code), message: error.message };
 }
 

@@ -140,17 +140,23 @@ export function fromBodyParserError(err: unknown): AgentError | undefined {
   return new AgentError('bad-request', `the body could not be decoded${typeof code === 'string' ? ` (${code})` : ''}`);
 }
 
+/** Anything a route threw, as the AgentError it answers; an internal one is logged with the stack of what was thrown. */
+export function answerError(err: unknown, logger: Logger, req: Request, res: Response): AgentError {
+  const error = fromBodyParserError(err) ?? toAgentError(err);
+  if (error.code === 'internal') {
+    logger.error('internal error', {
+      requestId: requestId(res),
+      path: req.path,
+      error: err instanceof Error ? err.stack : String(err),
+    });
+  }
+  return error;
+}
+
 /** The one error renderer: anything thrown becomes `{requestId, error: {code, message, retryable, details}}`. */
 export function errorHandler(logger: Logger): ErrorRequestHandler {
   return (err: unknown, req: Request, res: Response, _next: NextFunction) => {
-    const error = fromBodyParserError(err) ?? toAgentError(err);
-    if (error.code === 'internal') {
-      logger.error('internal error', {
-        requestId: requestId(res),
-        path: req.path,
-        error: err instanceof Error ? err.stack : String(err),
-      });
-    }
+    const error = answerError(err, logger, req, res);
     if (res.headersSent) return;
     res.status(error.status).json({ requestId: requestId(res), error: error.toBody() });
   };
