@@ -19,12 +19,8 @@ import { fastRoutes } from './server/fast-routes';
 import { listen, Listening, ListenOptions } from './server/listen';
 import { SHUTDOWN_BUDGET_MS, SHUTDOWN_CLOSE_RESERVE_MS } from './timings';
 
-/** A built agent: its parts, for tests to look into, and how to stop it. */
-export interface Agent {
-  config: Config;
-  logger: Logger;
-  metrics: Metrics;
-  cluster: EtcdCluster;
+/** A built agent: its parts (those the express app is built from), for tests to look into, and how to stop it. */
+export interface Agent extends Pick<ExpressApp.ExpressAppDeps, 'config' | 'logger' | 'metrics' | 'cluster'> {
   /** Every route: the fast ones (fast-routes.ts), the rest through the express app, built on first use. */
   app: RequestListener;
   /** Releases what the services hold (locks, timers) and closes etcd connections. */

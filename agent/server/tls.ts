@@ -51,17 +51,18 @@ export function describeCertificate(pem: Buffer | string): { subject: string; va
   return { subject: cert.subject.replace(/\n/g, ', '), validTo: cert.validTo, fingerprint256: cert.fingerprint256 };
 }
 
-/** Polls the TLS files and installs a new secure context when any of them changes (a `FileReloader`). */
-export class TlsReloader {
-  private readonly reloader: FileReloader<tls.SecureContextOptions>;
-
+/**
+ * Polls the TLS files and installs a new secure context when any of them changes: a `FileReloader`
+ * (`start`, `stop`, `check`) over the certificate, the key and the client CA.
+ */
+export class TlsReloader extends FileReloader<tls.SecureContextOptions> {
   constructor(
     files: TlsFiles,
     install: (options: tls.SecureContextOptions) => void,
     logger?: Logger,
     intervalMs = FILE_CHECK_INTERVAL_MS,
   ) {
-    this.reloader = new FileReloader({
+    super({
       files: [files.certFile, files.keyFile, ...(files.clientCaFile === undefined ? [] : [files.clientCaFile])],
       // A half-rotated pair (new certificate, old key) fails to load; the old one keeps serving.
       load: () => readSecureContext(files),
@@ -71,21 +72,6 @@ export class TlsReloader {
       messages: { rejected: 'tls files changed but do not load; keeping the previous certificate', installed: 'tls certificate reloaded' },
       describe: (options) => safeDescribe(options.cert as Buffer),
     });
-  }
-
-  /** Starts polling; the timer never keeps the process alive. */
-  start(): void {
-    this.reloader.start();
-  }
-
-  /** Stops polling. */
-  stop(): void {
-    this.reloader.stop();
-  }
-
-  /** Reloads now if the files changed; answers whether a new context was installed. */
-  check(): boolean {
-    return this.reloader.check();
   }
 }
 
