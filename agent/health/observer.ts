@@ -83,6 +83,7 @@ export class HealthObserver {
   private lastStatus?: ClusterHealth['status'];
   private refreshing?: Promise<void>;
   private closed = false;
+  private readonly stopScrapes: () => void;
 
   constructor(private readonly deps: HealthObserverDeps) {
     this.maxAgeMs = deps.config.healthMaxAgeMs;
@@ -92,7 +93,7 @@ export class HealthObserver {
     this.localView = new SharedObservation(this.maxAgeMs, (startedAt) =>
       this.probe(deps.config.localEndpoint, this.callMs(startedAt)),
     );
-    deps.metrics.healthScrape.refresh = () => this.refreshGauges();
+    this.stopScrapes = deps.metrics.onScrape(() => this.refreshGauges());
   }
 
   /** The cluster's health, from an observation no older than the max age, else `unknown`. */
@@ -117,7 +118,7 @@ export class HealthObserver {
   /** Stops updating metrics; observations in flight end by their own deadlines. */
   close(): void {
     this.closed = true;
-    this.deps.metrics.healthScrape.refresh = async () => undefined;
+    this.stopScrapes();
   }
 
   private unknown(): ClusterHealth {

@@ -34,16 +34,12 @@ export interface Metrics {
   operationsInFlight: Gauge;
   operationsOldestAge: Gauge;
   buildInfo: Gauge<'version' | 'node_version'>;
-  /** Brings the health gauges up to date when a scrape reads them (set by the health observer). */
-  healthScrape: HealthScrapeHook;
-}
-
-/**
- * Called by the health gauges' `collect()` at scrape time. The health observer sets `refresh` so
- * that a scrape shows a fresh observation (shared with /v1/health), never a stale "healthy".
- */
-export interface HealthScrapeHook {
-  refresh: () => Promise<void>;
+  /**
+   * Registers what brings the cluster gauges up to date when a scrape reads them (the health
+   * observer does), so a scrape shows a fresh observation, never a stale "healthy"; answers the
+   * function that unregisters it. One at a time: a later registration replaces an earlier one.
+   */
+  onScrape(refresh: () => Promise<void>): () => void;
 }
 
 /** Creates a fresh registry with the agent's metrics and Node's default process metrics. */
@@ -51,9 +47,10 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
   const registry = new Registry();
   if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
   const registers = [registry];
-  const healthScrape: HealthScrapeHook = { refresh: async () => undefined };
+  const idle = async (): Promise<void> => undefined;
+  let refresh = idle;
   // Each gauge awaits the refresh itself: prom-client reads all metrics of a scrape in parallel.
-  const collect = (): Promise<void> => healthScrape.refresh();
+  const collect = (): Promise<void> => refresh();
   return {
     registry,
     actionsTotal: new Counter({
@@ -182,7 +179,12 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       collect,
     }),
     buildInfo: buildInfo(registers),
-    healthScrape,
+    onScrape: (next) => {
+      refresh = next;
+      return () => {
+        if (refresh === next) refresh = idle;
+      };
+    },
   };
 }
 
