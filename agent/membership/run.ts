@@ -1,15 +1,14 @@
 /**
  * One execution of a lifecycle action: its deadline, the step it has reached
- * and its log (the RPCs it sent, the last probe it made), and the I/O every
- * action shares — read the member list, probe, take the lock, send one RPC and
- * log it, read again after a transient failure, and render the answer a pure
- * decision made. It decides nothing itself; nothing here outlives the call.
+ * and its log (the RPCs it sent and how they failed, the last probe it made),
+ * and the I/O every action shares — read the member list, probe, take the lock,
+ * send one RPC and log it, run the pass again when converge.ts says so, and
+ * render the answer a pure decision made. It decides nothing itself; nothing
+ * here outlives the call.
  */
-import pRetry from 'p-retry';
 import type { Config } from '../config';
 import type { Deadline } from '../deadline';
 import type { ChangeKind, EtcdCluster } from '../etcd/cluster-client';
-import { etcdRefusal, isTransient } from '../etcd/errors';
 import type { HeldLock } from '../etcd/held-lock';
 import type { MembershipLock, OperationIntent } from '../etcd/lock';
 import type { Logger } from '../observability/logger';
@@ -17,6 +16,7 @@ import type { Metrics } from '../observability/metrics';
 import { AgentError, isAgentError } from '../proto/errors';
 import type { ActionName, ActionResult, Member, MemberList } from '../proto/types';
 import type { Answer, NeedsProbe } from './answer';
+import { converge, type RetryFilter } from './converge';
 import { summarizeCluster } from './match';
 import { ClusterProbe, probeMembers } from './probe';
 
@@ -62,8 +62,6 @@ function isAnswer<A>(decision: Decided<A>): decision is { kind: 'answer'; answer
   return (decision as { kind: string }).kind === 'answer';
 }
 
-/** A transient failure, or one `alsoRetry` accepts, leads to reading the member list again. */
-export type RetryFilter = (err: unknown, attempt: number) => boolean;
 
 /** One execution of one action. */
 export class ActionRun {
@@ -74,8 +72,8 @@ export class ActionRun {
   step = 'starting';
   /** The last probe of this execution: says whether an "unhealthy cluster" refusal is etcd settling or real. */
   lastProbe?: ClusterProbe;
-  /** When etcd first refused a change of this execution as "unhealthy cluster" while every voter answered. */
-  private settlingSince?: number;
+  /** Failures of the RPCs this execution sent (not of its reads): after one, a new read may find the change done. */
+  private readonly actFailures = new WeakSet<object>();
 
   constructor(
     readonly deps: MembershipDeps,
@@ -111,7 +109,7 @@ export class ActionRun {
     if (isAnswer(first)) return this.answer(first.answer);
     const intent = { action: this.action, member: acting.intent(first) };
     return this.underLock(intent, (held) =>
-      this.converge(async () => {
+      converge(this, async () => {
         for (;;) {
           const list = await this.readMembers();
           const next = await this.decide(list, decide);
@@ -150,62 +148,6 @@ export class ActionRun {
     }
   }
 
-  /**
-   * Runs `attempt` (read, decide, act) again after a transient etcd failure, while the deadline
-   * allows: each attempt reads the member list afresh, so a change whose answer was lost is found
-   * done instead of being sent twice. etcd's "unhealthy cluster" while the probe found every voter
-   * answering is etcd settling (it refuses changes for 5 s after a peer connects): retried with
-   * backoff up to the deadline, and only then answered `unsafe`, saying how long it waited.
-   */
-  async converge<T>(attempt: () => Promise<T>, alsoRetry: RetryFilter = () => false): Promise<T> {
-    try {
-      const result = await pRetry(attempt, {
-        // The deadline bounds the attempts (below); transient failures get at most 20 of them.
-        retries: 1000,
-        minTimeout: 100,
-        maxTimeout: 500,
-        onFailedAttempt: (err) => {
-          const settling = this.isSettling(err);
-          if (settling) this.settlingSince ??= Date.now();
-          const again = (isTransient(err) && err.attemptNumber <= 20) || settling || alsoRetry(err, err.attemptNumber);
-          if (!again || this.deadline.remainingMs() < 600) throw err;
-          this.deps.logger.debug(settling ? 'etcd refuses changes while a peer settles; retrying' : 'retrying after a transient failure', {
-            action: this.action,
-            requestId: this.context.requestId,
-            error: err.message,
-          });
-        },
-      });
-      if (this.settlingSince !== undefined) {
-        this.deps.logger.info('etcd accepted the change after refusing it as "unhealthy cluster"', {
-          action: this.action,
-          requestId: this.context.requestId,
-          waitedMs: Date.now() - this.settlingSince,
-        });
-      }
-      return result;
-    } catch (err) {
-      throw this.withWait(err);
-    }
-  }
-
-  /** True for etcd's "unhealthy cluster" when the last probe of this execution found every voter answering. */
-  private isSettling(err: unknown): boolean {
-    const probe = this.lastProbe;
-    const everyVoter = probe !== undefined && probe.voters.length > 0 && probe.healthyVoters === probe.voters.length;
-    return everyVoter && etcdRefusal(err) === 'unhealthy-cluster';
-  }
-
-  /** An "unhealthy cluster" refusal that was waited on: says so, and for how long (`details.waitedMs`). */
-  private withWait(err: unknown): unknown {
-    if (this.settlingSince === undefined || !(err instanceof AgentError) || etcdRefusal(err) !== 'unhealthy-cluster') return err;
-    const waitedMs = Date.now() - this.settlingSince;
-    const why = this.isSettling(err)
-      ? `etcd still refused the change as "unhealthy cluster" after ${waitedMs} ms of retries, although every voter answered its status call`
-      : `etcd refused the change as "unhealthy cluster"; it was retried for ${waitedMs} ms, until a voter stopped answering`;
-    return new AgentError(err.code, why, { cause: err.cause, retryable: err.retryable, details: { ...err.details, waitedMs } });
-  }
-
   /** Records `step` as begun; throws `timeout` naming it when the deadline has already passed. */
   begin(step: string): void {
     this.step = step;
@@ -226,9 +168,15 @@ export class ActionRun {
       this.logChange(kind, member, 'done');
       return result;
     } catch (err) {
+      if (typeof err === 'object' && err !== null) this.actFailures.add(err);
       this.logChange(kind, member, isAgentError(err) ? err.code : 'failed', err instanceof Error ? err.message : String(err));
       throw err;
     }
+  }
+
+  /** True when `err` is what an RPC this execution sent failed with. */
+  isActFailure(err: unknown): boolean {
+    return typeof err === 'object' && err !== null && this.actFailures.has(err);
   }
 
   /** The one JSON line per membership change: what, which member, how it ended. */
