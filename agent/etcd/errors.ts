@@ -197,6 +197,19 @@ export function etcdRefusal(err: unknown): EtcdRefusal | undefined {
   return err instanceof Error ? ruleFor(err.message)?.refusal : undefined;
 }
 
+/**
+ * A failed call (given `timeoutMs`) in one line, as health lists it per member: the mapped message,
+ * with etcd's own words when they add to it; a deadline is said as such.
+ */
+export function failureLine(err: unknown, timeoutMs: number): string {
+  const error = toAgentError(err);
+  const raw = err instanceof AgentError ? err.cause : err;
+  const message = raw instanceof Error ? raw.message : '';
+  if (isEtcd3(raw, 'GRPCDeadlineExceededError') && ruleFor(message) === undefined) return `no answer within ${timeoutMs} ms`;
+  const etcd = error.details?.etcd;
+  return typeof etcd === 'string' && error.code === 'unavailable' && !error.message.includes(etcd) ? `${error.message} (${etcd})` : error.message;
+}
+
 /** Pacing of `retryTransient`: the pause between attempts, and the time that must be left for another. */
 export interface RetryPacing {
   minTimeout: number;

@@ -32,7 +32,7 @@
 import { Deadline } from '../deadline';
 import type { Config } from '../config';
 import type { EtcdCluster } from '../etcd/cluster-client';
-import { toAgentError } from '../etcd/errors';
+import { failureLine } from '../etcd/errors';
 import { recordClusterHealth, recordUnknownHealth } from './health-metrics';
 import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
@@ -264,16 +264,8 @@ function settle<T>(call: (ms: number) => Promise<T>, ms: number): Promise<Settle
       .then(() => call(ms))
       .then(
         (value) => done({ ok: true, value }),
-        (err: unknown) => done({ ok: false, error: describe(err, ms) }),
+        (err: unknown) => done({ ok: false, error: failureLine(err, ms) }),
       );
   });
 }
 
-function describe(err: unknown, ms: number): string {
-  const error = toAgentError(err);
-  if (error.message === 'etcd did not answer in time') return `no answer within ${ms} ms`;
-  const etcd = error.details?.etcd;
-  return typeof etcd === 'string' && error.code === 'unavailable' && !error.message.includes(etcd)
-    ? `${error.message} (${etcd})`
-    : error.message;
-}

@@ -12,7 +12,7 @@ import {
   GRPCUnavailableError,
   castGrpcError,
 } from 'etcd3';
-import { etcdRefusal, isTransient, toAgentError, type EtcdRefusal } from '../../agent/etcd/errors';
+import { etcdRefusal, failureLine, isTransient, toAgentError, type EtcdRefusal } from '../../agent/etcd/errors';
 import { AgentError, ERROR_CODES, ErrorCode, isAgentError } from '../../agent/proto/errors';
 
 /** gRPC status names of the codes etcd answers with (grpc-js prefixes the message with "<code> <NAME>: "). */
@@ -244,5 +244,18 @@ describe('predicates', () => {
     ['null', null, false, undefined],
   ])('when the value is %s, then isTransient and etcdRefusal answer as the table says', (_what, value, transient, refusal) => {
     expect({ isTransient: isTransient(value), etcdRefusal: etcdRefusal(value) }).toEqual({ isTransient: transient, etcdRefusal: refusal });
+  });
+});
+
+describe('failureLine', () => {
+  const deadline = new GRPCDeadlineExceededError('4 DEADLINE_EXCEEDED: Deadline exceeded');
+  it.each<[string, unknown, string]>([
+    ['etcd3 gave up at the deadline', deadline, 'no answer within 150 ms'],
+    ['the status call mapped that to an AgentError', toAgentError(deadline), 'no answer within 150 ms'],
+    ['etcd is unreachable', new GRPCUnavailableError('14 UNAVAILABLE: No connection established'), 'etcd is unreachable (14 UNAVAILABLE: No connection established)'],
+    ['etcd refused with its own words', grpc(14, 'etcdserver: no leader'), 'etcd has no leader (14 UNAVAILABLE: etcdserver: no leader)'],
+    ['the agent refused (no etcd words)', new AgentError('busy', 'lock held'), 'lock held'],
+  ])('when %s, then the line is %j', (_what, err, line) => {
+    expect(failureLine(err, 150)).toBe(line);
   });
 });

@@ -68,3 +68,14 @@ describe('layers import downward only', () => {
     expect(importsOf(file).filter((p) => p.startsWith('membership/') || p.startsWith('health/'))).toEqual([]);
   });
 });
+
+describe("etcd's wording stays in etcd/", () => {
+  // Reading an error's text: includes/startsWith/match/equality on a message, or a RegExp test of one.
+  const READS_TEXT = /\.message\s*(?:\.(?:includes|startsWith|endsWith|match)\(|[!=]==)|\.test\([^)]*message/;
+  const outside = modules().filter((f) => !f.startsWith('etcd/'));
+
+  it.each(outside.map((f) => [f]))('when %s handles an error, then it never reads its text (etcdRefusal says why etcd refused)', (file) => {
+    const lines = fs.readFileSync(path.join(AGENT, file), 'utf8').split('\n');
+    expect(lines.filter((line) => READS_TEXT.test(line))).toEqual([]);
+  });
+});
