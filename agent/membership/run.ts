@@ -62,7 +62,6 @@ function isAnswer<A>(decision: Decided<A>): decision is { kind: 'answer'; answer
   return (decision as { kind: string }).kind === 'answer';
 }
 
-
 /** One execution of one action. */
 export class ActionRun {
   private readonly startedAt = performance.now();
