@@ -1,0 +1,35 @@
+// Runs the longest test files first, so that no worker is still in a 40 s suite after the others ran
+// out of work. Jest's own sequencer does this from the durations it cached on an earlier run of the
+// same checkout (its cache is keyed by the checkout's path); a fresh clone has none, and jest then
+// orders by file size, which started e.g. prometheus-alerts.test.ts (a small file, a 30 s alert
+// `for`) near the end. So, when jest has no duration of its own for a file, this uses the rough one
+// below (seconds, measured on 2 cores); a file not listed counts as quick. A stale figure only
+// changes the order, never a result.
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- jest loads sequencers as CommonJS
+const path = require('node:path');
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- jest's own, which jest-config depends on
+const Sequencer = require('@jest/test-sequencer').default;
+
+const SECONDS = {
+  'kbagent-conformance.test.ts': 48,
+  'prepare.test.ts': 45,
+  'prometheus-alerts.test.ts': 42,
+  'etcd-tls-rotation.test.ts': 40,
+  'fault-injection.test.ts': 35,
+  'etcd-tls-auth.test.ts': 24,
+  'health.test.ts': 21,
+  'membership-crash.test.ts': 19,
+  'scripts.test.ts': 18,
+  'membership-concurrency.test.ts': 17,
+  'any-member.test.ts': 13,
+  'membership-leave.test.ts': 13,
+  'health-paused.test.ts': 12,
+  'hostile-input.test.ts': 10,
+};
+
+class LongestFirst extends Sequencer {
+  time(test) {
+    return super.time(test) ?? (SECONDS[path.basename(test.path)] ?? 0) * 1000;
+  }
+}
+module.exports = LongestFirst;
