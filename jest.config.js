@@ -8,6 +8,9 @@ const common = {
   testEnvironment: 'node',
   testMatch: ['**/*.test.ts'],
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },
+  // Latency-measuring suites run last and alone (see the file); the same runner for both projects, so
+  // unit and integration files still share one pool of workers.
+  runner: '<rootDir>/test/helpers/quiet-runner.js',
 };
 
 module.exports = {

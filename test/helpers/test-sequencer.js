@@ -23,7 +23,6 @@ const SECONDS = {
   'membership-concurrency.test.ts': 17,
   'any-member.test.ts': 13,
   'membership-leave.test.ts': 13,
-  'health-paused.test.ts': 12,
   'hostile-input.test.ts': 10,
 };
 
