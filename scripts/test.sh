@@ -10,14 +10,29 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 node24="$(bash scripts/node24.sh)"
 summary="$(mktemp)"
-trap 'rm -f "$summary"' EXIT
+out="$(mktemp -d)"
+trap 'rm -rf "$summary" "$out"' EXIT
 export JEST_SUMMARY_FILE="$summary"
 # Each jest run appends one summary line; a run that ended before its line (a crash) is a failure.
 runs_expected=2
 
 status=0
 echo "== node $(node --version): typecheck, lint, unit tests"
-{ npm run --silent typecheck && npm run --silent lint && npm run --silent test:unit; } || status=1
+# Side by side (each is mostly one busy process, and together they take ~20 s instead of ~35 s on
+# 2 cores); each one's output is printed whole once they are all done.
+npm run --silent typecheck >"$out/typecheck" 2>&1 &
+typecheck=$!
+npm run --silent lint >"$out/lint" 2>&1 &
+lint=$!
+npm run --silent test:unit >"$out/unit" 2>&1 &
+unit=$!
+for step in typecheck lint unit; do
+  if ! wait "${!step}"; then
+    status=1
+    echo "-- ${step}: failed"
+  fi
+  cat "$out/$step"
+done
 echo "== node $("$node24" --version): unit and integration tests"
 # Node 24 first on PATH too, so what the tests spawn (the CLI, the scripts' launcher) runs on it.
 PATH="$(dirname "$node24"):$PATH" "$node24" node_modules/jest/bin/jest.js || status=1
