@@ -4,7 +4,7 @@
  * dist/bin that the image runs) newer than every source before any integration test runs, so no
  * test builds on its own.
  *
- * Why build only when stale rather than always: `npm test` (and scripts/test.sh) already run
+ * Why build only when stale rather than always: `npm test` (and scripts/test.sh, through setup.sh) already run
  * `npm run build` before jest, so there a second compile would only cost time; `npx jest` alone
  * builds here, once, when a source is newer than the entry point (or it is missing).
  */

@@ -122,6 +122,16 @@ afterAll(async () => {
   await Promise.all([oldPki?.cleanup(), newPki?.cleanup()]);
 });
 
+/**
+ * Waits until the loop has had a health call and a members call answered well that started in the
+ * current phase at or after `since` (after a swap: on the new clients), so the phase is seen to work
+ * before the next change; the loop's other calls go on meanwhile.
+ */
+async function servedSince(since: number): Promise<void> {
+  const served = (kind: LoopCall['kind']): boolean => loop.calls.some((c) => c.kind === kind && c.phase === loop.phase && c.start >= since && c.verdict === 'ok');
+  await eventually(async () => expect({ health: served('health'), members: served('members') }).toEqual({ health: true, members: true }), 10_000, 20);
+}
+
 /** The calls of `calls` that did not get a contract answer of a reachable etcd, for a readable failure. */
 const failures = (calls: LoopCall[]): LoopCall[] => calls.filter((c) => c.verdict === 'failed');
 
@@ -134,7 +144,7 @@ describe('when the etcd client certificates are rotated while the agent serves (
     }, 15_000, 200);
     expect(health.json.quorum).toMatchObject({ voters: 3, healthyVoters: 3 });
     loop = new CallLoop(agent, (i) => cluster.reservePeerURL(`rotation-${i}`)).start();
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    await servedSince(0);
 
     // 1. In place, certificate first: the agent sees a certificate beside the wrong key and keeps the old pair.
     loop.phase = 'in-place';
@@ -158,7 +168,7 @@ describe('when the etcd client certificates are rotated while the agent serves (
     written.push(Date.now());
     swapSecret('..v2', third);
     swaps.push(await waitReloads(3));
-    await new Promise((resolve) => setTimeout(resolve, 1000));
+    await servedSince(swaps[2]);
 
     // 4. etcd moves to the new CA: its server certificate, and trust in the new CA alone, member by
     // member (the leader last, so leadership moves once). Old connections die with the processes.
@@ -189,7 +199,7 @@ describe('when the etcd client certificates are rotated while the agent serves (
     written.push(Date.now());
     fs.writeFileSync(f.agentCa, fs.readFileSync(newPki.ca.cert));
     swaps.push(await waitReloads(4));
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    await servedSince(swaps[3]);
     await loop.stopChanges();
 
     // A real member joins (learner, then voter) and leaves, over the rotated credentials.

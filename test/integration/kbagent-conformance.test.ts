@@ -265,10 +265,18 @@ describe('kbagent conformance: its Go client and its HTTP actions, against real 
       const leader = await leaderOf(cluster());
       const held = await holdLock();
       try {
-        const leave = await httpAction(agentOf('etcd-0'), 'memberLeave', leave3);
-        const leaveClient = await goClient(agentOf('etcd-0'), { action: 'memberLeave', parameters: leave3, timeoutSeconds: 2 });
-        const switchover = await httpAction(agentOf(leader.name), 'switchover');
-        const switchoverClient = await goClient(agentOf(leader.name), { action: 'switchover', timeoutSeconds: 2 });
+        // Each call waits for the held lock until its wait (5 s) or its deadline ends: the two leaves
+        // and the two switchovers (another action, its own wait) do their waiting side by side.
+        const [[leave, leaveClient], [switchover, switchoverClient]] = await Promise.all([
+          (async () => [
+            await httpAction(agentOf('etcd-0'), 'memberLeave', leave3),
+            await goClient(agentOf('etcd-0'), { action: 'memberLeave', parameters: leave3, timeoutSeconds: 2 }),
+          ])(),
+          (async () => [
+            await httpAction(agentOf(leader.name), 'switchover'),
+            await goClient(agentOf(leader.name), { action: 'switchover', timeoutSeconds: 2 }),
+          ])(),
+        ]);
 
         expect(refusal(leave, 409, 'busy').message).toContain('etcd-9');
         expect(leaveClient).toMatchObject({ status: 200, json: { error: 'busy' } });
