@@ -1,10 +1,11 @@
 /**
- * The one retry of membership: a pass (read, decide, act) runs again only when a new read can
- * change the answer — after an act whose answer may have been lost (a transient failure of the RPC
- * the pass sent: the next read finds it done or not), after a refusal the action names (e.g. etcd
- * served an older member list than the one it checked against), or while etcd refuses changes as
- * "unhealthy cluster" although every voter answers (etcd settling for 5 s after a peer connects).
- * A read that failed is not retried here: the cluster client already retried it inside the deadline.
+ * The one retry of membership: a pass (read, probe, decide, act) runs again after a transient
+ * failure (the RPC's answer may have been lost: the next read finds the change done or not; a
+ * probe saw a blip), after a refusal the action names (e.g. etcd served an older member list than
+ * the one it checked against), or while etcd refuses changes as "unhealthy cluster" although every
+ * voter answers (etcd settling for 5 s after a peer connects). A failed member-list read is not
+ * retried here, as the cluster client already retried it inside the deadline — unless an RPC of
+ * this call failed before it: then the change may be applied, and the call reads until it knows.
  */
 import pRetry from 'p-retry';
 import { etcdRefusal, isTransient, type EtcdRefusal } from '../etcd/errors';
@@ -25,8 +26,10 @@ export interface PassFailure {
   attempt: number;
   /** etcd failed in a way worth another try (etcd/errors.ts `isTransient`). */
   transient: boolean;
-  /** The failure is the answer of the RPC the pass sent (not of a read). */
-  fromAct: boolean;
+  /** Where the pass failed: the RPC it sent, the member-list read (retried by the client already), or elsewhere. */
+  failedIn: 'act' | 'read' | 'other';
+  /** An RPC of this call failed transiently before: its change may be applied. */
+  changeInFlight: boolean;
   refusal?: EtcdRefusal;
   /** The last probe of this call found every voter answering. */
   everyVoterAnswered: boolean;
@@ -37,7 +40,8 @@ export interface PassFailure {
 /** Run the pass again (`again`), wait out etcd settling (`settling`), or answer the failure (`stop`). Pure. */
 export function passRetry(f: PassFailure): 'again' | 'settling' | 'stop' {
   if (f.refusal === 'unhealthy-cluster' && f.everyVoterAnswered) return 'settling';
-  if (f.transient && f.fromAct && f.attempt <= MAX_TRANSIENT_PASSES) return 'again';
+  const retriedAlready = f.failedIn === 'read' && !f.changeInFlight;
+  if (f.transient && !retriedAlready && f.attempt <= MAX_TRANSIENT_PASSES) return 'again';
   return f.actionRetries ? 'again' : 'stop';
 }
 
@@ -48,6 +52,7 @@ export function passRetry(f: PassFailure): 'again' | 'settling' | 'stop' {
  */
 export async function converge<T>(run: ActionRun, pass: () => Promise<T>, alsoRetry: RetryFilter = () => false): Promise<T> {
   let settlingSince: number | undefined;
+  let changeInFlight = false;
   const log = { action: run.action, requestId: run.context.requestId };
   try {
     const result = await pRetry(pass, {
@@ -56,7 +61,9 @@ export async function converge<T>(run: ActionRun, pass: () => Promise<T>, alsoRe
       minTimeout: 100,
       maxTimeout: 500,
       onFailedAttempt: (err) => {
-        const verdict = passRetry(failureOf(run, err, err.attemptNumber, alsoRetry));
+        const failure = failureOf(run, err, err.attemptNumber, alsoRetry, changeInFlight);
+        if (failure.failedIn === 'act' && failure.transient) changeInFlight = true;
+        const verdict = passRetry(failure);
         if (verdict === 'settling') settlingSince ??= Date.now();
         if (verdict === 'stop' || run.deadline.remainingMs() < PASS_RESERVE_MS) throw err;
         run.deps.logger.debug(verdict === 'settling' ? 'etcd refuses changes while a peer settles; retrying' : 'reading again after a failed pass', {
@@ -74,12 +81,13 @@ export async function converge<T>(run: ActionRun, pass: () => Promise<T>, alsoRe
   }
 }
 
-function failureOf(run: ActionRun, err: unknown, attempt: number, alsoRetry: RetryFilter): PassFailure {
+function failureOf(run: ActionRun, err: unknown, attempt: number, alsoRetry: RetryFilter, changeInFlight: boolean): PassFailure {
   const probe = run.lastProbe;
   return {
     attempt,
     transient: isTransient(err),
-    fromAct: run.isActFailure(err),
+    failedIn: run.failedIn(err),
+    changeInFlight,
     refusal: etcdRefusal(err),
     everyVoterAnswered: probe !== undefined && probe.voters.length > 0 && probe.healthyVoters === probe.voters.length,
     actionRetries: alsoRetry(err, attempt),
@@ -90,7 +98,7 @@ function failureOf(run: ActionRun, err: unknown, attempt: number, alsoRetry: Ret
 function withWait(run: ActionRun, err: unknown, since: number): unknown {
   if (!(err instanceof AgentError) || etcdRefusal(err) !== 'unhealthy-cluster') return err;
   const waitedMs = Date.now() - since;
-  const stillSettling = passRetry(failureOf(run, err, 1, () => false)) === 'settling';
+  const stillSettling = passRetry(failureOf(run, err, 1, () => false, false)) === 'settling';
   const why = stillSettling
     ? `etcd still refused the change as "unhealthy cluster" after ${waitedMs} ms of retries, although every voter answered its status call`
     : `etcd refused the change as "unhealthy cluster"; it was retried for ${waitedMs} ms, until a voter stopped answering`;

@@ -23,7 +23,10 @@ export interface LeaveProgress {
   sent: Sent;
   /** The member this call last sent MemberRemove for (its answer may have been lost). */
   removing?: Member;
-  /** True once this call has moved leadership away from the member. */
+  /**
+   * True once this call has moved leadership away from the member: its MoveLeader answered, or a
+   * decision found leadership elsewhere after a MoveLeader whose answer was lost (the act records it).
+   */
   moved: boolean;
 }
 
@@ -57,7 +60,9 @@ export function decideLeave(
   });
   if (!verdict.safe && (!verdict.forceable || !force)) {
     const hint = verdict.forceable ? '; force: true removes it anyway' : '';
-    throw new AgentError('unsafe', `${verdict.message}${hint}`, { details: { ...verdict.details, forceable: verdict.forceable } });
+    // Checked again after this call moved leadership away: the refusal says the move happened.
+    const moved = done.moved ? { leaderTransferred: true } : {};
+    throw new AgentError('unsafe', `${verdict.message}${hint}`, { details: { ...verdict.details, forceable: verdict.forceable, ...moved } });
   }
   const forced = verdict.safe ? {} : { forced: verdict.message };
 

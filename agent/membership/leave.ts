@@ -31,6 +31,8 @@ export function leave(run: ActionRun, req: LeaveRequest): Promise<ActionResult> 
         return 'again'; // read and decide again: the member is a follower now
       }
       const { member, leaderTransferred } = decision;
+      // A MoveLeader whose answer was lost but which worked counts from now on, whatever the next read finds.
+      if (leaderTransferred) done.moved = true;
       if (decision.forced !== undefined) {
         run.deps.logger.warn('removing a voter without a healthy quorum, as forced', {
           member: describeMember(member),

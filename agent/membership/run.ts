@@ -71,8 +71,10 @@ export class ActionRun {
   step = 'starting';
   /** The last probe of this execution: says whether an "unhealthy cluster" refusal is etcd settling or real. */
   lastProbe?: ClusterProbe;
-  /** Failures of the RPCs this execution sent (not of its reads): after one, a new read may find the change done. */
+  /** Failures of the RPCs this execution sent: after one, a new read may find the change done. */
   private readonly actFailures = new WeakSet<object>();
+  /** Failures of its member-list reads, which the cluster client already retried inside the deadline. */
+  private readonly readFailures = new WeakSet<object>();
 
   constructor(
     readonly deps: MembershipDeps,
@@ -88,7 +90,10 @@ export class ActionRun {
    */
   readMembers(): Promise<MemberList> {
     this.begin('reading the member list');
-    return this.deps.cluster.listMembers(this.deadline);
+    return this.deps.cluster.listMembers(this.deadline).catch((err: unknown) => {
+      if (typeof err === 'object' && err !== null) this.readFailures.add(err);
+      throw err;
+    });
   }
 
   /** Status of every member in `members`, in parallel, each within the configured status timeout. */
@@ -173,9 +178,10 @@ export class ActionRun {
     }
   }
 
-  /** True when `err` is what an RPC this execution sent failed with. */
-  isActFailure(err: unknown): boolean {
-    return typeof err === 'object' && err !== null && this.actFailures.has(err);
+  /** Where `err` came from: an RPC this execution sent, one of its member-list reads, or elsewhere (e.g. a probe's verdict). */
+  failedIn(err: unknown): 'act' | 'read' | 'other' {
+    if (typeof err !== 'object' || err === null) return 'other';
+    return this.actFailures.has(err) ? 'act' : this.readFailures.has(err) ? 'read' : 'other';
   }
 
   /** The one JSON line per membership change: what, which member, how it ended. */

@@ -38,6 +38,16 @@ describe('decideLeave', () => {
     expect(decision).toMatchObject({ kind: 'remove', leaderTransferred: true });
   });
 
+  it('when the check after this call moved leadership finds the removal unsafe, then the refusal says leadership moved', () => {
+    let refusal: unknown;
+    try {
+      decideLeave(byName('b'), false, three, probe(three, { a: ['a', 100], b: ['a', 100] }), moved);
+    } catch (err) {
+      refusal = err;
+    }
+    expect(refusal).toMatchObject({ code: 'unsafe', details: { leaderTransferred: true, forceable: true } });
+  });
+
   it('when a forced removal overrides the quorum check, then the decision carries the warning', () => {
     const decision = decideLeave(byName('c'), true, three, probe(three, { a: ['a', 100], c: ['a', 100] }), fresh);
     expect(decision).toMatchObject({ kind: 'remove', forced: 'removing etcd-c leaves 1 healthy voter of 2; quorum needs 2' });
