@@ -12,9 +12,26 @@ import net from 'node:net';
  */
 const PICK_FROM = 10_000;
 const PICK_ATTEMPTS = 50;
+/**
+ * Parallel jest workers (JEST_WORKER_ID 1, 2, …) each pick from their own slice of that range: a
+ * member a test stops and starts again keeps its ports, which are free while it is down, and a
+ * suite in another worker must not take them meanwhile (a restart then failed "address already in
+ * use"). Within one process no port is handed out twice, for the same reason.
+ */
+const SLICES = 8;
+const handedOut = new Set<number>();
+
+/** The ports this process picks from: its worker's slice, or the whole range outside jest's workers. */
+export function pickRange(below: number): [from: number, to: number] {
+  const worker = Number(process.env.JEST_WORKER_ID);
+  if (!Number.isInteger(worker) || worker < 1) return [PICK_FROM, below];
+  const size = Math.floor((below - PICK_FROM) / SLICES);
+  const from = PICK_FROM + ((worker - 1) % SLICES) * size;
+  return [from, from + size];
+}
 
 /** The first port of the kernel's ephemeral range (the default when it cannot be read). */
-function ephemeralStart(): number {
+export function ephemeralStart(): number {
   try {
     const start = Number(fs.readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
     if (Number.isInteger(start) && start > 0) return start;
@@ -33,13 +50,14 @@ function ephemeralStart(): number {
  */
 export async function freePorts(count: number, host = '127.0.0.1'): Promise<number[]> {
   const servers: net.Server[] = [];
-  const below = ephemeralStart();
+  const [from, to] = pickRange(ephemeralStart());
   try {
     const ports: number[] = [];
     for (let i = 0; i < count; i++) {
       let port: number | undefined;
-      for (let attempt = 0; port === undefined && below - PICK_FROM > 1000 && attempt < PICK_ATTEMPTS; attempt++) {
-        const candidate = PICK_FROM + Math.floor(Math.random() * (below - PICK_FROM));
+      for (let attempt = 0; port === undefined && to - from > 500 && attempt < PICK_ATTEMPTS; attempt++) {
+        const candidate = from + Math.floor(Math.random() * (to - from));
+        if (handedOut.has(candidate)) continue;
         const server = net.createServer();
         port = await listenOn(server, host, candidate).catch(() => undefined);
         if (port !== undefined) servers.push(server);
@@ -49,6 +67,7 @@ export async function freePorts(count: number, host = '127.0.0.1'): Promise<numb
         servers.push(server);
         port = await listenOn(server, host, 0);
       }
+      handedOut.add(port);
       ports.push(port);
     }
     return ports;
