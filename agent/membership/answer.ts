@@ -19,8 +19,6 @@ export type Answer = Pick<ActionResult, 'outcome' | 'complete' | 'phase' | 'memb
   leaderTransferred?: boolean;
 };
 
-export type { ChangeKind };
-
 /** The RPCs a call has sent so far (whatever etcd answered): what its decisions know of the past. */
 export type Sent = ReadonlySet<ChangeKind>;
 

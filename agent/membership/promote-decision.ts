@@ -70,7 +70,7 @@ export function answerToPromoteRefusal(list: MemberList, learner: Member, refusa
 }
 
 /** True unless the statuses show the learner clearly behind the leader (unknown: let etcd decide). */
-export function readyToPromote(probe: ClusterProbe, learner: Member): boolean {
+function readyToPromote(probe: ClusterProbe, learner: Member): boolean {
   const own = probe.of(learner.id)?.status;
   const leader = probe.leader?.status;
   return own === undefined || leader === undefined || learnerLooksReady(own, leader);

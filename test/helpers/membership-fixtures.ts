@@ -3,7 +3,8 @@
  * members `a`, `b`, … named `etcd-a`, … with peer URL `http://etcd-a:2380`, and a probe
  * built from what each member answered (its leader and its raft index) or `silent`.
  */
-import type { Answer, ChangeKind } from '../../agent/membership/answer';
+import type { ChangeKind } from '../../agent/etcd/cluster-client';
+import type { Answer } from '../../agent/membership/answer';
 import type { JoinDecision } from '../../agent/membership/join-decision';
 import type { LeaveDecision } from '../../agent/membership/leave-decision';
 import { ClusterProbe, type MemberProbe } from '../../agent/membership/probe';
