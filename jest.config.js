@@ -1,8 +1,13 @@
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- jest reads its config as CommonJS
+const { integrationProjects } = require('./test/helpers/etcd-versions');
+
 /**
  * Jest runs the TypeScript sources directly through ts-jest (CommonJS), as two projects:
  * - unit: pure logic, no process, no network; `npx jest --selectProjects unit` runs it in seconds.
- * - integration: real etcd processes and real HTTP; its globalSetup makes the one build of dist/
- *   that every suite spawning the agent uses (test/helpers/built-agent.ts).
+ * - integration <version>: real etcd processes and real HTTP, one project per etcd version the run
+ *   covers (test/helpers/etcd-versions.js: every file on the first, the version-dependent ones on the
+ *   others); its globalSetup makes the one build of dist/ that every suite spawning the agent uses
+ *   (test/helpers/built-agent.ts) and finds each version's etcd.
  */
 const common = {
   testEnvironment: 'node',
@@ -26,11 +31,6 @@ module.exports = {
   testSequencer: '<rootDir>/test/helpers/test-sequencer.js',
   projects: [
     { ...common, displayName: 'unit', roots: ['<rootDir>/test/unit'] },
-    {
-      ...common,
-      displayName: 'integration',
-      roots: ['<rootDir>/test/integration'],
-      globalSetup: '<rootDir>/test/helpers/global-setup.ts',
-    },
+    ...integrationProjects(common),
   ],
 };

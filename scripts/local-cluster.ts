@@ -6,6 +6,7 @@ import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import type { Member as AgentMember } from '../agent/proto/types';
+import { baseFlags, etcdInstall, EtcdInstall } from './etcd-version';
 import { freePorts } from './ports';
 
 /** Whether a member's etcd process runs, is frozen by SIGSTOP, or is not running. */
@@ -90,20 +91,25 @@ export class LocalEtcdCluster {
   private destroying?: Promise<void>;
 
   private constructor(
-    private readonly etcdBin: string,
+    /** The etcd this cluster runs (ETCD_VERSION, scripts/etcd-version.ts). */
+    readonly etcd: EtcdInstall,
     private readonly root: string,
     private readonly opts: LocalClusterOptions,
   ) {}
 
+  private get etcdBin(): string {
+    return this.etcd.etcd;
+  }
+
   /** Starts `size` members and resolves once every one answers /health with `"true"`. */
   static async start(opts: LocalClusterOptions): Promise<LocalEtcdCluster> {
     if (!Number.isInteger(opts.size) || opts.size < 1) throw new Error(`size must be a positive integer, got ${opts.size}`);
-    const etcdBin = findEtcd();
+    const install = etcdInstall();
     const base = opts.dataRoot ?? os.tmpdir();
     await fs.promises.mkdir(base, { recursive: true });
     for (let attempt = 1; ; attempt++) {
       const root = await fs.promises.mkdtemp(path.join(base, `${opts.name ?? 'etcd'}-cluster-`));
-      const cluster = new LocalEtcdCluster(etcdBin, root, opts);
+      const cluster = new LocalEtcdCluster(install, root, opts);
       try {
         await cluster.boot();
         return cluster;
@@ -268,7 +274,7 @@ export class LocalEtcdCluster {
     const tlsArgs = tls ? [`--cacert=${tls.ca}`, ...(tls.clientCert && tls.clientKey ? [`--cert=${tls.clientCert}`, `--key=${tls.clientKey}`] : [])] : [];
     const argv = [`--endpoints=${endpoints.join(',')}`, ...tlsArgs, ...args];
     return new Promise((resolve, reject) => {
-      execFile(findEtcdctl(this.etcdBin), argv, { env, timeout: 15_000, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
+      execFile(this.etcd.etcdctl, argv, { env, timeout: 15_000, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
         if (err) reject(new Error(`etcdctl ${args.join(' ')} failed: ${String(stderr).trim() || err.message}`));
         else resolve(String(stdout));
       });
@@ -358,11 +364,7 @@ export class LocalEtcdCluster {
       `--initial-cluster=${m.initialCluster}`,
       `--initial-cluster-state=${clusterState}`,
       `--initial-cluster-token=${this.token}`,
-      // Fast elections keep fault tests short; loopback latency is far below 50 ms.
-      '--heartbeat-interval=50',
-      '--election-timeout=500',
-      '--logger=zap',
-      '--log-outputs=stderr',
+      ...baseFlags(this.etcd.minor),
       ...tlsFlags(this.opts.clientTls),
       ...(this.opts.extraArgs ?? []),
       ...(this.opts.memberArgs?.({ name, clientURL, peerURL, dataDir }) ?? []),
@@ -536,24 +538,14 @@ function isExecutable(file: string): boolean {
   }
 }
 
-/** Locates etcd: $ETCD_BIN, else `etcd` on PATH, else /usr/bin/etcd. */
+/** The etcd binary of `ETCD_VERSION` (or `ETCD_BIN`): see scripts/etcd-version.ts. */
 export function findEtcd(): string {
-  const fromEnv = process.env.ETCD_BIN;
-  if (fromEnv) {
-    if (!isExecutable(fromEnv)) throw new Error(`etcd not found at ETCD_BIN=${fromEnv}`);
-    return fromEnv;
-  }
-  const found = which('etcd') ?? (isExecutable('/usr/bin/etcd') ? '/usr/bin/etcd' : undefined);
-  if (!found) throw new Error('etcd not found: apt-get install etcd-server etcd-client');
-  return found;
+  return etcdInstall().etcd;
 }
 
-/** Locates etcdctl: $ETCDCTL_BIN, else next to etcd, else on PATH, else /usr/bin/etcdctl. */
-export function findEtcdctl(etcdBin = findEtcd()): string {
-  const candidates = [process.env.ETCDCTL_BIN, path.join(path.dirname(etcdBin), 'etcdctl'), which('etcdctl'), '/usr/bin/etcdctl'];
-  const found = candidates.find((c): c is string => Boolean(c) && isExecutable(c as string));
-  if (!found) throw new Error('etcdctl not found: apt-get install etcd-server etcd-client');
-  return found;
+/** The etcdctl beside it. */
+export function findEtcdctl(): string {
+  return etcdInstall().etcdctl;
 }
 
 async function main(argv: string[]): Promise<void> {
@@ -576,7 +568,7 @@ async function main(argv: string[]): Promise<void> {
   // Written whole then renamed: a script polling for the file never reads half of it.
   await fs.promises.writeFile(path.join(dir, 'endpoints.tmp'), `${endpoints}\n`);
   await fs.promises.rename(path.join(dir, 'endpoints.tmp'), path.join(dir, 'endpoints'));
-  process.stdout.write(`ETCD_ENDPOINTS=${endpoints}\n`);
+  process.stdout.write(`ETCD_ENDPOINTS=${endpoints}\nETCD_VERSION=${cluster.etcd.version}\n`);
   process.stderr.write(`etcd logs in ${path.join(dir, 'logs')}; SIGINT or SIGTERM stops the cluster\n`);
   const shutdown = async (): Promise<void> => {
     // All members stop at once, so a leader's hand-over cannot succeed: do not wait out its 6 s timeout.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the agent, its tests and its quick start need on a fresh Debian
-# machine: etcd and Prometheus (promtool) from Debian's packages (when missing) and the project's npm
-# dependencies exactly as package-lock.json pins them, then builds dist/.
+# machine: etcd 3.4 and Prometheus (promtool) from Debian's packages (when missing), etcd 3.5, 3.6 and
+# 3.7 built from the Go module proxy when Go is here (scripts/etcd.sh; nothing when already built),
+# the project's npm dependencies exactly as package-lock.json pins them, then builds dist/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +15,16 @@ if ! command -v etcd >/dev/null 2>&1 || ! command -v etcdctl >/dev/null 2>&1; th
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server etcd-client >/dev/null
   # Debian's package may start a system etcd on 2379; the local clusters use their own ports.
+fi
+
+# etcd 3.5–3.7: the tests need them (scripts/test.sh fails without them); the quick start runs
+# Debian's 3.4 on a machine without Go.
+if command -v go >/dev/null 2>&1; then
+  for v in 3.5 3.6 3.7; do
+    bash scripts/etcd.sh "$v" >/dev/null || echo "setup: etcd $v could not be built (see above)" >&2
+  done
+else
+  echo "setup: no Go on this machine: etcd 3.5, 3.6 and 3.7 are not built (the tests need them; the quick start runs Debian's 3.4)" >&2
 fi
 
 # Only the alert tests need Prometheus and promtool: without root, say so and go on.

@@ -19,6 +19,7 @@ import { loadConfig } from '../../agent/config';
 import { createLogger } from '../../agent/observability/logger';
 import { createMetrics } from '../../agent/observability/metrics';
 import { findEtcd, findEtcdctl } from '../../scripts/local-cluster';
+import { baseFlags, etcdInstall } from '../../scripts/etcd-version';
 import { freePorts } from '../../scripts/ports';
 import { binCommand } from '../../scripts/bin-command';
 import { LogLine, MAIN_JS } from './child-agent';
@@ -179,10 +180,7 @@ export class PodSet {
       `--advertise-client-urls=${pod.clientURL}`,
       `--listen-peer-urls=${pod.peerURL}`,
       `--initial-advertise-peer-urls=${pod.peerURL}`,
-      '--heartbeat-interval=50',
-      '--election-timeout=500',
-      '--logger=zap',
-      '--log-outputs=stderr',
+      ...baseFlags(etcdInstall().minor),
     ];
     const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('ETCD')));
     fs.mkdirSync(path.join(this.root, name), { recursive: true });
@@ -283,7 +281,7 @@ export class PodSet {
     const env = { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('ETCD'))), ETCDCTL_API: '3' };
     const argv = [`--endpoints=${pods.map((p) => this.pod(p).clientURL).join(',')}`, ...args];
     return new Promise((resolve, reject) => {
-      execFile(findEtcdctl(this.etcdBin), argv, { env, timeout: 10_000 }, (err, stdout, stderr) => {
+      execFile(findEtcdctl(), argv, { env, timeout: 10_000 }, (err, stdout, stderr) => {
         if (err) reject(new Error(`etcdctl ${args.join(' ')}: ${String(stderr).trim() || err.message}`));
         else resolve(String(stdout));
       });

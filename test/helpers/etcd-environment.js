@@ -1,0 +1,14 @@
+// The test environment of each "integration <version>" project (etcd-versions.js): jest's node
+// environment with ETCD_VERSION set to the project's version in the file's own process.env, which
+// the harness (scripts/etcd-version.ts) reads, so each file runs on its project's etcd.
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- jest loads environments as CommonJS
+const { TestEnvironment } = require('jest-environment-node');
+
+class EtcdVersionEnvironment extends TestEnvironment {
+  constructor(config, context) {
+    super(config, context);
+    const version = config.projectConfig.testEnvironmentOptions.etcdVersion;
+    if (version) this.global.process.env.ETCD_VERSION = version;
+  }
+}
+module.exports = EtcdVersionEnvironment;
