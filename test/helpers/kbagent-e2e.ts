@@ -42,6 +42,8 @@ const KB_PORTS = kbAgentPorts(SPEC);
 const REQUEUE_MS = 1000;
 const ORDINALS = [0, 1, 2, 3, 4];
 const BASE = { namespace: 'demo', cluster: 'etcd-e2e', component: 'etcd', clusterDomain: 'cluster.local' };
+/** etcd refuses membership changes until every voter has been connected for 5 s (strict reconfiguration check). */
+const ETCD_RECONFIG_GUARD_MS = 5500;
 const ROLE_PERIOD_MS = SPEC.lifecycleActions.roleProbe.periodSeconds * 1000;
 const AVAILABLE_PERIOD_MS = SPEC.lifecycleActions.availableProbe.periodSeconds * 1000;
 
@@ -230,6 +232,7 @@ export function describeKbAgentEndToEnd(tls: boolean): void {
     }
 
     let bins: { etcd: ReturnType<typeof etcdInstall>; node24: string; kbagent: string };
+    let healthyAt = 0;
 
     beforeAll(async () => {
       const started = performance.now();
@@ -261,6 +264,7 @@ export function describeKbAgentEndToEnd(tls: boolean): void {
       await Promise.all([0, 1, 2].map((i) => createPod(i, 3, { cluster: founders, state: 'new' })));
       phase('pods');
       const h = await waitFor(() => health(names[0]), (x) => x?.status === 'healthy' && x.quorum.voters === 3, 30_000);
+      healthyAt = performance.now();
       phase('healthy');
       say(`[kbagent e2e ${label}] 3 pods (etcd, agent, kbagent each) up and healthy in ${Math.round(performance.now() - started)} ms (${phases.join(', ')} ms); leader ${h.leader.name}`);
     }, 20 * 60_000);
@@ -271,7 +275,9 @@ export function describeKbAgentEndToEnd(tls: boolean): void {
       await templates?.stop();
       await network?.destroy();
       await pki?.cleanup();
-      if (dir !== undefined) fs.rmSync(dir, { recursive: true, force: true });
+      // KBAGENT_E2E_KEEP=1 keeps every pod's etcd, agent and kbagent logs to read after a failure.
+      if (dir !== undefined && process.env.KBAGENT_E2E_KEEP === '1') say(`[kbagent e2e ${label}] logs kept in ${dir}`);
+      else if (dir !== undefined) fs.rmSync(dir, { recursive: true, force: true });
     });
 
     it("when a caller in another namespace posts a mutation to a pod's agent, then it is refused 403: it is another pod, and only kbagent's loopback calls are trusted", async () => {
@@ -288,20 +294,28 @@ export function describeKbAgentEndToEnd(tls: boolean): void {
       const joining = names[3];
       await createPod(3, 4, { cluster: names.slice(0, 4), state: 'existing' });
       const own = { KB_JOIN_MEMBER_POD_NAME: joining, KB_JOIN_MEMBER_POD_FQDN: fqdn(joining) };
+      // etcd refuses membership changes until every voter has been connected for 5 s (its strict
+      // reconfiguration check): a scale-out right after the cluster formed would be refused, another story.
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, healthyAt + ETCD_RECONFIG_GUARD_MS - performance.now())));
 
+      const sent = performance.now();
       const first = await callLosingReply(joining, 'memberJoin', own, 4);
+      const executed = await pod(joining).kbLog.waitFor((l) => l.msg === 'Action Executed' && l.fields.action === 'memberJoin', sent, 5000);
       const after = await members([names[0], names[1]]);
       await new Promise((resolve) => setTimeout(resolve, REQUEUE_MS));
       const replays = await untilDone(joining, 'memberJoin', own, 4, 5);
       const listed = await members([names[0], names[1]]);
 
+      // The first call did its work: kbagent had the agent's answer, and the member is in the list.
+      expect(after.filter((m) => m.peerURLs.includes(peerURL(joining)))).toHaveLength(1);
       const result = JSON.parse(replays.at(-1)?.answer?.output ?? '{}');
       expect(result).toMatchObject({ action: 'memberJoin', complete: true, member: { name: joining, isLearner: false, started: true } });
       expect(listed.filter((m) => m.peerURLs.includes(peerURL(joining)))).toHaveLength(1);
       expect(listed).toHaveLength(4);
       expect(listed.every((m) => !m.isLearner)).toBe(true);
       say(
-        `[kbagent e2e ${label}] scale-out 3→4: first memberJoin ${short(first)} (then ${after.length} members, ${joining} ${after.find((m) => m.peerURLs.includes(peerURL(joining)))?.isLearner ? 'learner' : 'voter'}); ` +
+        `[kbagent e2e ${label}] scale-out 3→4: first memberJoin ${short(first)}, kbagent had "${String(executed.fields.result).slice(0, 90)}…" ` +
+          `(then ${after.length} members, ${joining} a ${after.find((m) => m.peerURLs.includes(peerURL(joining)))?.isLearner ? 'learner' : 'voter'}); ` +
           `replay: ${replays.map(short).join(', ')} → ${result.outcome}; members ${listed.length}, one for ${joining}; its etcd restarted ${pod(joining).etcdRestartCount} times before it was a member`,
       );
     }, 90_000);
