@@ -369,10 +369,14 @@ export function describeKbAgentEndToEnd(tls: boolean): void {
           expect.objectContaining({ status: '409', code: 'unsafe' }),
           expect.objectContaining({ status: '409', code: 'unsafe' }),
         ]);
-        expect(JSON.parse(attempts.at(-1)?.answer?.output ?? '{}')).toMatchObject({ action: 'memberLeave', outcome: 'removed', complete: true });
+        const result = JSON.parse(attempts.at(-1)?.answer?.output ?? '{}');
+        say(`[kbagent e2e ${label}] memberLeave of follower ${leaving} with ${down.join(', ')} down: ${attempts.map(short).join(' → ')}; ${result.outcome} ${Math.round(performance.now() - restoredAt)} ms after they were started again`);
+        expect(result).toMatchObject({ action: 'memberLeave', outcome: expect.stringMatching(/^(removed|already-absent)$/), complete: true });
+        // `already-absent` only after a call whose removal went through while its answer could not say so
+        // (a retryable 504 timeout or 503 unavailable: the leaving member's own etcd stops as it is removed).
+        if (result.outcome === 'already-absent') expect(attempts.slice(2, -1).map((a) => refusal(a.answer).code)).toEqual(expect.arrayContaining([expect.stringMatching(/^(timeout|unavailable)$/)]));
         expect(listed.map((m) => m.name).sort()).toEqual(names.filter((n) => n !== leaving).sort());
         await pod(leaving).stopEtcd();
-        say(`[kbagent e2e ${label}] memberLeave of follower ${leaving} with ${down.join(', ')} down: ${attempts.map(short).join(' → ')}; removed ${Math.round(performance.now() - restoredAt)} ms after they were started again`);
       }, 90_000);
 
       it('when memberLeave runs on the leader, then the agent moves leadership away first and removes it', async () => {
