@@ -48,7 +48,8 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
   const operations = (d: Deadline): Promise<OperationRecord[]> => membership.listOperations(d);
   const health = new HealthObserver({ cluster, config, logger, metrics, operations });
   stoppers.push(() => health.close());
-  // The v1 routes, the health routes with a query, GET /v1/role and kbagent's wire format (CONTRACT §5): express,
+  // The v1 routes, the health routes with a query, GET /v1/role, GET /v1/available and kbagent's wire format
+  // (CONTRACT §5): express,
   // loaded and built by the first request that needs it (express-module.ts says why).
   let slow: RequestListener | undefined;
   const app = fastRoutes({ observer: health, metrics, logger }, () => {
