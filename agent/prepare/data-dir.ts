@@ -12,6 +12,8 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { readBboltValue } from './bbolt';
+import type { DataVersions } from './version-gate';
 
 /** What a data directory holds. */
 export type DataDirState =
@@ -28,6 +30,21 @@ export type DataDirState =
  * etcd only warns about a file it does not know there.
  */
 export const BOOTSTRAP_MARKER = 'etcd-lifecycle-agent-bootstrap.json';
+
+/**
+ * The versions etcd recorded in the data directory's backend (`member/snap/db`, bbolt): the storage
+ * version (3.6 and later, `meta/storageVersion`) and the cluster version (3.4 and later,
+ * `cluster/clusterVersion`), e.g. `3.7.0`; either absent when not recorded, both when there is no
+ * backend yet. Throws when the backend cannot be read.
+ */
+export function readDataVersions(dataDir: string): DataVersions {
+  const db = path.join(dataDir, 'member', 'snap', 'db');
+  if (!fs.existsSync(db)) return {};
+  const text = (bucket: string, key: string): string | undefined => readBboltValue(db, bucket, key)?.toString('utf8');
+  const storage = text('meta', 'storageVersion');
+  const cluster = text('cluster', 'clusterVersion');
+  return { ...(storage === undefined ? {} : { storage }), ...(cluster === undefined ? {} : { cluster }) };
+}
 
 /** walpb.Record types (etcd server/wal/wal.go). */
 const METADATA_RECORD = 1;
