@@ -94,7 +94,7 @@ export function readWalMetadata(bytes: Buffer): { memberId: string; clusterId: s
 }
 
 /** The varint and length-delimited fields of one protobuf message (the only wire types a WAL head uses). */
-function decodeFields(buf: Buffer): { varints: Map<number, bigint>; bytes: Map<number, Buffer> } | undefined {
+export function decodeFields(buf: Buffer): { varints: Map<number, bigint>; bytes: Map<number, Buffer> } | undefined {
   const varints = new Map<number, bigint>();
   const bytes = new Map<number, Buffer>();
   let at = 0;

@@ -29,6 +29,7 @@ import { BOOTSTRAP_MARKER, moveAside, readDataDir, readDataVersions, writeFileAt
 import { BootstrapPlan, decidePrepare, initialClusterOf, PrepareFacts, PrepareStep, samePlan } from './decide';
 import type { PrepareOptions } from './options';
 import { DataVersions, formatMinor, gateScript, VersionGate, versionGate } from './version-gate';
+import { scanWal } from './wal-scan';
 
 /** Pause between passes while waiting. */
 const PASS_PAUSE_MS = 500;
@@ -67,18 +68,23 @@ export function flagsFileContent(
   ].join('\n');
 }
 
-/** The version gate of the data directory etcd starts on, or undefined (none recorded, or the backend unreadable: logged). */
-function dataGate(dataDir: string, logger: Logger): { gate: VersionGate | undefined; recorded: DataVersions } {
-  try {
-    const recorded = readDataVersions(dataDir);
-    return { gate: versionGate(recorded), recorded };
-  } catch (err) {
-    logger.warn('cannot read the versions the data directory records; the etcd container will not check its etcd version', {
-      dataDir,
-      error: err instanceof Error ? err.message : String(err),
-    });
-    return { gate: undefined, recorded: {} };
-  }
+/**
+ * The version gate of the data directory etcd starts on (its recorded versions, and the requests of
+ * etcd 3.5 its log holds after the last snapshot), or undefined when it records no version. A part
+ * that cannot be read is logged and left out: the start is never blocked by our own reader.
+ */
+function dataGate(dataDir: string, logger: Logger): { gate: VersionGate | undefined; recorded: DataVersions & { v2Entries?: number } } {
+  const attempt = <T>(what: string, read: () => T): T | undefined => {
+    try {
+      return read();
+    } catch (err) {
+      logger.warn(`cannot read ${what}; the etcd container's version check goes without it`, { dataDir, error: err instanceof Error ? err.message : String(err) });
+      return undefined;
+    }
+  };
+  const versions = attempt('the versions the data directory records', () => readDataVersions(dataDir)) ?? {};
+  const v2Entries = attempt('the write-ahead log', () => scanWal(dataDir))?.v2Entries ?? 0;
+  return { gate: versionGate(versions, v2Entries), recorded: { ...versions, ...(v2Entries > 0 ? { v2Entries } : {}) } };
 }
 
 /** Runs prepare to its end; resolves to the exit code (0 flags written, 1 not decided in time). */

@@ -9,16 +9,20 @@
  *   version is lower than determined cluster version", 3.6 on 3.7 data `version "3.7.0" is not
  *   supported`;
  * - an etcd that skips a minor version (3.7 on 3.5 data) panics replaying the write-ahead log
- *   ("unmarshal should never fail"), exit 2.
+ *   ("unmarshal should never fail"), exit 2;
+ * - so does 3.7 on 3.6 data whose write-ahead log still holds, after its last snapshot, requests
+ *   etcd 3.5 wrote (wal-scan.ts): 3.5 → 3.6 → 3.7 fails unless each 3.6 member took a snapshot after
+ *   the last 3.5 member stopped.
  *
  * The rule: etcd keeps the storage version (3.6+, bbolt `meta/storageVersion`) and the cluster
  * version (3.4+, `cluster/clusterVersion`) in its backend; both follow the cluster version, which
  * moves up only once every member runs the new minor, and down only through etcd's downgrade
  * procedure. So a directory may run the minor of the higher of the two (never older: etcd refuses
  * it) up to one minor above the data's own version (the storage version, else the cluster version:
- * etcd upgrades one minor at a time). A member upgraded while its cluster still runs the old minor
- * can therefore go back: its data still says the old one. Without any recorded version there is no
- * rule (the start script checks nothing).
+ * etcd upgrades one minor at a time), and no further than 3.6 while the log holds 3.5's requests.
+ * A member upgraded while its cluster still runs the old minor can therefore go back: its data
+ * still says the old one. Without any recorded version there is no rule (the start script checks
+ * nothing).
  *
  * Invariant: the shell lines only compare numbers and print the messages rendered here, so
  * {@link gateRefusal} is what they do (test/unit/version-gate.test.ts, and the integration test runs
@@ -45,6 +49,10 @@ export interface VersionGate {
   newest: Minor;
   /** The minor the data was written by (the higher recorded version), as the refusal names it. */
   writtenBy: Minor;
+  /** Entries etcd 3.5 or older wrote that the log holds after its last snapshot; they cap `newest` at 3.6. */
+  v2Entries: number;
+  /** Whether those entries, not the one-minor rule, set `newest`. */
+  cappedByLog: boolean;
   /** What the directory records, for logs. */
   recorded: string;
 }
@@ -60,8 +68,14 @@ export function formatMinor(v: Minor): string {
   return `${v.major}.${v.minor}`;
 }
 
-/** The gate of a data directory that records `versions`; undefined when it records none. */
-export function versionGate(versions: DataVersions): VersionGate | undefined {
+/** The last minor that replays etcd 3.5's v2 requests. */
+const LAST_V2_READER: Minor = { major: 3, minor: 6 };
+
+/**
+ * The gate of a data directory that records `versions`, whose log holds `v2Entries` of etcd 3.5's
+ * requests after its last snapshot; undefined when it records no version.
+ */
+export function versionGate(versions: DataVersions, v2Entries = 0): VersionGate | undefined {
   const storage = versions.storage === undefined ? undefined : minorOf(versions.storage);
   const cluster = versions.cluster === undefined ? undefined : minorOf(versions.cluster);
   const own = storage ?? cluster;
@@ -71,7 +85,11 @@ export function versionGate(versions: DataVersions): VersionGate | undefined {
     ...(versions.storage === undefined ? [] : [`storage version ${versions.storage}`]),
     ...(versions.cluster === undefined ? [] : [`cluster version ${versions.cluster}`]),
   ].join(', ');
-  return { oldest, newest: { major: own.major, minor: own.minor + 1 }, writtenBy: oldest, recorded };
+  const oneMinorOn = { major: own.major, minor: own.minor + 1 };
+  const cappedByLog = v2Entries > 0 && rank(LAST_V2_READER) < rank(oneMinorOn);
+  const newest = cappedByLog ? LAST_V2_READER : oneMinorOn;
+  const log = v2Entries > 0 ? [`${v2Entries} requests of etcd 3.5 or older in the write-ahead log after its last snapshot`] : [];
+  return { oldest, newest, writtenBy: oldest, v2Entries, cappedByLog, recorded: [recorded, ...log].filter((r) => r !== '').join(', ') };
 }
 
 /** The one line that refuses `etcdVersion` (as `etcd --version` prints it) on the gated data; undefined when it may start. */
@@ -124,6 +142,12 @@ function tooOld(version: string, gate: VersionGate): string {
 }
 
 function tooNew(version: string, gate: VersionGate): string {
+  if (gate.cappedByLog) {
+    return (
+      `etcd ${version} cannot replay the ${gate.v2Entries} requests etcd 3.5 left in this member's write-ahead log: ` +
+      `run etcd ${formatMinor(LAST_V2_READER)} until it takes a snapshot (restart it once with --snapshot-count=1), then upgrade`
+    );
+  }
   return `etcd ${version} cannot run data written by ${formatMinor(gate.writtenBy)}: upgrade one minor version at a time (${formatMinor(gate.newest)} first)`;
 }
 

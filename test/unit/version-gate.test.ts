@@ -1,4 +1,5 @@
 import { DataVersions, formatMinor, gateRefusal, gateScript, minorOf, versionGate } from '../../agent/prepare/version-gate';
+import { isV2Request } from '../../agent/prepare/wal-scan';
 
 const V34: DataVersions = { cluster: '3.4.0' };
 const V35: DataVersions = { cluster: '3.5.0' };
@@ -18,6 +19,16 @@ describe('versionGate: which etcd minors may start on a data directory', () => {
     ['an unreadable storage version beside a cluster version', { storage: 'garbage', cluster: '3.5.0' }, '3.5 to 3.6'],
   ])('when the data records %s, then etcd %s may run it', (_what, versions, range) => {
     const gate = versionGate(versions);
+    expect(gate === undefined ? undefined : `${formatMinor(gate.oldest)} to ${formatMinor(gate.newest)}`).toBe(range);
+  });
+
+  it.each<[string, DataVersions, number, string]>([
+    ['3.6 data whose log still holds 3.5 requests', V36, 3, '3.6 to 3.6'],
+    ['3.6 data whose log holds none', V36, 0, '3.6 to 3.7'],
+    ['3.5 data whose log holds 3.5 requests', V35, 2, '3.5 to 3.6'],
+    ['3.7 data (cannot hold any: 3.7 started on it)', V37, 0, '3.7 to 3.8'],
+  ])('when %s, then etcd %s may run it', (_what, versions, v2Entries, range) => {
+    const gate = versionGate(versions, v2Entries);
     expect(gate === undefined ? undefined : `${formatMinor(gate.oldest)} to ${formatMinor(gate.newest)}`).toBe(range);
   });
 });
@@ -41,6 +52,21 @@ describe('gateRefusal: the one line the start script gives an etcd the gate refu
     ['3.7 data', V37, 'not a version', undefined],
   ])('when %s meets etcd %s, then the start script says %s', (_what, versions, etcd, refusal) => {
     const gate = versionGate(versions);
+    if (gate === undefined) throw new Error('no gate');
+    expect(gateRefusal(gate, etcd)).toBe(refusal);
+  });
+
+  it.each<[string, DataVersions, string, string | undefined]>([
+    [
+      '3.6 data with 3 requests of 3.5 in its log',
+      V36,
+      '3.7.3',
+      "etcd 3.7.3 cannot replay the 3 requests etcd 3.5 left in this member's write-ahead log: run etcd 3.6 until it takes a snapshot (restart it once with --snapshot-count=1), then upgrade",
+    ],
+    ['3.6 data with 3 requests of 3.5 in its log', V36, '3.6.16', undefined],
+    ['3.5 data with 3 requests of 3.5 in its log', V35, '3.7.3', 'etcd 3.7.3 cannot run data written by 3.5: upgrade one minor version at a time (3.6 first)'],
+  ])('when %s meets etcd %s, then the start script says %s', (_what, versions, etcd, refusal) => {
+    const gate = versionGate(versions, 3);
     if (gate === undefined) throw new Error('no gate');
     expect(gateRefusal(gate, etcd)).toBe(refusal);
   });
@@ -79,5 +105,24 @@ describe('gateScript: the shell lines of the flags file', () => {
     const script = gateScript(versionGate(V37)!, undefined).join('\n');
     expect(script).not.toContain(': >');
     expect(script).toContain('/dev/termination-log');
+  });
+});
+
+describe('isV2Request: what etcd 3.7 cannot replay', () => {
+  /** Protobuf: a varint field, a length-delimited field. */
+  const varint = (field: number, value: number): number[] => [(field << 3) | 0, value];
+  const bytes = (field: number, payload: number[]): number[] => [(field << 3) | 2, payload.length, ...payload];
+  const ascii = (text: string): number[] => [...Buffer.from(text)];
+
+  it.each<[string, number[], boolean]>([
+    ["a v2 request (3.5's publish: ID, method PUT, path)", [...varint(1, 7), ...bytes(2, ascii('PUT')), ...bytes(3, ascii('/0/members/1/attributes'))], true],
+    ['a v2 request with method QGET', [...varint(1, 7), ...bytes(2, ascii('QGET'))], true],
+    ['an InternalRaftRequest with a put (field 4)', [...varint(1, 7), ...bytes(4, [...bytes(1, ascii('k')), ...bytes(2, ascii('v'))])], false],
+    ['an InternalRaftRequest carrying a v2 request in field 2', [...varint(1, 7), ...bytes(2, [...varint(1, 7), ...bytes(2, ascii('PUT'))])], false],
+    ['a field 2 of other text', [...varint(1, 7), ...bytes(2, ascii('put'))], false],
+    ['no protobuf at all', [0xff, 0xff, 0xff], false],
+    ['nothing', [], false],
+  ])('when the entry is %s, then it is a v2 request: %s', (_what, data, v2) => {
+    expect(isV2Request(Buffer.from(data))).toBe(v2);
   });
 });
