@@ -50,6 +50,8 @@ export function readDataVersions(dataDir: string): DataVersions {
 const METADATA_RECORD = 1;
 /** A record larger than this is not a WAL's first metadata record: the file is not a WAL. */
 const MAX_FIRST_RECORD_BYTES = 1 << 20;
+/** All readWalMetadata may look at (its first 4 frames): a segment is 64 MB, mostly not needed here. */
+const WAL_HEAD_BYTES = 4 * (8 + MAX_FIRST_RECORD_BYTES + 8);
 
 /** Reads what `dataDir` holds; throws only on I/O errors other than "missing". */
 export function readDataDir(dataDir: string): DataDirState {
@@ -61,7 +63,7 @@ export function readDataDir(dataDir: string): DataDirState {
     return { kind: 'unusable', reason: `it holds ${entries.join(', ')} but no write-ahead log (member/wal/*.wal)` };
   }
   const first = path.join(walDir, wals[0]);
-  const meta = readWalMetadata(fs.readFileSync(first));
+  const meta = readWalMetadata(readHead(first, WAL_HEAD_BYTES));
   if (meta === undefined) return { kind: 'unusable', reason: `${first} does not begin with etcd's WAL metadata` };
   return { kind: 'member', ...meta };
 }
@@ -156,6 +158,18 @@ export function writeFileAtomic(file: string, content: string): void {
   }
   fs.renameSync(tmp, file);
   fsyncDir(path.dirname(file));
+}
+
+/** The first `length` bytes of `file` (fewer when it is shorter). */
+function readHead(file: string, length: number): Buffer {
+  const fd = fs.openSync(file, 'r');
+  try {
+    const bytes = Buffer.alloc(Math.min(length, fs.fstatSync(fd).size));
+    const got = fs.readSync(fd, bytes, 0, bytes.length, 0);
+    return bytes.subarray(0, got);
+  } finally {
+    fs.closeSync(fd);
+  }
 }
 
 function fsyncDir(dir: string): void {
