@@ -82,6 +82,8 @@ export interface StartMemberOptions {
    * the etcd container's command does in kube-inject's pods.
    */
   launcher?: string[];
+  /** Flags added after all others for this start only (etcd keeps the last of a repeated flag). */
+  args?: string[];
 }
 
 interface Member extends MemberSpec {
@@ -196,7 +198,7 @@ export class LocalEtcdCluster {
     const m = this.get(name);
     await this.stop(name);
     if (opts.etcd !== undefined) m.etcd = opts.etcd;
-    this.spawnMember(m, 'existing', opts.launcher);
+    this.spawnMember(m, 'existing', opts.launcher, opts.args);
     if (opts.wait ?? true) await this.waitHealthy(name, opts.timeoutMs);
     return snapshot(m);
   }
@@ -254,7 +256,7 @@ export class LocalEtcdCluster {
       await fs.promises.rm(dataDir, { recursive: true, force: true });
       const m = this.addMember({ name, peerURL, clientURL }, initialCluster, opts.etcd ?? previous?.etcd);
       this.reserved.delete(name);
-      this.spawnMember(m, 'existing', opts.launcher);
+      this.spawnMember(m, 'existing', opts.launcher, opts.args);
       if (!(opts.wait ?? true)) return snapshot(m);
       try {
         await this.waitHealthy(name, opts.timeoutMs);
@@ -383,7 +385,7 @@ export class LocalEtcdCluster {
     return m;
   }
 
-  private spawnMember(m: Member, clusterState: 'new' | 'existing', launcher: string[] = []): void {
+  private spawnMember(m: Member, clusterState: 'new' | 'existing', launcher: string[] = [], extra: string[] = []): void {
     if (this.destroying) throw new Error('cluster is destroyed');
     const { name, dataDir, clientURL, peerURL } = m;
     const args = [
@@ -400,6 +402,7 @@ export class LocalEtcdCluster {
       ...tlsFlags(this.opts.clientTls),
       ...(this.opts.extraArgs ?? []),
       ...(this.opts.memberArgs?.({ name, clientURL, peerURL, dataDir }) ?? []),
+      ...extra,
     ];
     const log = fs.openSync(m.logFile, 'a');
     let child: ChildProcess;

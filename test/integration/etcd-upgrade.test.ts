@@ -2,22 +2,26 @@
  * A rolling upgrade through the agent, on real etcd binaries of three minor versions (3.5.35 →
  * 3.6.16 → 3.7.3, scripts/etcd.sh): a 3-member 3.5 cluster, a real agent (the built bin) beside each
  * member, a writer putting increasing values all along, and a caller asking `/v1/health` of an agent
- * whose member stays up and kbagent's roleProbe of every agent. Each member in turn is stopped and
- * started again on the same data directory with the next minor version's binary, as kubeadm does
- * between Kubernetes releases; the next one waits until health says the member is back.
+ * whose member stays up and kbagent's roleProbe of every agent. Each member in turn is restarted as
+ * its pod would be with the next minor's image, on the same data directory (as kubeadm does between
+ * Kubernetes releases): stopped, `prepare` run (the init container), etcd started through the start
+ * script kube-inject gives the etcd container (busybox sh); the next waits until health says the
+ * member is back.
  *
  * It proves, on the mixed-version cluster: health is never `healthy` while a member's process is
- * stopped (degraded or worse then); a join (a learner started on the cluster's lowest version, which
- * its own agent promotes) and a leave through the agent work; etcd's cluster version moves only once
- * every member runs the new minor; no acknowledged write is lost. Then a downgrade attempt (3.7 data
- * under 3.5): `prepare` and the start script refuse it with one clear line, health names it, nothing
- * is lost, and the 3.7 binary put back brings the member back.
+ * stopped (degraded or worse then), and roleProbe names no role for it; a join (a learner started on
+ * the cluster's lowest version, which its own agent promotes) and a leave through the agent work;
+ * etcd's cluster version moves only once every member runs the new minor; no acknowledged write is
+ * lost. And two starts etcd would answer with a crash loop, each shown first as etcd answers it
+ * alone, then through prepare and the start script (one line, exit 1, named by health), then undone:
+ * - 3.7 on a 3.6 member whose write-ahead log still holds, after its last snapshot, requests etcd 3.5
+ *   wrote (etcd-0 runs 3.6 with etcd's default snapshot count, as a quiet cluster does): etcd 3.7
+ *   panics; the remedy the refusal names (3.6 once more with --snapshot-count=1) makes 3.7 start;
+ * - 3.5 on 3.7 data (a downgrade): etcd 3.5 exits "invalid downgrade"; the 3.7 binary put back
+ *   brings the member back.
  *
- * It runs once (not per version): it picks its binaries itself. The members snapshot every
- * SNAPSHOT_COUNT entries, as a cluster with real traffic does every 10,000 (etcd's default): etcd
- * 3.7 cannot replay a write-ahead log that still holds entries etcd 3.5 wrote (it panics:
- * "unmarshal should never fail"), so each 3.6 member must have taken a snapshot after the last 3.5
- * process stopped before it moves to 3.7 (README, "Upgrading etcd").
+ * It runs once (not per version): it picks its binaries itself. The other members snapshot every
+ * SNAPSHOT_COUNT entries, as a busy cluster does every 10,000 (etcd's default).
  */
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -26,6 +30,7 @@ import path from 'node:path';
 import { etcdStartScript } from '../../agent/cli/kube-inject-prepare';
 import { readDataVersions } from '../../agent/prepare/data-dir';
 import { DataVersions, gateRefusal, gateScript, versionGate } from '../../agent/prepare/version-gate';
+import { scanWal } from '../../agent/prepare/wal-scan';
 import { binCommand } from '../../scripts/bin-command';
 import { etcdInstallOf, type EtcdInstall } from '../../scripts/etcd-version';
 import { ChildAgent, MAIN_JS as main } from '../helpers/child-agent';
@@ -55,6 +60,8 @@ interface Restart {
   exitedAt: number;
   spawnedAt: number;
   backAt: number;
+  /** How long prepare (the init container) ran while the member was down. */
+  prepareMs?: number;
 }
 
 describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of each version, built agents)', () => {
@@ -71,7 +78,8 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
   /** Windows in which a member's process was not running (exit seen → new process spawned). */
   const stopped: Array<{ member: string; from: number; to: number }> = [];
   const joins: string[] = [];
-  const downgrade: string[] = [];
+  /** What etcd and the agent answered to a start they refuse, one line each (printed with the figures). */
+  const findings: string[] = [];
   /** Per member: the flags file prepare writes and the note the start script leaves (the pod's emptyDir). */
   let runDir: string;
   const flagsFile = (name: string): string => path.join(runDir, name, 'etcd-flags.sh');
@@ -113,8 +121,9 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     for (const name of CORE) await startAgent(name);
     writer = new Writer(() => CORE.map((n) => cluster.member(n).clientURL), 'upgrade/w/').start();
     caller = new HealthCaller(target, () => [...agents].map(([name, a]) => ({ name, url: a.url }))).start();
-    await waitHealthy(0);
-  }, 60_000);
+    // A precondition, not a figure: a new cluster and three agents starting on a loaded machine.
+    await waitHealthy(0, 40_000);
+  }, 90_000);
 
   afterAll(async () => {
     await writer?.stop();
@@ -139,21 +148,27 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     }
   }
 
-  /** Stops `name`, keeps it down DOWN_MS, starts it on `to`, and waits until health says it is back. */
-  async function restartOn(name: string, to: EtcdInstall): Promise<void> {
+  /**
+   * Restarts `name` as its pod with a new etcd image would be: stops it, runs prepare (the init
+   * container; the member stays down at least DOWN_MS), starts `to` through the start script (with
+   * `args` after its flags), and waits until health says the member is back.
+   */
+  async function restartOn(name: string, to: EtcdInstall, args: string[] = []): Promise<void> {
     const from = cluster.member(name).version;
     restarting = name;
     const stopAt = Date.now();
     await cluster.stop(name);
     const exitedAt = Date.now();
     recorded.push({ member: name, version: from, versions: readDataVersions(cluster.member(name).dataDir) });
-    await sleep(DOWN_MS);
+    const [prepared] = await Promise.all([prepare(name), sleep(DOWN_MS)]);
+    const prepareMs = prepared.ms;
+    if (prepared.code !== 0) throw new Error(`prepare of ${name} exited ${prepared.code}:\n${prepared.output}`);
     const spawnedAt = Date.now();
     stopped.push({ member: name, from: exitedAt, to: spawnedAt });
-    await cluster.restart(name, { etcd: to, wait: false });
+    await cluster.restart(name, { etcd: to, wait: false, launcher: startScript(name, to), args });
     const back = await waitHealthy(spawnedAt);
     restarting = undefined;
-    restarts.push({ member: name, from, to: to.version, stopAt, exitedAt, spawnedAt, backAt: back.at });
+    restarts.push({ member: name, from, to: to.version, stopAt, exitedAt, spawnedAt, backAt: back.at, prepareMs });
     expect(cluster.member(name).version).toBe(to.version);
   }
 
@@ -240,13 +255,13 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
       const notHealthy = seen.filter((a) => a.status !== 'healthy');
       const degradedMs = notHealthy.length === 0 ? 0 : r.backAt - notHealthy[0].at;
       lines.push(
-        `  ${r.member} ${r.from} → ${r.to}: stopped ${r.spawnedAt - r.exitedAt} ms, back ${r.backAt - r.spawnedAt} ms after start; ` +
+        `  ${r.member} ${r.from} → ${r.to}: stopped ${r.spawnedAt - r.exitedAt} ms${r.prepareMs === undefined ? '' : ` (prepare ${r.prepareMs} ms)`}, back ${r.backAt - r.spawnedAt} ms after start; ` +
           `health not healthy for ${degradedMs} ms (${JSON.stringify(caller.countByStatus(seen))}); ` +
           `writer: ${writer.ackedBetween(r.stopAt, r.backAt)} acknowledged, longest gap ${writer.longestGapMs(r.stopAt, r.backAt)} ms`,
       );
     }
     lines.push(...joins.map((j) => `  ${j}`));
-    lines.push(...downgrade.map((d) => `  downgrade: ${d}`));
+    lines.push(...findings.map((f) => `  found: ${f}`));
     lines.push(`  writer: ${writer.acks.length} acknowledged puts, ${writer.failures} failed (not acknowledged)`);
     lines.push(`  /v1/health answers per state: ${JSON.stringify(caller.countByStatus())}`);
     const roles: Record<string, number> = {};
@@ -256,7 +271,8 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
   }
 
   it('when two of three members run 3.6, then the cluster stays at 3.5, and a 3.5 learner joins, is promoted and leaves through the agent', async () => {
-    await restartOn('etcd-0', v36);
+    // etcd-0 runs 3.6 with etcd's default snapshot count, as a quiet cluster does: its log keeps what 3.5 wrote.
+    await restartOn('etcd-0', v36, ['--snapshot-count=10000']);
     await restartOn('etcd-1', v36);
     const seen = await versions();
     expect(Object.values(seen).map((v) => v.server)).toEqual([v36.version, v36.version, v35.version]);
@@ -266,10 +282,62 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
 
   it('when the third member runs 3.6, then the cluster version becomes 3.6', async () => {
     await restartOn('etcd-2', v36);
-    const at = await clusterVersionBecomes('3.6.0');
-    // etcd 3.7 cannot replay entries etcd 3.5 wrote: each member must snapshot after the last 3.5 process stopped.
-    for (const name of CORE) await snapshotAfter(name, restarts[restarts.length - 1].exitedAt);
-    void at;
+    await clusterVersionBecomes('3.6.0');
+  }, 60_000);
+
+  it("when a 3.6 member whose log still holds 3.5's requests is started on 3.7, then etcd alone panics, prepare's start script refuses it with one line naming the remedy, and the remedy works", async () => {
+    const name = 'etcd-0';
+    const member = cluster.member(name);
+    restarting = name;
+    const stopAt = Date.now();
+    await cluster.stop(name);
+    const exitedAt = Date.now();
+    const window = { member: name, from: exitedAt, to: Number.POSITIVE_INFINITY };
+    stopped.push(window);
+    const tail = scanWal(member.dataDir);
+    expect(tail?.v2Entries).toBeGreaterThan(0);
+
+    // What etcd 3.7 does by itself: it panics replaying the log, exit 2; the kubelet would restart it forever.
+    let from = fs.statSync(member.logFile).size;
+    await cluster.restart(name, { etcd: v37, wait: false });
+    expect(await cluster.waitForExit(name)).toBe('code 2');
+    expect(logSince(member.logFile, from)).toContain('unmarshal should never fail');
+    findings.push(`etcd ${v37.version} alone on 3.6 data with ${tail?.v2Entries} requests of 3.5 after the last snapshot: panic "unmarshal should never fail", exit 2`);
+
+    // The pod's way: prepare, then the start script, with the 3.7 binary.
+    const prepared = await prepare(name);
+    expect(prepared.prepared).toMatchObject({ dataVersions: { storage: '3.6.0', cluster: '3.6.0', v2Entries: tail?.v2Entries }, etcdVersions: '3.6 to 3.6' });
+    from = fs.statSync(member.logFile).size;
+    await cluster.restart(name, { etcd: v37, wait: false, launcher: startScript(name, v37) });
+    expect(await cluster.waitForExit(name)).toBe('code 1');
+    const refusal =
+      `etcd ${v37.version} cannot replay the ${tail?.v2Entries} requests etcd 3.5 left in this member's write-ahead log: ` +
+      'run etcd 3.6 until it takes a snapshot (restart it once with --snapshot-count=1), then upgrade';
+    expect(logSince(member.logFile, from)).toBe(`etcd-lifecycle-agent: ${refusal}\n`);
+    expect((await get(agentUrl(name), '/v1/health/local')).json.errors[0]).toBe(refusal);
+    findings.push(`etcd ${v37.version} through prepare and the start script: exit 1, one line: "${refusal}"`);
+
+    // The remedy the line names: 3.6 once more with --snapshot-count=1, until a snapshot clears the log.
+    expect((await prepare(name)).code).toBe(0);
+    window.to = Date.now();
+    await cluster.restart(name, { etcd: v36, wait: false, launcher: startScript(name, v36), args: ['--snapshot-count=1'] });
+    const back = await waitHealthy(window.to);
+    restarting = undefined;
+    restarts.push({ member: name, from: `${v36.version} (refused ${v37.version})`, to: `${v36.version} --snapshot-count=1`, stopAt, exitedAt, spawnedAt: window.to, backAt: back.at });
+    await logClean(name);
+    // Replaying its log from the old snapshot, etcd applies 3.5's cluster version again, and its storage
+    // version monitor migrates the backend down to 3.5 (storageVersion removed) until the later 3.6 entry
+    // brings it back: wait for etcd's own word that it is 3.6 again before stopping it.
+    const seen = new Set<string>();
+    const storageBack = Date.now();
+    for (let until = Date.now() + 20_000; ; ) {
+      const storage = (await etcdVersions(member.clientURL)).storage ?? 'none';
+      seen.add(storage);
+      if (storage === '3.6.0') break;
+      if (Date.now() > until) throw new Error(`${name}'s storage version is ${storage}, not 3.6.0, 20 s after its restart`);
+      await sleep(100);
+    }
+    findings.push(`${name} on ${v36.version} after the restart: storage version ${[...seen].join(' → ')} (${Date.now() - storageBack} ms after its snapshot)`);
   }, 60_000);
 
   it('when one member runs 3.7, then the cluster stays at 3.6, and a 3.6 learner joins, is promoted and leaves through the agent', async () => {
@@ -281,7 +349,10 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
   }, 90_000);
 
   it('when every member runs 3.7, then the cluster version becomes 3.7', async () => {
+    // They snapshot every SNAPSHOT_COUNT entries: by now their logs hold no request of 3.5 (prepare would refuse 3.7 otherwise).
+    await logClean('etcd-1');
     await restartOn('etcd-1', v37);
+    await logClean('etcd-2');
     await restartOn('etcd-2', v37);
     await clusterVersionBecomes('3.7.0');
   }, 60_000);
@@ -301,9 +372,9 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     let from = fs.statSync(member.logFile).size;
     await cluster.restart(name, { etcd: v35, wait: false });
     expect(await cluster.waitForExit(name)).toBe('code 1');
-    const alone = fs.readFileSync(member.logFile, 'utf8').slice(from);
+    const alone = logSince(member.logFile, from);
     expect(alone).toContain('invalid downgrade; server version is lower than determined cluster version');
-    downgrade.push(`etcd ${v35.version} alone on 3.7 data: exit 1 after ${alone.trimEnd().split('\n').length} log lines, "invalid downgrade; server version is lower than determined cluster version"`);
+    findings.push(`etcd ${v35.version} alone on 3.7 data: exit 1 after ${alone.trimEnd().split('\n').length} log lines, "invalid downgrade; server version is lower than determined cluster version"`);
 
     // The pod's way: prepare (the init container), then the start script under busybox, with the 3.5 binary.
     const prepared = await prepare(name);
@@ -313,9 +384,9 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     await cluster.restart(name, { etcd: v35, wait: false, launcher: startScript(name, v35) });
     expect(await cluster.waitForExit(name)).toBe('code 1');
     const refusal = `etcd ${v35.version} cannot run data written by 3.7; upgrade the image or restore`;
-    expect(fs.readFileSync(member.logFile, 'utf8').slice(from)).toBe(`etcd-lifecycle-agent: ${refusal}\n`);
+    expect(logSince(member.logFile, from)).toBe(`etcd-lifecycle-agent: ${refusal}\n`);
     expect(fs.readFileSync(noteFile(name), 'utf8')).toBe(`${refusal}\n`);
-    downgrade.push(`etcd ${v35.version} through prepare and the start script: exit 1, one line: "${refusal}"`);
+    findings.push(`etcd ${v35.version} through prepare and the start script: exit 1, one line: "${refusal}"`);
 
     // Health names it: the member's own agent, locally and for the cluster; the caller's agent sees it degraded.
     const local = await get(agentUrl(name), '/v1/health/local');
@@ -368,12 +439,13 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     ]);
   });
 
-  it.each([
-    ['3.5 data', { cluster: '3.5.0' }],
-    ['3.6 data', { storage: '3.6.0', cluster: '3.6.0' }],
-    ['3.7 data', { storage: '3.7.0', cluster: '3.7.0' }],
-  ])("when the start script's check of %s runs with each real etcd binary, under busybox and dash, then it does what gateRefusal says", (_what, versions) => {
-    const gate = versionGate(versions);
+  it.each<[string, DataVersions, number]>([
+    ['3.5 data', { cluster: '3.5.0' }, 2],
+    ['3.6 data whose log holds requests of 3.5', { storage: '3.6.0', cluster: '3.6.0' }, 2],
+    ['3.6 data', { storage: '3.6.0', cluster: '3.6.0' }, 0],
+    ['3.7 data', { storage: '3.7.0', cluster: '3.7.0' }, 0],
+  ])("when the start script's check of %s runs with each real etcd binary, under busybox and dash, then it does what gateRefusal says", (_what, versions, v2Entries) => {
+    const gate = versionGate(versions, v2Entries);
     if (gate === undefined) throw new Error('no gate');
     const file = path.join(runDir, 'check.sh');
     const note = path.join(runDir, 'check-note');
@@ -406,7 +478,8 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
   }, 30_000);
 
   /** Runs `prepare` (the built bin, as the init container does) for stopped member `name`; answers its exit code and its `prepared` line. */
-  async function prepare(name: string): Promise<{ code: number | null; prepared?: Record<string, unknown>; output: string }> {
+  async function prepare(name: string): Promise<{ code: number | null; prepared?: Record<string, unknown>; output: string; ms: number }> {
+    const started = Date.now();
     const member = cluster.member(name);
     const env = {
       PATH: process.env.PATH,
@@ -435,7 +508,7 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
         }
       })
       .find((line) => line.message === 'prepared');
-    return { code, prepared, output };
+    return { code, prepared, output, ms: Date.now() - started };
   }
 
   /** The etcd container's command in kube-inject's pods: busybox sh sourcing the flags file prepare wrote, then etcd. */
@@ -443,14 +516,18 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     return [BUSYBOX, 'sh', '-c', etcdStartScript(flagsFile(name), etcd.etcd)];
   }
 
-  /** Waits until member `name` has written a snapshot (member/snap/*.snap) after `since`. */
-  async function snapshotAfter(name: string, since: number, withinMs = 20_000): Promise<void> {
-    const dir = path.join(cluster.member(name).dataDir, 'member', 'snap');
+  /** What `file` got after its first `from` bytes. */
+  function logSince(file: string, from: number): string {
+    return fs.readFileSync(file).subarray(from).toString('utf8');
+  }
+
+  /** Waits until member `name`'s log holds no request of etcd 3.5 after its last snapshot (it took one since). */
+  async function logClean(name: string, withinMs = 20_000): Promise<void> {
     const until = Date.now() + withinMs;
     for (;;) {
-      const snaps = fs.readdirSync(dir).filter((f) => f.endsWith('.snap'));
-      if (snaps.some((f) => fs.statSync(path.join(dir, f)).mtimeMs > since)) return;
-      if (Date.now() > until) throw new Error(`${name} took no snapshot within ${withinMs} ms (${snaps.join(', ')})`);
+      const tail = scanWal(cluster.member(name).dataDir);
+      if (tail?.v2Entries === 0) return;
+      if (Date.now() > until) throw new Error(`${name}'s log still holds ${tail?.v2Entries} requests of 3.5 after ${withinMs} ms`);
       await sleep(200);
     }
   }
