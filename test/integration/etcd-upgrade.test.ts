@@ -264,9 +264,15 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     lines.push(...findings.map((f) => `  found: ${f}`));
     lines.push(`  writer: ${writer.acks.length} acknowledged puts, ${writer.failures} failed (not acknowledged)`);
     lines.push(`  /v1/health answers per state: ${JSON.stringify(caller.countByStatus())}`);
+    const whileStopped = caller.health.filter((a) => a.observedAt !== undefined && stopped.some((w) => a.observedAt! >= w.from && a.observedAt! <= w.to));
+    lines.push(`  /v1/health answers observed while a member's process was stopped: ${JSON.stringify(caller.countByStatus(whileStopped))}`);
     const roles: Record<string, number> = {};
     for (const r of caller.roles) roles[r.role ?? 'error'] = (roles[r.role ?? 'error'] ?? 0) + 1;
     lines.push(`  roleProbe answers: ${JSON.stringify(roles)}`);
+    const down = (r: { agent: string; sentAt: number; at: number }): boolean => stopped.some((w) => w.member === r.agent && r.at >= w.from && r.sentAt <= w.to);
+    const errors = caller.roles.filter((r) => r.role === undefined);
+    const upErrors = errors.filter((r) => !down(r));
+    lines.push(`  roleProbe errors: ${errors.length - upErrors.length} from agents whose member was down, ${upErrors.length} others${upErrors.length === 0 ? '' : ` (${[...new Set(upErrors.map((r) => r.error))].slice(0, 3).join(' | ')})`}`);
     return `${lines.join('\n')}\n`;
   }
 
@@ -310,11 +316,12 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     from = fs.statSync(member.logFile).size;
     await cluster.restart(name, { etcd: v37, wait: false, launcher: startScript(name, v37) });
     expect(await cluster.waitForExit(name)).toBe('code 1');
+    const refusedAt = Date.now();
     const refusal =
       `etcd ${v37.version} cannot replay the ${tail?.v2Entries} requests etcd 3.5 left in this member's write-ahead log: ` +
       'run etcd 3.6 until it takes a snapshot (restart it once with --snapshot-count=1), then upgrade';
     expect(logSince(member.logFile, from)).toBe(`etcd-lifecycle-agent: ${refusal}\n`);
-    expect((await get(agentUrl(name), '/v1/health/local')).json.errors[0]).toBe(refusal);
+    expect((await observedSince(agentUrl(name), '/v1/health/local', refusedAt)).json.errors[0]).toBe(refusal);
     findings.push(`etcd ${v37.version} through prepare and the start script: exit 1, one line: "${refusal}"`);
 
     // The remedy the line names: 3.6 once more with --snapshot-count=1, until a snapshot clears the log.
@@ -383,16 +390,18 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     from = fs.statSync(member.logFile).size;
     await cluster.restart(name, { etcd: v35, wait: false, launcher: startScript(name, v35) });
     expect(await cluster.waitForExit(name)).toBe('code 1');
+    const refusedAt = Date.now();
     const refusal = `etcd ${v35.version} cannot run data written by 3.7; upgrade the image or restore`;
     expect(logSince(member.logFile, from)).toBe(`etcd-lifecycle-agent: ${refusal}\n`);
     expect(fs.readFileSync(noteFile(name), 'utf8')).toBe(`${refusal}\n`);
     findings.push(`etcd ${v35.version} through prepare and the start script: exit 1, one line: "${refusal}"`);
 
-    // Health names it: the member's own agent, locally and for the cluster; the caller's agent sees it degraded.
-    const local = await get(agentUrl(name), '/v1/health/local');
+    // Health names it, in every answer observed since: the member's own agent, locally and for the
+    // cluster; the caller's agent sees it degraded.
+    const local = await observedSince(agentUrl(name), '/v1/health/local', refusedAt);
     expect(local.status).toBe(503);
     expect(local.json.errors[0]).toBe(refusal);
-    const health = await get(agentUrl(name), '/v1/health');
+    const health = await observedSince(agentUrl(name), '/v1/health', refusedAt);
     expect(health.json.status).toBe('degraded');
     expect(health.json.errors).toContain(`${name}: ${refusal}`);
     expect(health.json.members.find((m: { name: string }) => m.name === name).errors[0]).toBe(refusal);
@@ -408,7 +417,7 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     restarting = undefined;
     restarts.push({ member: name, from: `${v37.version} (refused ${v35.version})`, to: v37.version, stopAt, exitedAt, spawnedAt: window.to, backAt: back.at });
     expect(fs.readFileSync(noteFile(name), 'utf8')).toBe('');
-    expect((await get(agentUrl(name), '/v1/health/local')).status).toBe(200);
+    expect((await observedSince(agentUrl(name), '/v1/health/local', back.observedAt ?? back.at)).status).toBe(200);
   }, 60_000);
 
   it('through all of it, health was never healthy while a member was stopped, and roleProbe named no role for a stopped member', () => {
@@ -514,6 +523,21 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
   /** The etcd container's command in kube-inject's pods: busybox sh sourcing the flags file prepare wrote, then etcd. */
   function startScript(name: string, etcd: EtcdInstall): string[] {
     return [BUSYBOX, 'sh', '-c', etcdStartScript(flagsFile(name), etcd.etcd)];
+  }
+
+  /**
+   * GETs `route` of the agent at `url` until an answer's observation began at or after `since` (an
+   * answer may come from a shared observation up to the max age old); that answer.
+   */
+  async function observedSince(url: string, route: string, since: number, withinMs = 10_000): Promise<Answer> {
+    const until = Date.now() + withinMs;
+    for (;;) {
+      const answer = await get(url, route);
+      const observedAt = Date.parse(String(answer.json?.observedAt));
+      if (observedAt >= since) return answer;
+      if (Date.now() > until) throw new Error(`no answer of ${route} observed since ${new Date(since).toISOString()}: ${answer.text.slice(0, 300)}`);
+      await sleep(100);
+    }
   }
 
   /** What `file` got after its first `from` bytes. */
