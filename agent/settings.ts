@@ -70,6 +70,13 @@ function integer(min: number, max: number): Parser<number> {
   };
 }
 
+/** A path other processes use too (a shell script writes it): absolute, one line. */
+const absolutePath: Parser<string | undefined> = (file, variable) => {
+  if (file === undefined) return undefined;
+  if (!file.startsWith('/') || /[\r\n]/.test(file)) throw new ConfigError(variable, `"${file}" must be an absolute path`);
+  return file;
+};
+
 const readableFile: Parser<string | undefined> = (file, variable) => {
   if (file === undefined) return undefined;
   try {
@@ -210,6 +217,8 @@ export const SETTINGS = [
   row({ variable: 'ETCD_AGENT_LOCAL_PEER_URL', key: 'localPeerUrl', parse: peerUrl,
     defaultDoc: 'from `ETCD_AGENT_PEER_URL_TEMPLATE` and the member name, else none',
     doc: "this pod's member's peer URL: where a learner's agent reads the member list (`GET <peer URL>/members`) to find the voters" }),
+  row({ variable: 'ETCD_AGENT_START_NOTE_FILE', key: 'startNoteFile', parse: absolutePath,
+    doc: "where the etcd container's start script leaves the line with which it refused to start etcd (an etcd older than its data, see \"Upgrading etcd\"); `/v1/health/local` and this member in `/v1/health` name it while its etcd is down. `prepare` writes the path into that script; kube-inject sets it" }),
 ] as const;
 
 /** `ETCD_AGENT_HEALTH_MAX_AGE_MS` → `--health-max-age-ms`. */

@@ -12,7 +12,10 @@
  * emptyDir as `sh`, and the etcd container runs
  * `sh -c '. etcd-flags.sh && exec <etcd> "$@"'`: the flags file appends
  * `--initial-cluster*` to etcd's own arguments (Go's flag package keeps the
- * last), so the manifest's arguments stay as they were.
+ * last), so the manifest's arguments stay as they were. The flags file
+ * first checks etcd's version against the data directory's (prepare/version-gate.ts);
+ * a refusal is also written to START_NOTE_FILE, in the same emptyDir, which etcd
+ * mounts writable and the sidecar read-only, so its health names it.
  */
 import { Document, isMap, isScalar, isSeq, YAMLMap, YAMLSeq } from 'yaml';
 import { envValue, seqAt, stringsOf } from './yaml-nodes';
@@ -27,6 +30,8 @@ export const START_MOUNT_PATH = '/var/run/etcd-lifecycle-agent';
 export const FLAGS_FILE = `${START_MOUNT_PATH}/etcd-flags.sh`;
 /** The static shell the etcd command runs. */
 export const STATIC_SHELL = `${START_MOUNT_PATH}/sh`;
+/** Where the etcd command leaves the line with which it refused to start etcd; the sidecar reads it. */
+export const START_NOTE_FILE = `${START_MOUNT_PATH}/etcd-start-note`;
 
 /** The script etcd's command runs: source the flags prepare wrote, then become etcd with all arguments. */
 export function etcdStartScript(flagsFile: string, binary: string): string {
@@ -72,6 +77,7 @@ export function injectPrepare(doc: Document, podSpec: YAMLMap, etcd: YAMLMap, in
     ...(initialCluster === undefined ? [] : [{ name: 'ETCD_AGENT_INITIAL_CLUSTER', value: initialCluster }]),
     ...(token === undefined ? [] : [{ name: 'ETCD_AGENT_INITIAL_CLUSTER_TOKEN', value: token }]),
     { name: 'ETCD_AGENT_PREPARE_FLAGS_FILE', value: FLAGS_FILE },
+    { name: 'ETCD_AGENT_START_NOTE_FILE', value: START_NOTE_FILE },
   ];
   const init = doc.createNode({
     name: PREPARE_NAME,
@@ -99,12 +105,19 @@ export function injectPrepare(doc: Document, podSpec: YAMLMap, etcd: YAMLMap, in
     const note = ' etcd starts with the flags etcd-lifecycle-agent prepare decided (kube-inject)';
     if (isScalar(pair.key)) pair.key.commentBefore = pair.key.commentBefore === undefined || pair.key.commentBefore === null ? note : `${pair.key.commentBefore}\n${note}`;
   }
-  const mount = doc.createNode({ name: START_VOLUME, mountPath: START_MOUNT_PATH, readOnly: true });
+  // Writable: the start script leaves its refusal there (START_NOTE_FILE).
+  const mount = doc.createNode({ name: START_VOLUME, mountPath: START_MOUNT_PATH });
   if (isSeq(etcd.get('volumeMounts'))) (etcd.get('volumeMounts') as YAMLSeq).add(mount);
   else etcd.set('volumeMounts', doc.createNode([mount]));
 
   seqAt(podSpec, 'volumes').add(doc.createNode({ name: START_VOLUME, emptyDir: {} }));
   return true;
+}
+
+/** Lets the sidecar read the etcd command's refusal note: the start volume, read-only, and where the note is. */
+export function shareStartNote(doc: Document, sidecar: YAMLMap): void {
+  seqAt(sidecar, 'env').add(doc.createNode({ name: 'ETCD_AGENT_START_NOTE_FILE', value: START_NOTE_FILE }));
+  seqAt(sidecar, 'volumeMounts').add(doc.createNode({ name: START_VOLUME, mountPath: START_MOUNT_PATH, readOnly: true }));
 }
 
 /** `--flag=value` or `--flag value` (also `-flag`), the last one winning as in etcd. */

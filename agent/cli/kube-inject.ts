@@ -27,7 +27,7 @@
 import { Document, isMap, isSeq, Pair, parseAllDocuments, Scalar, YAMLMap, YAMLSeq } from 'yaml';
 import { listenPlan } from './kube-inject-host-network';
 import { InjectOptions, ResolvedInjectOptions, resolveInjectOptions } from './kube-inject-options';
-import { injectPrepare } from './kube-inject-prepare';
+import { injectPrepare, shareStartNote } from './kube-inject-prepare';
 import { PodSite, SIDECAR_NAME, sidecarContainer, TOKEN_VOLUME } from './kube-inject-sidecar';
 import { envValue, seqAt, stringsOf } from './yaml-nodes';
 
@@ -111,7 +111,8 @@ function injectPod(doc: Document, podSpec: YAMLMap, site: PodSite, options: Reso
   containers.add(sidecar);
   // The prepare init container and the etcd command that sources its decision (kube-inject-prepare.ts).
   if (etcd !== undefined) {
-    injectPrepare(doc, podSpec, etcd, { image: options.image, port: options.port, agentEnv: sidecarSpec.env, agentMounts: sidecarSpec.volumeMounts ?? [], resources: sidecarSpec.resources });
+    const prepared = injectPrepare(doc, podSpec, etcd, { image: options.image, port: options.port, agentEnv: sidecarSpec.env, agentMounts: sidecarSpec.volumeMounts ?? [], resources: sidecarSpec.resources });
+    if (prepared) shareStartNote(doc, sidecar);
   }
 
   if (etcd !== undefined && !etcd.has('readinessProbe')) {

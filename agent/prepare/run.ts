@@ -25,9 +25,11 @@ import type { Logger } from '../observability/logger';
 import { createMetrics } from '../observability/metrics';
 import { isAgentError } from '../proto/errors';
 import { askPeers, AnswerServer, serveAnswer } from './answer-server';
-import { BOOTSTRAP_MARKER, moveAside, readDataDir, writeFileAtomic } from './data-dir';
+import { BOOTSTRAP_MARKER, moveAside, readDataDir, readDataVersions, writeFileAtomic } from './data-dir';
 import { BootstrapPlan, decidePrepare, initialClusterOf, PrepareFacts, PrepareStep, samePlan } from './decide';
 import type { PrepareOptions } from './options';
+import { DataVersions, formatMinor, gateScript, VersionGate, versionGate } from './version-gate';
+import { scanWal } from './wal-scan';
 
 /** Pause between passes while waiting. */
 const PASS_PAUSE_MS = 500;
@@ -43,16 +45,46 @@ export function markerPath(dataDir: string): string {
   return path.join(dataDir, BOOTSTRAP_MARKER);
 }
 
-/** The start flags as a shell fragment the etcd container's command sources (the last flag wins in etcd). */
-export function flagsFileContent(step: Extract<PrepareStep, { kind: 'start' }>, token: string, name: string, at: Date): string {
+/**
+ * The start flags as a shell fragment the etcd container's command sources (the last flag wins in
+ * etcd), after `gate`'s check of the etcd version against what the data directory records (an
+ * older etcd than the data, or one that skips a minor, is refused there with one line).
+ */
+export function flagsFileContent(
+  step: Extract<PrepareStep, { kind: 'start' }>,
+  token: string,
+  name: string,
+  at: Date,
+  gate?: { gate: VersionGate; noteFile: string | undefined },
+): string {
   const quote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
   const flags = [`--initial-cluster=${step.initialCluster}`, `--initial-cluster-state=${step.state}`, `--initial-cluster-token=${token}`];
   return [
     `# written by etcd-lifecycle-agent prepare for ${name} at ${at.toISOString()}`,
     `# ${step.reason.replace(/\n/g, ' ')}`,
+    ...(gate === undefined ? [] : gateScript(gate.gate, gate.noteFile)),
     `set -- "$@" ${flags.map(quote).join(' ')}`,
     '',
   ].join('\n');
+}
+
+/**
+ * The version gate of the data directory etcd starts on (its recorded versions, and the requests of
+ * etcd 3.5 its log holds after the last snapshot), or undefined when it records no version. A part
+ * that cannot be read is logged and left out: the start is never blocked by our own reader.
+ */
+function dataGate(dataDir: string, logger: Logger): { gate: VersionGate | undefined; recorded: DataVersions & { v2Entries?: number } } {
+  const attempt = <T>(what: string, read: () => T): T | undefined => {
+    try {
+      return read();
+    } catch (err) {
+      logger.warn(`cannot read ${what}; the etcd container's version check goes without it`, { dataDir, error: err instanceof Error ? err.message : String(err) });
+      return undefined;
+    }
+  };
+  const versions = attempt('the versions the data directory records', () => readDataVersions(dataDir)) ?? {};
+  const v2Entries = attempt('the write-ahead log', () => scanWal(dataDir))?.v2Entries ?? 0;
+  return { gate: versionGate(versions, v2Entries), recorded: { ...versions, ...(v2Entries > 0 ? { v2Entries } : {}) } };
 }
 
 /** Runs prepare to its end; resolves to the exit code (0 flags written, 1 not decided in time). */
@@ -89,8 +121,19 @@ export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<
         // Once etcd has written its WAL the marker has done its work: without it, a later loss of the
         // member directory alone cannot pass for "decided, never started".
         if (step.state === 'existing') fs.rmSync(markerPath(opts.dataDir), { force: true });
-        writeFileAtomic(opts.flagsFile, flagsFileContent(step, opts.token, opts.self.name, new Date()));
-        logger.info('prepared', { member: opts.self.name, state: step.state, initialCluster: step.initialCluster, reason: step.reason, flagsFile: opts.flagsFile });
+        // Only a directory etcd has written records versions; a new or joining member's is empty.
+        const { gate, recorded } = step.state === 'existing' ? dataGate(opts.dataDir, logger) : { gate: undefined, recorded: {} };
+        const gated = gate === undefined ? undefined : { gate, noteFile: config.startNoteFile };
+        writeFileAtomic(opts.flagsFile, flagsFileContent(step, opts.token, opts.self.name, new Date(), gated));
+        logger.info('prepared', {
+          member: opts.self.name,
+          state: step.state,
+          initialCluster: step.initialCluster,
+          reason: step.reason,
+          flagsFile: opts.flagsFile,
+          dataVersions: recorded,
+          ...(gate === undefined ? {} : { etcdVersions: `${formatMinor(gate.oldest)} to ${formatMinor(gate.newest)}` }),
+        });
         if (step.state === 'new') await linger(opts, plan, logger);
         return 0;
       }

@@ -179,6 +179,7 @@ const GOOD: Array<[Env, Partial<Config>]> = [
   [{ ETCD_AGENT_LOG_LEVEL: 'WARN' }, { logLevel: 'warn' }],
   [{ ETCD_AGENT_LOG_LEVEL: 'error' }, { logLevel: 'error' }],
   [{ ETCD_AGENT_LOCAL_PEER_URL: 'http://127.0.0.1:2380' }, { localPeerUrl: 'http://127.0.0.1:2380' }],
+  [{ ETCD_AGENT_START_NOTE_FILE: '/var/run/etcd-lifecycle-agent/etcd-start-note' }, { startNoteFile: '/var/run/etcd-lifecycle-agent/etcd-start-note' }],
   [
     { ETCD_AGENT_MEMBER_NAME: 'etcd-2', ETCD_AGENT_PEER_URL_TEMPLATE: 'http://{name}.etcd-headless:2380' },
     { localPeerUrl: 'http://etcd-2.etcd-headless:2380' },
@@ -302,6 +303,7 @@ const BAD: Array<[Env, string, string]> = [
   [{ ETCD_AGENT_LOG_LEVEL: 'trace' }, 'ETCD_AGENT_LOG_LEVEL', '"trace" is not one of error, warn, info, http, verbose, debug, silly'],
   [{ ETCD_AGENT_LOG_LEVEL: 'loud' }, 'ETCD_AGENT_LOG_LEVEL', 'is not one of'],
   [{ ETCD_AGENT_LOCAL_PEER_URL: 'http://127.0.0.1' }, 'ETCD_AGENT_LOCAL_PEER_URL', 'is not a peer URL'],
+  [{ ETCD_AGENT_START_NOTE_FILE: 'etcd-start-note' }, 'ETCD_AGENT_START_NOTE_FILE', 'must be an absolute path'],
 ];
 
 describe('loadConfig bad values', () => {

@@ -4,7 +4,7 @@ import { parseAllDocuments } from 'yaml';
 import { kubeInject } from '../../agent/cli/kube-inject';
 import { runKubeInject } from '../../agent/cli/kube-inject-command';
 import { SIDECAR_NAME, TOKEN_MOUNT_PATH } from '../../agent/cli/kube-inject-sidecar';
-import { FLAGS_FILE, PREPARE_NAME, START_MOUNT_PATH, START_VOLUME, STATIC_SHELL } from '../../agent/cli/kube-inject-prepare';
+import { FLAGS_FILE, PREPARE_NAME, START_MOUNT_PATH, START_NOTE_FILE, START_VOLUME, STATIC_SHELL } from '../../agent/cli/kube-inject-prepare';
 import { kubeInjectHarness } from '../helpers/kube-inject-io';
 
 const ROOT = join(__dirname, '..', '..');
@@ -249,6 +249,7 @@ describe('the injected prepare step', () => {
       ETCD_AGENT_INITIAL_CLUSTER: expect.stringMatching(/^etcd-0=http:\/\/etcd-0\.etcd-headless\.demo\.svc\.cluster\.local:2380,etcd-1=/),
       ETCD_AGENT_INITIAL_CLUSTER_TOKEN: 'etcd-demo',
       ETCD_AGENT_PREPARE_FLAGS_FILE: FLAGS_FILE,
+      ETCD_AGENT_START_NOTE_FILE: START_NOTE_FILE,
       ETCD_AGENT_LISTEN: '0.0.0.0:3501',
       ETCD_AGENT_PEER_URL_TEMPLATE: 'http://{name}.etcd-headless.$(POD_NAMESPACE).svc.cluster.local:2380',
     });
@@ -266,8 +267,15 @@ describe('the injected prepare step', () => {
 
   it("when injected, then etcd's command sources the flags file and execs the same binary with the same arguments", () => {
     expect(etcd.command).toEqual([STATIC_SHELL, '-c', `. ${FLAGS_FILE} && exec /usr/local/bin/etcd "$@"`, '/usr/local/bin/etcd']);
-    expect(etcd.volumeMounts).toContainEqual({ name: START_VOLUME, mountPath: START_MOUNT_PATH, readOnly: true });
+    expect(etcd.volumeMounts).toContainEqual({ name: START_VOLUME, mountPath: START_MOUNT_PATH });
     expect(spec.volumes).toContainEqual({ name: START_VOLUME, emptyDir: {} });
+  });
+
+  it("when injected, then the sidecar reads the note etcd's command leaves when it refuses to start etcd (read-only)", () => {
+    const sidecar = containers(spec).find((c) => c.name === SIDECAR_NAME) as Json;
+    expect(envOf(sidecar).ETCD_AGENT_START_NOTE_FILE).toBe(START_NOTE_FILE);
+    expect(sidecar.volumeMounts).toContainEqual({ name: START_VOLUME, mountPath: START_MOUNT_PATH, readOnly: true });
+    expect(START_NOTE_FILE.startsWith(`${START_MOUNT_PATH}/`)).toBe(true);
   });
 
   it.each([
