@@ -135,14 +135,16 @@ export class EtcdCluster {
   }
 
   /**
-   * The member list as the member at `clientURL` reports it, asked there alone within `timeoutMs`
-   * (no retries). For when the configured endpoints cannot answer: down, or a learner, which etcd
-   * 3.4 refuses MemberList ("rpc not supported for learner").
+   * The member list as the member at `clientURL` has applied it, asked there alone within `timeoutMs`
+   * (no retries), without a quorum: not linearizable. For when the configured endpoints cannot answer
+   * (down, a learner, which refuses MemberList, or no quorum): a voter's own view still tells whom to
+   * ask for their status. etcd 3.4 answers every MemberList so; 3.5+ only one asked with
+   * `linearizable: false`, and with `true` waits for a quorum that may be gone.
    */
   async memberListAt(clientURL: string, timeoutMs: number): Promise<MemberList> {
     const client = this.endpointClient(clientURL);
     try {
-      const res = await client.cluster.memberList({ linearizable: true }, { deadline: new Date(Date.now() + timeoutMs) });
+      const res = await client.cluster.memberList({ linearizable: false }, { deadline: new Date(Date.now() + timeoutMs) });
       const list = toMemberList(res);
       this.discovery.learn(list.members);
       return list;
