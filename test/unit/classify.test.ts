@@ -1,5 +1,5 @@
 import { classify, withExpected } from '../../agent/health/classify';
-import { classifyLocal } from '../../agent/health/classify-local';
+import { classifyLocal, LEARNER_NOT_READY } from '../../agent/health/classify-local';
 import type { HealthStatus, ObservedFacts, StatusProbe } from '../../agent/health/types';
 import type { Alarm } from '../../agent/etcd/wire';
 import { isLearnerInSync } from '../../agent/membership/quorum';
@@ -295,6 +295,19 @@ describe('classifyLocal', () => {
     expect(local.member.role).toBe(role);
     expect(local.member.name).toBe(name);
     if (!ready) expect(local.member.errors.length).toBeGreaterThan(0);
+  });
+
+  // `?voter=true`, the etcd container's readiness probe: a learner is never ready, as etcd's /readyz says from 3.5.19.
+  it.each<[string, boolean, ObservedFacts, string, string | undefined]>([
+    ['a follower answers', true, facts(three), 'a1', undefined],
+    ['the leader answers', true, facts(three), 'a0', undefined],
+    ['a learner in sync answers', false, facts(withLearner, { a3: { raftIndex: 950 } }), 'a3', LEARNER_NOT_READY],
+    ['a learner catching up answers', false, facts(withLearner, { a3: { raftIndex: 500 } }), 'a3', LEARNER_NOT_READY],
+  ])('when %s and a voter is asked for (?voter=true), then ready is %s', (_what, ready, observed, id, why) => {
+    const local = classifyLocal(probeOf(observed, id), observe(observed), `etcd-${id.slice(1)}`, { learnerReady: false });
+
+    expect(local.ready).toBe(ready);
+    expect(local.member.errors.at(-1)).toBe(why);
   });
 
   it('when the local member does not answer, then it is named from the member list and its numbers are null', () => {
