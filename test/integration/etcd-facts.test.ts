@@ -12,7 +12,7 @@ import { fetchPeerMembers } from '../../agent/etcd/peer-members';
 import { atLeast } from '../../agent/etcd/server-version';
 import type { Member } from '../../agent/proto/types';
 import { etcdInstall, type EtcdInstall } from '../../scripts/etcd-version';
-import { eventually, withCluster } from '../helpers/etcd-cluster';
+import { eventually, freePorts, withCluster } from '../helpers/etcd-cluster';
 
 jest.setTimeout(60_000);
 
@@ -47,7 +47,14 @@ async function httpGet(url: string): Promise<{ status: number; body: string }> {
 }
 
 describe('etcd membership and API facts', () => {
-  const cluster = withCluster(3);
+  // Each member also serves on a metrics URL, where kube-inject and deploy/ point the etcd container's probes.
+  const metricsPorts = new Map<string, number>();
+  beforeAll(async () => {
+    const ports = await freePorts(4);
+    ['etcd-0', 'etcd-1', 'etcd-2', 'etcd-3'].forEach((name, i) => metricsPorts.set(name, ports[i]));
+  });
+  const metricsURL = (name: string): string => `http://127.0.0.1:${metricsPorts.get(name)}`;
+  const cluster = withCluster(3, { memberArgs: (m) => [`--listen-metrics-urls=${metricsURL(m.name)}`] });
   let admin: EtcdCluster;
   const version = (): string => cluster().etcd.version;
   const minor = (): string => cluster().etcd.minor;
@@ -113,6 +120,8 @@ describe('etcd membership and API facts', () => {
 
       const own = cluster().member('etcd-3').clientURL;
       const [livez, readyz, health] = await Promise.all(['/livez', '/readyz?verbose', '/health'].map((p) => httpGet(`${own}${p}`)));
+      // The metrics listener answers the same.
+      expect((await httpGet(`${metricsURL('etcd-3')}/readyz?verbose`)).status).toBe(readyz.status);
       if (atLeast(version(), 3, 5, 11)) {
         expect(livez.status).toBe(200);
         if (atLeast(version(), 3, 5, 19)) {
@@ -142,8 +151,8 @@ describe('etcd membership and API facts', () => {
     }
   });
 
-  it('when the health endpoints of a voter are asked, then /health has a reason from 3.5, and /livez, /readyz answer from 3.5.11 with the checks each names', async () => {
-    const url = cluster().member('etcd-0').clientURL;
+  it.each(['client', 'metrics'])('when the health endpoints of a voter are asked at its %s URL, then /health has a reason from 3.5, and /livez, /readyz answer from 3.5.11 with the checks each names', async (listener) => {
+    const url = listener === 'client' ? cluster().member('etcd-0').clientURL : metricsURL('etcd-0');
     const [health, livez, readyz] = await Promise.all(['/health', '/livez?verbose', '/readyz?verbose'].map((p) => httpGet(`${url}${p}`)));
     expect(health).toEqual({ status: 200, body: minor() === '3.4' ? '{"health":"true"}' : '{"health":"true","reason":""}' });
     if (atLeast(version(), 3, 5, 11)) {
