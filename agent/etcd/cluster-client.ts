@@ -76,18 +76,21 @@ export class EtcdCluster {
 
   /**
    * The linearizable member list, asked with `linearizable: true`. Where the endpoint's etcd has
-   * that field (3.5 and later, known from its last Status answer) that is all; etcd 3.4 does not
-   * know it and answers MemberList from the asked member's own applied state, so there, and on an
-   * endpoint whose version is not known yet, a linearizable read on the same member comes first:
-   * once it returns, that member has applied everything committed before it, membership changes
-   * included. Asked of one endpoint at a time, a further one joining every 200 ms without an answer,
-   * so one frozen member costs 200 ms, not a whole attempt.
+   * that field (3.5 and later) that is all; etcd 3.4 does not know it and answers MemberList from
+   * the asked member's own applied state, so there, and where the version could not be learnt, a
+   * linearizable read on the same member comes first (a KV read below ETCD_AGENT_KEY_PREFIX): once it
+   * returns, that member has applied everything committed before it, membership changes included.
+   * The version comes from the endpoint's last Status answer; an endpoint never asked yet is asked
+   * for its Status first, once. Asked of one endpoint at a time, a further one joining every 200 ms
+   * without an answer, so one frozen member costs 200 ms, not a whole attempt.
    */
   async listMembers(deadline: Deadline): Promise<MemberList> {
     return this.guarded('member-list', () =>
       this.read(deadline, async (client, at, url) => {
-        if (!hasLinearizableMemberList(this.versions.of(url))) {
-          await client.kv.range({ key: this.barrierKey, count_only: true }, { deadline: at });
+        if (!hasLinearizableMemberList(await this.versionOf(url, at))) {
+          await client.kv.range({ key: this.barrierKey, count_only: true }, { deadline: at }).catch((err: unknown) => {
+            throw permissionRefusal(err, 'barrier', this.options.username);
+          });
         }
         const res = await client.cluster.memberList({ linearizable: true }, { deadline: at });
         const list = toMemberList(res);
@@ -230,6 +233,18 @@ export class EtcdCluster {
   /** The etcd version `clientURL` reported in its last Status answer, if it answered one. */
   serverVersion(clientURL: string): string | undefined {
     return this.versions.of(clientURL);
+  }
+
+  /** The version `url` runs: remembered, else asked now (a Status call, by `at`); undefined when it does not say. */
+  private async versionOf(url: string, at: Date): Promise<string | undefined> {
+    const known = this.versions.of(url);
+    if (known !== undefined) return known;
+    try {
+      return (await this.memberStatus(url, Math.max(1, at.getTime() - Date.now()))).version;
+    } catch {
+      // The read itself will say what is wrong with this endpoint; without a version it reads as 3.4.
+      return undefined;
+    }
   }
 
   /** Active alarms (NOSPACE, CORRUPT) across the cluster. */

@@ -149,7 +149,7 @@ const CLASS_RULES: readonly ClassRule[] = [
   {
     is: (e) => isEtcd3(e, 'EtcdPermissionDeniedError'),
     code: 'unavailable',
-    say: 'etcd denied permission to the agent user',
+    say: 'etcd denied permission to the agent user: its membership lock and operation records need readwrite on ETCD_AGENT_KEY_PREFIX, membership changes the root role',
   },
   { is: (e) => isEtcd3(e, 'GRPCDeadlineExceededError'), code: 'unavailable', say: 'etcd did not answer in time' },
   { is: (e) => isEtcd3(e, 'GRPCUnavailableError'), code: 'unavailable', say: 'etcd is unreachable' },
@@ -171,7 +171,7 @@ function isEtcd3(err: unknown, name: Etcd3ErrorClass): boolean {
 }
 
 /** The etcd RPCs of the agent whose permission etcd checks, each differently by version (README "etcd versions"). */
-export type GuardedRpc = 'member-list' | 'status' | 'alarm' | 'move-leader' | 'add' | 'remove' | 'promote';
+export type GuardedRpc = 'member-list' | 'barrier' | 'status' | 'alarm' | 'move-leader' | 'add' | 'remove' | 'promote';
 
 /**
  * What etcd requires of the user for each RPC while its authentication is on: measured on 3.4.23,
@@ -179,7 +179,7 @@ export type GuardedRpc = 'member-list' | 'status' | 'alarm' | 'move-leader' | 'a
  * in etcd's source (the CVE-2026-33413 fix of 3.4.42, 3.5.28 and 3.6.9 closed MemberList, the alarm
  * list and Status to all but the root role; later patches opened them to any user again).
  */
-export const PERMISSION_RULES: Readonly<Record<GuardedRpc, { rpc: string; rule: string }>> = {
+export const PERMISSION_RULES: Readonly<Record<GuardedRpc, { rpc: string; rule: string; role?: 'prefix' }>> = {
   add: { rpc: 'MemberAdd', rule: 'membership changes need the root role on every etcd version' },
   remove: { rpc: 'MemberRemove', rule: 'membership changes need the root role on every etcd version' },
   promote: { rpc: 'MemberPromote', rule: 'membership changes need the root role on every etcd version' },
@@ -187,6 +187,11 @@ export const PERMISSION_RULES: Readonly<Record<GuardedRpc, { rpc: string; rule: 
   status: { rpc: 'Status', rule: 'it needs the root role on etcd 3.4.42 and later 3.4, 3.5.28 to 3.5.31 and 3.6.0 to 3.6.11, any user from 3.5.32 and 3.6.12' },
   alarm: { rpc: 'the alarm list', rule: 'it needs the root role on etcd 3.4.42, 3.5.28 and 3.6.9, any user from 3.4.43, 3.5.29 and 3.6.10' },
   'member-list': { rpc: 'MemberList', rule: 'it needs the root role on etcd 3.4.42, 3.5.28 and 3.6.9, any user from 3.4.43, 3.5.29 and 3.6.10' },
+  barrier: {
+    rpc: 'the read that makes the member list linearizable on etcd 3.4',
+    rule: 'it reads below ETCD_AGENT_KEY_PREFIX, as the membership lock does',
+    role: 'prefix',
+  },
 };
 
 /**
@@ -195,16 +200,23 @@ export const PERMISSION_RULES: Readonly<Record<GuardedRpc, { rpc: string; rule: 
  * it); any other failure as `toAgentError` maps it.
  */
 export function permissionRefusal(err: unknown, rpc: GuardedRpc, user: string | undefined): AgentError {
+  // Already said, by the innermost call that knew which RPC it was.
+  if (err instanceof AgentError && err.details?.rpc !== undefined) return err;
   const error = toAgentError(err);
   const raw = error.cause ?? err;
   if (!isEtcd3(raw, 'EtcdPermissionDeniedError')) return error;
-  const { rpc: name, rule } = PERMISSION_RULES[rpc];
+  const { rpc: name, rule, role } = PERMISSION_RULES[rpc];
   const who = user === undefined ? 'the agent' : `the agent user "${user}"`;
-  const grant = user === undefined ? 'give the agent an etcd user with the root role' : `etcdctl user grant-role ${user} root`;
+  const grant =
+    role === 'prefix'
+      ? 'give its role readwrite on ETCD_AGENT_KEY_PREFIX: etcdctl role grant-permission <role> --prefix=true readwrite <prefix>'
+      : user === undefined
+        ? 'give the agent an etcd user with the root role'
+        : `etcdctl user grant-role ${user} root`;
   return new AgentError('unavailable', `etcd denied permission for ${name} to ${who}: ${rule} (${grant})`, {
     cause: raw,
     retryable: false,
-    details: { ...error.details, rpc: name, role: 'root' },
+    details: { ...error.details, rpc: name, role: role === 'prefix' ? 'readwrite on ETCD_AGENT_KEY_PREFIX' : 'root' },
   });
 }
 

@@ -85,7 +85,9 @@ describe('EtcdCluster against a real 3-member cluster', () => {
 
     const statuses = await Promise.all(members.map((m) => client.memberStatus(m.clientURLs[0], 1000)));
 
-    expect(statusCalls - before).toBe(3);
+    // Three here; a read hedged to an endpoint not asked before may still be asking its Status for its version.
+    expect(statusCalls - before).toBeGreaterThanOrEqual(3);
+    expect(statusCalls - before).toBeLessThanOrEqual(5);
     expect(statuses.map((s) => s.memberId)).toEqual(members.map((m) => m.id));
     const leaders = new Set(statuses.map((s) => s.leaderId));
     expect(leaders.size).toBe(1);
@@ -145,21 +147,20 @@ describe('EtcdCluster against a real 3-member cluster', () => {
     return line === undefined ? 0 : Number(line.split(' ').pop());
   }
 
-  it('when a member is added and removed through one member and the list is read at another at once, then the list shows each change; on 3.5+ without a barrier read once the endpoint\'s version is known', async () => {
+  it('when a member is added and removed through one member and the list is read at another at once, then the list shows each change; on 3.5+ without a barrier read (the version from one Status call)', async () => {
     const c = cluster();
     const [a, b] = ['etcd-0', 'etcd-1'].map((n) => c.member(n).clientURL);
     const writer = new EtcdCluster({ endpoints: [a] });
     const reader = new EtcdCluster({ endpoints: [b] });
     try {
-      // A version not known yet counts as 3.4: the barrier read comes first on every version.
-      let before = await rangesServed(b);
-      await reader.listMembers(Deadline.in(5000));
-      expect((await rangesServed(b)) - before).toBe(1);
-
-      // Once a Status answer told the version (health and probes ask anyway), 3.5+ relies on `linearizable: true`.
-      expect((await reader.memberStatus(b, 1000)).version).toBe(c.etcd.version);
-      expect(reader.serverVersion(b)).toBe(c.etcd.version);
+      // The first read asks the endpoint's Status once, for its version; 3.5+ then relies on
+      // `linearizable: true`, 3.4 reads a key first (the barrier).
       const barrierPerRead = c.etcd.minor === '3.4' ? 1 : 0;
+      let before = await rangesServed(b);
+      expect(reader.serverVersion(b)).toBeUndefined();
+      await reader.listMembers(Deadline.in(5000));
+      expect(reader.serverVersion(b)).toBe(c.etcd.version);
+      expect((await rangesServed(b)) - before).toBe(barrierPerRead);
       before = await rangesServed(b);
       for (let i = 0; i < 3; i++) {
         const peerURL = await c.reservePeerURL(`etcd-x${i}`);

@@ -183,10 +183,10 @@ function memberListWithoutClientCert(cluster: LocalEtcdCluster, pki: TestPki): P
 describe('when etcd has authentication enabled', () => {
   let cluster: LocalEtcdCluster;
   let dir: string;
-  const secrets = { root: randomBytes(12).toString('hex'), limited: randomBytes(12).toString('hex') };
-  const files = { root: '', limited: '', wrong: '' };
+  const secrets = { root: randomBytes(12).toString('hex'), limited: randomBytes(12).toString('hex'), bare: randomBytes(12).toString('hex') };
+  const files = { root: '', limited: '', wrong: '', bare: '' };
   const started: Array<{ agent: RunningAgent; logs: () => string }> = [];
-  const as = (user: 'root' | 'limited', file: string): Record<string, string> => ({
+  const as = (user: 'root' | 'limited' | 'bare', file: string): Record<string, string> => ({
     ETCD_AGENT_ETCD_USERNAME: user,
     ETCD_AGENT_ETCD_PASSWORD_FILE: file,
   });
@@ -205,6 +205,8 @@ describe('when etcd has authentication enabled', () => {
     fs.writeFileSync(files.root, `${secrets.root}\n`, { mode: 0o600 });
     fs.writeFileSync(files.limited, `${secrets.limited}\n`, { mode: 0o600 });
     fs.writeFileSync(files.wrong, 'not-the-password\n', { mode: 0o600 });
+    files.bare = path.join(dir, 'bare-password');
+    fs.writeFileSync(files.bare, `${secrets.bare}\n`, { mode: 0o600 });
     cluster = await startTestCluster(3);
     // As an operator would: root, a role on the agent's key prefix, a user with only that role, then auth on.
     await cluster.etcdctl(['user', 'add', `root:${secrets.root}`]);
@@ -213,6 +215,7 @@ describe('when etcd has authentication enabled', () => {
     await cluster.etcdctl(['role', 'grant-permission', 'agent-keys', '--prefix=true', 'readwrite', '/etcd-lifecycle-agent/']);
     await cluster.etcdctl(['user', 'add', `limited:${secrets.limited}`]);
     await cluster.etcdctl(['user', 'grant-role', 'limited', 'agent-keys']);
+    await cluster.etcdctl(['user', 'add', `bare:${secrets.bare}`]);
     await cluster.etcdctl(['auth', 'enable']);
     // The harness's own member lists and new members' --initial-cluster: etcd 3.5+ answers MemberList only to a user.
     cluster.authenticateAs(`root:${secrets.root}`);
@@ -309,6 +312,19 @@ describe('when etcd has authentication enabled', () => {
     }
   });
 
+  it('when the agent user has no role at all, then a join answers 503 naming the key prefix its lock needs (3.4: already the member list, made linearizable by a read of that prefix)', async () => {
+    const { agent } = await startWith(as('bare', files.bare));
+    const members = await get(agent, '/v1/members');
+    const join = await post(agent, JOIN, { name: 'etcd-6', peerURLs: ['http://127.0.0.1:9'], timeoutSeconds: 5 });
+
+    if (cluster.etcd.minor === '3.4') {
+      expectUnavailable(members, /etcd denied permission for the read that makes the member list linearizable on etcd 3\.4 to the agent user "bare".*readwrite on ETCD_AGENT_KEY_PREFIX/);
+    } else {
+      expect(members.status).toBe(200);
+    }
+    expectUnavailable(join, /etcd denied permission.*readwrite on ETCD_AGENT_KEY_PREFIX/);
+  });
+
   it('when the password is wrong, then calls answer 503 unavailable naming the credentials', async () => {
     const { agent } = await startWith(as('root', files.wrong));
     expectUnavailable(await get(agent, '/v1/members'), /rejected the agent credentials \(ETCD_AGENT_ETCD_USERNAME/);
@@ -348,6 +364,7 @@ describe('when etcd has authentication enabled', () => {
     expect(logs.length).toBeGreaterThan(0);
     expect(logs).not.toContain(secrets.root);
     expect(logs).not.toContain(secrets.limited);
+    expect(logs).not.toContain(secrets.bare);
     expect(logs).not.toContain('not-the-password');
   });
 });

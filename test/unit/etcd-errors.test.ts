@@ -135,7 +135,7 @@ describe('toAgentError: etcd3 error classes', () => {
     ['EtcdAuthenticationFailedError', new EtcdAuthenticationFailedError('etcdserver: authentication failed, invalid user ID or password'), credentials],
     ['GRPCUnauthenticatedError', new GRPCUnauthenticatedError('16 UNAUTHENTICATED: bad credentials'), credentials],
     ['EtcdInvalidAuthTokenError', new EtcdInvalidAuthTokenError('etcdserver: invalid auth token'), credentials],
-    ['EtcdPermissionDeniedError', new EtcdPermissionDeniedError('etcdserver: permission denied'), 'etcd denied permission to the agent user'],
+    ['EtcdPermissionDeniedError', new EtcdPermissionDeniedError('etcdserver: permission denied'), 'etcd denied permission to the agent user: its membership lock and operation records need readwrite on ETCD_AGENT_KEY_PREFIX, membership changes the root role'],
     ['BrokenCircuitError', new BrokenCircuitError(), 'etcd is unreachable (recent calls failed)'],
   ])('when etcd3 throws a %s, then it is unavailable and says why', (_name, thrown, message) => {
     const error = toAgentError(thrown);
