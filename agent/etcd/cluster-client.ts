@@ -20,6 +20,9 @@ import { hasLinearizableMemberList, ServerVersions } from './server-version';
 import { StatusToken } from './status-token';
 import { Alarm, toAlarms, toMember, toMemberList, toMemberStatus, wireId } from './wire';
 
+/** Longest wait for an endpoint's Status when it is asked only for its version (`listMembers`). */
+const VERSION_ASK_MS = 1000;
+
 /** A membership RPC kind, as counted by `etcd_agent_membership_changes_total{kind}`. */
 export type ChangeKind = 'add' | 'remove' | 'promote' | 'move-leader';
 
@@ -235,14 +238,20 @@ export class EtcdCluster {
     return this.versions.of(clientURL);
   }
 
-  /** The version `url` runs: remembered, else asked now (a Status call, by `at`); undefined when it does not say. */
+  /**
+   * The version `url` runs: remembered, else asked now (a Status call, within half of what is left
+   * before `at` and at most 1 s, so the read itself keeps its time); undefined when it does not say
+   * (then the read takes the 3.4 way, right on every version). An endpoint that did not answer is
+   * not asked again for 10 s.
+   */
   private async versionOf(url: string, at: Date): Promise<string | undefined> {
     const known = this.versions.of(url);
-    if (known !== undefined) return known;
+    if (known !== undefined || !this.versions.worthAsking(url)) return known;
     try {
-      return (await this.memberStatus(url, Math.max(1, at.getTime() - Date.now()))).version;
+      return (await this.memberStatus(url, Math.max(1, Math.min(VERSION_ASK_MS, (at.getTime() - Date.now()) / 2)))).version;
     } catch {
-      // The read itself will say what is wrong with this endpoint; without a version it reads as 3.4.
+      // The read itself will say what is wrong with this endpoint.
+      this.versions.askFailed(url);
       return undefined;
     }
   }

@@ -31,9 +31,13 @@ export function hasLinearizableMemberList(version: string | undefined): boolean 
   return atLeast(version, 3, 5);
 }
 
+/** How long an endpoint whose Status call failed is not asked again just for its version. */
+const RETRY_ASKING_MS = 10_000;
+
 /** The version each endpoint reported in its last Status answer. */
 export class ServerVersions {
   private readonly byUrl = new Map<string, string>();
+  private readonly failedAt = new Map<string, number>();
 
   /** `url` answered a Status call saying it runs `version`. */
   learn(url: string, version: string | undefined): void {
@@ -43,5 +47,15 @@ export class ServerVersions {
   /** The version `url` last reported, if it ever answered a Status call. */
   of(url: string): string | undefined {
     return this.byUrl.get(canonicalUrl(url));
+  }
+
+  /** Asking `url` for its version failed: do not ask it again only for that for a while. */
+  askFailed(url: string, now = Date.now()): void {
+    this.failedAt.set(canonicalUrl(url), now);
+  }
+
+  /** True unless asking `url` for its version failed in the last 10 s. */
+  worthAsking(url: string, now = Date.now()): boolean {
+    return now - (this.failedAt.get(canonicalUrl(url)) ?? -Infinity) >= RETRY_ASKING_MS;
   }
 }
