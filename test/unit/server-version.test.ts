@@ -45,4 +45,13 @@ describe('etcd server version rules', () => {
     expect(versions.of('http://etcd-0.local:2379')).toBe('3.6.16');
     expect(versions.of('http://etcd-1.local:2379')).toBeUndefined();
   });
+
+  it('when asking an endpoint for its version failed, then it is not asked again for 10 s', () => {
+    const versions = new ServerVersions();
+    versions.askFailed('http://etcd-0:2379', 1000);
+
+    expect(versions.worthAsking('http://etcd-0:2379', 10_999)).toBe(false);
+    expect(versions.worthAsking('http://etcd-0:2379', 11_000)).toBe(true);
+    expect(versions.worthAsking('http://etcd-1:2379', 1000)).toBe(true);
+  });
 });
