@@ -83,17 +83,23 @@ export class EtcdCluster {
    * the asked member's own applied state, so there, and where the version could not be learnt, a
    * linearizable read on the same member comes first (a KV read below ETCD_AGENT_KEY_PREFIX): once it
    * returns, that member has applied everything committed before it, membership changes included.
-   * The version comes from the endpoint's last Status answer; an endpoint never asked yet is asked
-   * for its Status first, once. Asked of one endpoint at a time, a further one joining every 200 ms
-   * without an answer, so one frozen member costs 200 ms, not a whole attempt.
+   * The version comes from the endpoint's last Status answer. An endpoint never asked yet is asked
+   * for its Status beside the barrier read, so the first read costs no more than on 3.4, and a
+   * barrier the user may not read does not stop the list where the Status says 3.5+. Asked of one
+   * endpoint at a time, a further one joining every 200 ms without an answer, so one frozen member
+   * costs 200 ms, not a whole attempt.
    */
   async listMembers(deadline: Deadline): Promise<MemberList> {
     return this.guarded('member-list', () =>
       this.read(deadline, async (client, at, url) => {
-        if (!hasLinearizableMemberList(await this.versionOf(url, at))) {
-          await client.kv.range({ key: this.barrierKey, count_only: true }, { deadline: at }).catch((err: unknown) => {
-            throw permissionRefusal(err, 'barrier', this.options.username);
-          });
+        const known = this.versions.of(url);
+        if (!hasLinearizableMemberList(known)) {
+          const asking = known === undefined ? this.versionOf(url, at) : undefined;
+          try {
+            await client.kv.range({ key: this.barrierKey, count_only: true }, { deadline: at });
+          } catch (err) {
+            if (!hasLinearizableMemberList(await asking)) throw permissionRefusal(err, 'barrier', this.options.username);
+          }
         }
         const res = await client.cluster.memberList({ linearizable: true }, { deadline: at });
         const list = toMemberList(res);
@@ -239,14 +245,12 @@ export class EtcdCluster {
   }
 
   /**
-   * The version `url` runs: remembered, else asked now (a Status call, within half of what is left
-   * before `at` and at most 1 s, so the read itself keeps its time); undefined when it does not say
-   * (then the read takes the 3.4 way, right on every version). An endpoint that did not answer is
-   * not asked again for 10 s.
+   * The version `url` runs, asked now (a Status call, within half of what is left before `at` and at
+   * most 1 s); undefined when it does not say. The answer is remembered for the next read (Status
+   * answers are); an endpoint that did not answer is not asked again for 10 s.
    */
   private async versionOf(url: string, at: Date): Promise<string | undefined> {
-    const known = this.versions.of(url);
-    if (known !== undefined || !this.versions.worthAsking(url)) return known;
+    if (!this.versions.worthAsking(url)) return undefined;
     try {
       return (await this.memberStatus(url, Math.max(1, Math.min(VERSION_ASK_MS, (at.getTime() - Date.now()) / 2)))).version;
     } catch {
