@@ -57,7 +57,8 @@ require('./agent.js');
 
 /** Module → the sibling file it is split into; each is bundled on its own from the same module. */
 const LAZY: ReadonlyArray<{ file: string; entry: string; matches: (specifier: string, importer: string) => boolean }> = [
-  { file: 'etcd3.js', entry: 'etcd3', matches: (s) => s === 'etcd3' },
+  // etcd3 with the gRPC pieces the agent uses beside it (one copy of grpc-js: agent/etcd/etcd3-entry.ts).
+  { file: 'etcd3.js', entry: path.join(ROOT, 'agent/etcd/etcd3-entry.ts'), matches: (s) => s === './etcd3-entry' },
   { file: 'yaml.js', entry: 'yaml', matches: (s) => s === 'yaml' },
   { file: 'express.js', entry: 'express', matches: (s) => s === 'express' },
   {

@@ -107,6 +107,8 @@ export class LocalEtcdCluster {
   private readonly reserved = new Map<string, MemberSpec>();
   private readonly token = `lc-${randomUUID()}`;
   private destroying?: Promise<void>;
+  /** `user:password` etcdctl authenticates with, once the cluster has auth on (see `authenticateAs`). */
+  private etcdctlUser?: string;
 
   private constructor(
     /** The etcd members start with (ETCD_VERSION, scripts/etcd-version.ts); its etcdctl is the harness's. */
@@ -305,13 +307,24 @@ export class LocalEtcdCluster {
     const env = { ...withoutPrefixes(process.env, ['ETCDCTL_', 'ETCD_']), ETCDCTL_API: '3' };
     const tls = this.opts.clientTls;
     const tlsArgs = tls ? [`--cacert=${tls.ca}`, ...(tls.clientCert && tls.clientKey ? [`--cert=${tls.clientCert}`, `--key=${tls.clientKey}`] : [])] : [];
-    const argv = [`--endpoints=${endpoints.join(',')}`, ...tlsArgs, ...args];
+    // A --user in `args` comes later and wins.
+    const userArgs = this.etcdctlUser === undefined ? [] : [`--user=${this.etcdctlUser}`];
+    const argv = [`--endpoints=${endpoints.join(',')}`, ...tlsArgs, ...userArgs, ...args];
     return new Promise((resolve, reject) => {
       execFile(this.etcd.etcdctl, argv, { env, timeout: 15_000, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
         if (err) reject(new Error(`etcdctl ${args.join(' ')} failed: ${String(stderr).trim() || err.message}`));
         else resolve(String(stdout));
       });
     });
+  }
+
+  /**
+   * Makes the harness's etcdctl calls (member list, the --initial-cluster of a new member) log in as
+   * `userAndPassword` (`user:password`), or as nobody again: with auth on, etcd 3.5+ answers MemberList
+   * only to a user.
+   */
+  authenticateAs(userAndPassword: string | undefined): void {
+    this.etcdctlUser = userAndPassword;
   }
 
   /**

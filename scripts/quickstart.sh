@@ -2,9 +2,30 @@
 # Quick start: install what is missing, build, start a local 3-member etcd
 # cluster on loopback, and run the agent against it in the foreground.
 # Ctrl-C (or SIGTERM) stops the agent and the cluster.
+#   ETCD_VERSION=3.4|3.5|3.6|3.7  the etcd it runs: default 3.6 where Go can build it
+#                                 (scripts/etcd.sh), else Debian's 3.4, and it says so
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+
+if [ -z "${ETCD_VERSION:-}" ]; then
+  if command -v go >/dev/null 2>&1; then
+    ETCD_VERSION=3.6
+  else
+    ETCD_VERSION=3.4
+    echo "quickstart: no Go on this machine, so etcd 3.6 cannot be built: running Debian's etcd 3.4 (out of support upstream)"
+  fi
+fi
+minor=$(echo "$ETCD_VERSION" | cut -d. -f1,2)
+etcd_dir=$(bash scripts/etcd.sh "$minor") || {
+  echo "quickstart: etcd $minor is not available (bash scripts/etcd.sh $minor failed, see above)" >&2
+  exit 1
+}
+etcd_version=$("$etcd_dir/etcd" --version | sed -n 's/^etcd Version: *//p')
+# The local cluster runs this one; scripts/etcd-version.ts reads both.
+export ETCD_VERSION=$minor
+export "ETCD_DIR_${minor/./_}=$etcd_dir"
+echo "quickstart: etcd $etcd_version ($etcd_dir)"
 
 dir=${QUICKSTART_DIR:-.local-cluster}
 listen=${ETCD_AGENT_LISTEN:-127.0.0.1:3501}
@@ -57,7 +78,7 @@ done
 cat <<MSG
 
 etcd-lifecycle-agent is listening on $url
-etcd members (3, on loopback): $endpoints
+etcd $etcd_version members (3, on loopback): $endpoints
 agent log: $dir/agent.log   etcd logs: $dir/logs/
 
 Try:

@@ -6,10 +6,12 @@
  * A pod that already has a container named `etcd-lifecycle-agent` is left exactly as it is, and a
  * stream in which nothing had to change is returned byte for byte: injecting twice changes nothing.
  *
- * Besides the sidecar, one thing changes: the etcd container (the one named `etcd`, else the first
- * whose image contains `etcd`) gets a readinessProbe on the agent's `GET /v1/health/local` when it
- * has none, so a pod is Ready only while its member answers and is in the cluster. A probe the
- * manifest already has is kept.
+ * Besides the sidecar, the etcd container (the one named `etcd`, else the first whose image
+ * contains `etcd`) gets the probes it lacks, chosen by what that etcd offers
+ * (kube-inject-etcd-probes.ts): a readinessProbe (etcd's own /readyz from 3.5.19, else the agent's
+ * `/v1/health/local?voter=true`), so a pod is Ready only while its member serves clients — a
+ * learner is not — and a livenessProbe on etcd's /livez (or serializable /health) where a port
+ * answers plain HTTP. A probe the manifest already has is kept.
  *
  * URL schemes are guessed simply: `https` when the etcd container's command, args or
  * `ETCD_LISTEN_CLIENT_URLS` / `ETCD_LISTEN_PEER_URLS` env show `--listen-client-urls` /
@@ -27,6 +29,7 @@
 import { Document, isMap, isSeq, Pair, parseAllDocuments, Scalar, YAMLMap, YAMLSeq } from 'yaml';
 import { listenPlan } from './kube-inject-host-network';
 import { InjectOptions, ResolvedInjectOptions, resolveInjectOptions } from './kube-inject-options';
+import { etcdProbes } from './kube-inject-etcd-probes';
 import { injectPrepare, shareStartNote } from './kube-inject-prepare';
 import { PodSite, SIDECAR_NAME, sidecarContainer, TOKEN_VOLUME } from './kube-inject-sidecar';
 import { envValue, seqAt, stringsOf } from './yaml-nodes';
@@ -115,17 +118,20 @@ function injectPod(doc: Document, podSpec: YAMLMap, site: PodSite, options: Reso
     if (prepared) shareStartNote(doc, sidecar);
   }
 
-  if (etcd !== undefined && !etcd.has('readinessProbe')) {
-    const probe = doc.createNode({
-      httpGet: { path: '/v1/health/local', port: options.port, ...listen.probeHost },
-      periodSeconds: 5,
-      // The answer waits for an observation of at most ETCD_AGENT_HEALTH_MAX_AGE_MS (1 s by default).
-      timeoutSeconds: 3,
-      failureThreshold: 3,
-    });
-    const key = new Scalar('readinessProbe');
-    key.commentBefore = ' Ready while this member answers and is in the cluster (etcd-lifecycle-agent kube-inject)';
-    etcd.add(new Pair(key, probe));
+  if (etcd !== undefined) {
+    const image = etcd.get('image');
+    const probes = etcdProbes(
+      {
+        image: typeof image === 'string' ? image : undefined,
+        metricsUrls: flagValue(etcd, 'listen-metrics-urls'),
+        clientUrls: flagValue(etcd, 'listen-client-urls'),
+        hostNetwork: listen.hostNetwork,
+      },
+      options.port,
+      listen.probeHost,
+    );
+    if (!etcd.has('readinessProbe')) addProbe(doc, etcd, 'readinessProbe', probes.readiness, probes.readinessWhy);
+    if (!etcd.has('livenessProbe') && probes.liveness !== undefined) addProbe(doc, etcd, 'livenessProbe', probes.liveness, probes.livenessWhy ?? '');
   }
 
   if (options.tokenSecret !== undefined) {
@@ -146,6 +152,20 @@ function findEtcdContainer(containers: YAMLSeq): YAMLMap | undefined {
     maps.find((c) => c.get('name') === 'etcd') ??
     maps.find((c) => { const image = c.get('image'); return typeof image === 'string' && image.includes('etcd'); })
   );
+}
+
+/** `probe` as the container's `key`, with `why` in the comment above it. */
+function addProbe(doc: Document, container: YAMLMap, key: 'readinessProbe' | 'livenessProbe', probe: object, why: string): void {
+  const name = new Scalar(key);
+  name.commentBefore = ` ${why} (etcd-lifecycle-agent kube-inject)`;
+  container.add(new Pair(name, doc.createNode(probe)));
+}
+
+/** The value the container gives etcd's `--<flag>` in its command or args, else its `ETCD_*` env twin. */
+function flagValue(container: YAMLMap, flag: string): string | undefined {
+  const words = [...stringsOf(container.get('command')), ...stringsOf(container.get('args'))].join(' ');
+  const fromArgs = new RegExp(`--${flag}(?:=|\\s+)["']?([^\\s"']+)`).exec(words)?.[1];
+  return fromArgs ?? envValue(container, `ETCD_${flag.toUpperCase().replace(/-/g, '_')}`);
 }
 
 /** True when the container sets etcd's `--<flag>` (or its `ETCD_*` env twin) to an https URL. */

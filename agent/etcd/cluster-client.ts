@@ -7,16 +7,21 @@
  * member-discovery.ts; etcd's answers are turned into the agent's shapes in wire.ts.
  */
 import pRetry from 'p-retry';
-import type { Etcd3, Lease } from 'etcd3';
+import type { Etcd3, IStatusResponse, Lease } from 'etcd3';
 import { Deadline } from '../deadline';
 import type { Member, MemberList, MemberStatus } from '../proto/types';
 import type { EtcdConnectionOptions } from './connection-options';
 import { EndpointClients } from './endpoint-clients';
 import { EndpointCall, EndpointSet, isWrongEndpoint } from './endpoints';
-import { retryTransient, toAgentError } from './errors';
+import { etcdRefusal, GuardedRpc, permissionRefusal, retryTransient, toAgentError } from './errors';
 import { MemberDiscovery } from './member-discovery';
 import type { Unpin } from './retiring-clients';
-import { Alarm, hexId, toAlarms, toMember, toMemberList, toMemberStatus, wireId } from './wire';
+import { hasLinearizableMemberList, ServerVersions } from './server-version';
+import { StatusToken } from './status-token';
+import { Alarm, toAlarms, toMember, toMemberList, toMemberStatus, wireId } from './wire';
+
+/** Longest wait for an endpoint's Status when it is asked only for its version (`listMembers`). */
+const VERSION_ASK_MS = 1000;
 
 /** A membership RPC kind, as counted by `etcd_agent_membership_changes_total{kind}`. */
 export type ChangeKind = 'add' | 'remove' | 'promote' | 'move-leader';
@@ -42,6 +47,10 @@ export class EtcdCluster {
   private readonly endpoints: EndpointSet;
   private readonly clients: EndpointClients;
   private readonly discovery: MemberDiscovery;
+  /** The etcd version each endpoint reported in its last Status answer (server-version.ts). */
+  private readonly versions = new ServerVersions();
+  /** The auth token of Status calls, when the agent has etcd credentials (status-token.ts). */
+  private readonly statusToken?: StatusToken;
 
   constructor(
     private readonly options: EtcdConnectionOptions,
@@ -53,6 +62,9 @@ export class EtcdCluster {
     this.endpoints = new EndpointSet(options.endpoints, (url) => this.endpointClient(url));
     this.clients = new EndpointClients(options, this.attemptTimeoutMs);
     this.discovery = new MemberDiscovery(options, this.endpoints, this.clients);
+    if (options.username !== undefined && options.passwordFile !== undefined) {
+      this.statusToken = new StatusToken(options.username, options.passwordFile, this.endpoints, (url) => this.endpointClient(url, false), this.attemptTimeoutMs);
+    }
   }
 
   /** A client of the endpoint a call would go to now (for tests and tools; the agent's own calls fail over). */
@@ -66,22 +78,35 @@ export class EtcdCluster {
   }
 
   /**
-   * The linearizable member list. etcd 3.4 answers MemberList from the asked
-   * member's own applied state (the `linearizable` flag only works from 3.5,
-   * etcd-io/etcd#11639), so a linearizable read on the same member comes first:
-   * once it returns, that member has applied everything committed before it,
-   * membership changes included. Asked of one endpoint at a time, a further one
-   * joining every 200 ms without an answer, so one frozen member costs 200 ms,
-   * not a whole attempt.
+   * The linearizable member list, asked with `linearizable: true`. Where the endpoint's etcd has
+   * that field (3.5 and later) that is all; etcd 3.4 does not know it and answers MemberList from
+   * the asked member's own applied state, so there, and where the version could not be learnt, a
+   * linearizable read on the same member comes first (a KV read below ETCD_AGENT_KEY_PREFIX): once it
+   * returns, that member has applied everything committed before it, membership changes included.
+   * The version comes from the endpoint's last Status answer. An endpoint never asked yet is asked
+   * for its Status beside the barrier read, so the first read costs no more than on 3.4, and a
+   * barrier the user may not read does not stop the list where the Status says 3.5+. Asked of one
+   * endpoint at a time, a further one joining every 200 ms without an answer, so one frozen member
+   * costs 200 ms, not a whole attempt.
    */
   async listMembers(deadline: Deadline): Promise<MemberList> {
-    return this.read(deadline, async (client, at) => {
-      await client.kv.range({ key: this.barrierKey, count_only: true }, { deadline: at });
-      const res = await client.cluster.memberList({ linearizable: true }, { deadline: at });
-      const list = toMemberList(res);
-      this.discovery.learn(list.members);
-      return list;
-    });
+    return this.guarded('member-list', () =>
+      this.read(deadline, async (client, at, url) => {
+        const known = this.versions.of(url);
+        if (!hasLinearizableMemberList(known)) {
+          const asking = known === undefined ? this.versionOf(url, at) : undefined;
+          try {
+            await client.kv.range({ key: this.barrierKey, count_only: true }, { deadline: at });
+          } catch (err) {
+            if (!hasLinearizableMemberList(await asking)) throw permissionRefusal(err, 'barrier', this.options.username);
+          }
+        }
+        const res = await client.cluster.memberList({ linearizable: true }, { deadline: at });
+        const list = toMemberList(res);
+        this.discovery.learn(list.members);
+        return list;
+      }),
+    );
   }
 
   /** A read (idempotent), hedged over the endpoints and retried on transient failure inside `deadline`. */
@@ -122,14 +147,16 @@ export class EtcdCluster {
   }
 
   /**
-   * The member list as the member at `clientURL` reports it, asked there alone within `timeoutMs`
-   * (no retries). For when the configured endpoints cannot answer: down, or a learner, which etcd
-   * 3.4 refuses MemberList ("rpc not supported for learner").
+   * The member list as the member at `clientURL` has applied it, asked there alone within `timeoutMs`
+   * (no retries), without a quorum: not linearizable. For when the configured endpoints cannot answer
+   * (down, a learner, which refuses MemberList, or no quorum): a voter's own view still tells whom to
+   * ask for their status. etcd 3.4 answers every MemberList so; 3.5+ only one asked with
+   * `linearizable: false`, and with `true` waits for a quorum that may be gone.
    */
   async memberListAt(clientURL: string, timeoutMs: number): Promise<MemberList> {
     const client = this.endpointClient(clientURL);
     try {
-      const res = await client.cluster.memberList({ linearizable: true }, { deadline: new Date(Date.now() + timeoutMs) });
+      const res = await client.cluster.memberList({ linearizable: false }, { deadline: new Date(Date.now() + timeoutMs) });
       const list = toMemberList(res);
       this.discovery.learn(list.members);
       return list;
@@ -156,7 +183,7 @@ export class EtcdCluster {
    * MemberPromote by hex id (etcd refuses until the learner is in sync). With etcd authentication
    * it goes to the leader's own endpoint: a follower forwards a promote to the leader without the
    * caller's credentials, the leader refuses it ("auth: user name is empty") and the follower retries
-   * until the call's deadline (etcd-io/etcd#20757, not fixed in 3.4).
+   * until the call's deadline (etcd-io/etcd#20757; fixed in 3.5.28 and 3.6.6, never in 3.4).
    */
   async promoteMember(id: string, deadline: Deadline): Promise<void> {
     const url = this.options.username === undefined ? this.endpoints.best() : await this.leaderURL(deadline);
@@ -172,30 +199,75 @@ export class EtcdCluster {
 
   /**
    * Maintenance.Status of one member, asked at that member's own client URL, within `timeoutMs`.
-   * Sent without etcd credentials: etcd (3.4) checks no permission on Status, while a learner
-   * refuses Authenticate ("rpc not supported for learner"), and an Authenticate to a frozen
-   * member would hold the call for a whole attempt instead of `timeoutMs`.
+   * Its client authenticates nowhere: a learner refuses Authenticate ("rpc not supported for
+   * learner"), and an Authenticate to a frozen member would hold the call for a whole attempt
+   * instead of `timeoutMs`. With etcd credentials it carries a token asked of another endpoint
+   * (status-token.ts): etcd 3.4.42+, 3.5.28+ and 3.6 refuse Status without one when auth is on. The
+   * version in the answer is remembered for the endpoint (`listMembers` reads it).
    */
   async memberStatus(clientURL: string, timeoutMs: number): Promise<MemberStatus> {
-    const client = this.endpointClient(clientURL, false);
-    const started = performance.now();
+    const until = Date.now() + timeoutMs;
+    let latencyMs = 0;
+    const ask = async (): Promise<IStatusResponse> => {
+      const credentials = await this.statusToken?.credentials(Math.max(1, until - Date.now()));
+      const started = performance.now();
+      const res = await this.endpointClient(clientURL, false).maintenance.status({
+        deadline: new Date(until),
+        ...(credentials === undefined ? {} : { credentials }),
+      });
+      latencyMs = Math.round((performance.now() - started) * 100) / 100;
+      return res;
+    };
     try {
-      const res = await client.maintenance.status({ deadline: new Date(Date.now() + timeoutMs) });
+      let res: IStatusResponse;
+      try {
+        res = await ask();
+      } catch (err) {
+        // A token this member no longer knows (its TTL passed there), or none while auth is on: once more with a new one.
+        const refusal = etcdRefusal(err);
+        if (this.statusToken === undefined || (refusal !== 'invalid-token' && refusal !== 'user-required') || Date.now() >= until) throw err;
+        this.statusToken.renew();
+        res = await ask();
+      }
       this.onStatusCall('ok');
-      return toMemberStatus(res, Math.round((performance.now() - started) * 100) / 100);
+      this.versions.learn(clientURL, res.version);
+      return toMemberStatus(res, latencyMs);
     } catch (err) {
-      const error = toAgentError(err);
+      const error = permissionRefusal(err, 'status', this.options.username);
       this.onStatusCall(error.code);
       throw error;
     }
   }
 
+  /** The etcd version `clientURL` reported in its last Status answer, if it answered one. */
+  serverVersion(clientURL: string): string | undefined {
+    return this.versions.of(clientURL);
+  }
+
+  /**
+   * The version `url` runs, asked now (a Status call, within half of what is left before `at` and at
+   * most 1 s); undefined when it does not say. The answer is remembered for the next read (Status
+   * answers are); an endpoint that did not answer is not asked again for 10 s.
+   */
+  private async versionOf(url: string, at: Date): Promise<string | undefined> {
+    if (!this.versions.worthAsking(url)) return undefined;
+    try {
+      return (await this.memberStatus(url, Math.max(1, Math.min(VERSION_ASK_MS, (at.getTime() - Date.now()) / 2)))).version;
+    } catch {
+      // The read itself will say what is wrong with this endpoint.
+      this.versions.askFailed(url);
+      return undefined;
+    }
+  }
+
   /** Active alarms (NOSPACE, CORRUPT) across the cluster. */
   async alarms(deadline: Deadline): Promise<Alarm[]> {
-    return this.read(deadline, async (client, at) => {
-      const res = await client.maintenance.alarm({ action: 'Get', memberID: 0, alarm: 'None' }, { deadline: at });
-      return toAlarms(res);
-    });
+    return this.guarded('alarm', () =>
+      this.read(deadline, async (client, at) => {
+        const res = await client.maintenance.alarm({ action: 'Get', memberID: 0, alarm: 'None' }, { deadline: at });
+        return toAlarms(res);
+      }),
+    );
   }
 
   /** Closes every connection; later calls fail as `unavailable`. */
@@ -220,8 +292,8 @@ export class EtcdCluster {
   private async leaderURL(deadline: Deadline): Promise<string> {
     const asked = this.endpoints.best();
     try {
-      const status = await this.endpointClient(asked, false).maintenance.status({ deadline: deadline.capped(1000) });
-      return this.discovery.clientURLOf(hexId(status.leader)) ?? asked;
+      const status = await this.memberStatus(asked, Math.min(1000, deadline.remainingMs()));
+      return this.discovery.clientURLOf(status.leaderId) ?? asked;
     } catch {
       // The promote itself will say what is wrong with etcd.
       return asked;
@@ -237,16 +309,25 @@ export class EtcdCluster {
   private async once<T>(deadline: Deadline, kind: ChangeKind, url: string, fn: EndpointCall<T>): Promise<T> {
     deadline.check(`sending ${kind}`);
     try {
-      const value = await fn(this.endpointClient(url), deadline.capped(this.attemptTimeoutMs * 2));
+      const value = await fn(this.endpointClient(url), deadline.capped(this.attemptTimeoutMs * 2), url);
       this.endpoints.succeeded(url);
       this.onChange(kind, 'ok');
       return value;
     } catch (err) {
       // The caller reads the member list again before any retry, and that read skips `url` now.
       this.endpoints.failed(url, err);
-      const error = toAgentError(err);
+      const error = permissionRefusal(err, kind, this.options.username);
       this.onChange(kind, error.code);
       throw error;
+    }
+  }
+
+  /** `call`, its failure said as a permission refusal of `rpc` when etcd denied it to the agent's user. */
+  private async guarded<T>(rpc: GuardedRpc, call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (err) {
+      throw permissionRefusal(err, rpc, this.options.username);
     }
   }
 

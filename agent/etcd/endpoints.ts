@@ -10,21 +10,22 @@
 import type { Etcd3 } from 'etcd3';
 import type { Deadline } from '../deadline';
 import { AgentError } from '../proto/errors';
-import { isTransient, toAgentError } from './errors';
+import { etcdRefusal, isLearnerRefusal, isTransient, toAgentError } from './errors';
 
 /** How long an endpoint that failed is tried after the others. */
 const SUSPECT_MS = 1000;
 /** How long one endpoint may take before the next is asked as well (hedged reads). */
 const HEDGE_MS = 200;
 
-/** An attempt of `fn` on one endpoint's client, bounded by `at`. */
-export type EndpointCall<T> = (client: Etcd3, at: Date) => Promise<T>;
+/** An attempt of `fn` on one endpoint's client, bounded by `at`; `url` is that endpoint's. */
+export type EndpointCall<T> = (client: Etcd3, at: Date, url: string) => Promise<T>;
 
-/** True when the endpoint asked cannot serve the call, but another may: unreachable, silent, or a learner. */
+/**
+ * True when the endpoint asked cannot serve the call, but another may: unreachable, silent, or a
+ * learner (read by its words, whichever gRPC code its etcd version sent: see `isLearnerRefusal`).
+ */
 export function isWrongEndpoint(err: unknown): boolean {
-  if (isTransient(err)) return true;
-  const text = err instanceof Error ? `${err.message} ${err.cause instanceof Error ? err.cause.message : ''}` : String(err);
-  return /rpc not supported for learner|not capable/.test(text);
+  return isTransient(err) || isLearnerRefusal(err) || etcdRefusal(err) === 'not-capable';
 }
 
 /** The endpoints of one cluster, ordered for the next call; see the module comment. */
@@ -108,7 +109,7 @@ export class EndpointSet {
           reject(err);
           return;
         }
-        fn(client, deadline.capped(attemptMs)).then(
+        fn(client, deadline.capped(attemptMs), url).then(
           (value) => {
             if (settled) return;
             finish();
@@ -143,7 +144,7 @@ export class EndpointSet {
     for (const url of this.ordered()) {
       if (deadline.expired()) break;
       try {
-        const value = await fn(this.clientOf(url), deadline.capped(attemptMs));
+        const value = await fn(this.clientOf(url), deadline.capped(attemptMs), url);
         this.succeeded(url);
         return value;
       } catch (err) {

@@ -28,6 +28,8 @@ export type EtcdRefusal =
   | 'request-timed-out'
   | 'not-capable'
   | 'learner-rpc'
+  | 'invalid-token'
+  | 'user-required'
   | 'tls';
 
 interface MessageRule {
@@ -84,6 +86,21 @@ const MESSAGE_RULES: readonly MessageRule[] = [
   { text: 'not leader', refusal: 'not-leader', code: 'unavailable', say: 'the etcd member asked is not the leader' },
   { text: 'request timed out', refusal: 'request-timed-out', code: 'unavailable', say: 'etcd timed out the request' },
   { text: 'not capable', refusal: 'not-capable', code: 'unavailable', say: 'etcd is not capable of this yet' },
+  {
+    text: 'invalid auth token',
+    refusal: 'invalid-token',
+    code: 'unavailable',
+    say: 'etcd rejected the agent credentials (ETCD_AGENT_ETCD_USERNAME / _PASSWORD_FILE)',
+  },
+  {
+    // With auth on, etcd 3.5+ (and 3.4.42+) refuse MemberList, Status and the alarm list without a user.
+    text: 'user name is empty',
+    refusal: 'user-required',
+    code: 'unavailable',
+    say: 'etcd has authentication enabled and refused a call without a user: set ETCD_AGENT_ETCD_USERNAME and ETCD_AGENT_ETCD_PASSWORD_FILE',
+  },
+  // Sent with gRPC code 14 (Unavailable) by etcd 3.4 and 3.5, with 9 (FailedPrecondition) from 3.6;
+  // the same words on every version (see `isLearnerRefusal`).
   { text: 'rpc not supported for learner', refusal: 'learner-rpc', code: 'unavailable', say: 'the member asked is a learner' },
   // TLS handshakes that fail on configuration, not on the network (grpc-js/OpenSSL wording).
   ...['alert bad certificate', 'alert certificate required', 'alert unknown ca'].map((text) => ({
@@ -132,7 +149,7 @@ const CLASS_RULES: readonly ClassRule[] = [
   {
     is: (e) => isEtcd3(e, 'EtcdPermissionDeniedError'),
     code: 'unavailable',
-    say: 'etcd denied permission to the agent user',
+    say: 'etcd denied permission to the agent user: its membership lock and operation records need readwrite on ETCD_AGENT_KEY_PREFIX, membership changes the root role',
   },
   { is: (e) => isEtcd3(e, 'GRPCDeadlineExceededError'), code: 'unavailable', say: 'etcd did not answer in time' },
   { is: (e) => isEtcd3(e, 'GRPCUnavailableError'), code: 'unavailable', say: 'etcd is unreachable' },
@@ -151,6 +168,56 @@ type Etcd3ErrorClass =
 function isEtcd3(err: unknown, name: Etcd3ErrorClass): boolean {
   const lib = etcd3For(err);
   return lib !== undefined && err instanceof lib[name];
+}
+
+/** The etcd RPCs of the agent whose permission etcd checks, each differently by version (README "etcd versions"). */
+export type GuardedRpc = 'member-list' | 'barrier' | 'status' | 'alarm' | 'move-leader' | 'add' | 'remove' | 'promote';
+
+/**
+ * What etcd requires of the user for each RPC while its authentication is on: measured on 3.4.23,
+ * 3.5.35, 3.6.16 and 3.7.3 (test/integration/etcd-tls-auth.test.ts), the other patch releases read
+ * in etcd's source (the CVE-2026-33413 fix of 3.4.42, 3.5.28 and 3.6.9 closed MemberList, the alarm
+ * list and Status to all but the root role; later patches opened them to any user again).
+ */
+export const PERMISSION_RULES: Readonly<Record<GuardedRpc, { rpc: string; rule: string; role?: 'prefix' }>> = {
+  add: { rpc: 'MemberAdd', rule: 'membership changes need the root role on every etcd version' },
+  remove: { rpc: 'MemberRemove', rule: 'membership changes need the root role on every etcd version' },
+  promote: { rpc: 'MemberPromote', rule: 'membership changes need the root role on every etcd version' },
+  'move-leader': { rpc: 'MoveLeader', rule: 'it needs the root role from etcd 3.5.28 and in 3.6 and 3.7 (3.4 and 3.5 up to 3.5.27 check no permission)' },
+  status: { rpc: 'Status', rule: 'it needs the root role on etcd 3.4.42 and later 3.4, 3.5.28 to 3.5.31 and 3.6.0 to 3.6.11, any user from 3.5.32 and 3.6.12' },
+  alarm: { rpc: 'the alarm list', rule: 'it needs the root role on etcd 3.4.42, 3.5.28 and 3.6.9, any user from 3.4.43, 3.5.29 and 3.6.10' },
+  'member-list': { rpc: 'MemberList', rule: 'it needs the root role on etcd 3.4.42, 3.5.28 and 3.6.9, any user from 3.4.43, 3.5.29 and 3.6.10' },
+  barrier: {
+    rpc: 'the read that makes the member list linearizable on etcd 3.4',
+    rule: 'it reads below ETCD_AGENT_KEY_PREFIX, as the membership lock does',
+    role: 'prefix',
+  },
+};
+
+/**
+ * `err` as the AgentError the agent answers: when etcd denied `rpc` to the agent's user, one that
+ * names the RPC, the user and the role etcd wants (not retryable: only an operator's grant changes
+ * it); any other failure as `toAgentError` maps it.
+ */
+export function permissionRefusal(err: unknown, rpc: GuardedRpc, user: string | undefined): AgentError {
+  // Already said, by the innermost call that knew which RPC it was.
+  if (err instanceof AgentError && err.details?.rpc !== undefined) return err;
+  const error = toAgentError(err);
+  const raw = error.cause ?? err;
+  if (!isEtcd3(raw, 'EtcdPermissionDeniedError')) return error;
+  const { rpc: name, rule, role } = PERMISSION_RULES[rpc];
+  const who = user === undefined ? 'the agent' : `the agent user "${user}"`;
+  const grant =
+    role === 'prefix'
+      ? 'give its role readwrite on ETCD_AGENT_KEY_PREFIX: etcdctl role grant-permission <role> --prefix=true readwrite <prefix>'
+      : user === undefined
+        ? 'give the agent an etcd user with the root role'
+        : `etcdctl user grant-role ${user} root`;
+  return new AgentError('unavailable', `etcd denied permission for ${name} to ${who}: ${rule} (${grant})`, {
+    cause: raw,
+    retryable: false,
+    details: { ...error.details, rpc: name, role: role === 'prefix' ? 'readwrite on ETCD_AGENT_KEY_PREFIX' : 'root' },
+  });
 }
 
 /** The agent closed its etcd connections (it is stopping): retryable for the caller, never inside the agent. */
@@ -240,7 +307,24 @@ export function isTransient(err: unknown): boolean {
   if (isCredentialError(err)) return false;
   if (etcd3For(err)?.isRecoverableError(err) === true || isEtcd3(err, 'GRPCDeadlineExceededError') || isBrokenCircuitError(err)) return true;
   const refusal = etcdRefusal(err);
-  return refusal === 'leader-changed' || refusal === 'no-leader' || refusal === 'not-leader' || refusal === 'request-timed-out';
+  // A learner's refusal is worth another attempt on every version (another endpoint may serve the
+  // call, the learner may be promoted), not only where its gRPC code is one etcd3 calls recoverable.
+  return (
+    refusal === 'leader-changed' || refusal === 'no-leader' || refusal === 'not-leader' || refusal === 'request-timed-out' || refusal === 'learner-rpc'
+  );
+}
+
+/**
+ * True when the member asked refused the call because it is a learner ("etcdserver: rpc not
+ * supported for learner"), or for the agent's mapping of such a refusal: another endpoint can serve
+ * the call. etcd 3.4 and 3.5 send it with gRPC code 14 (Unavailable), which etcd3 calls recoverable
+ * and fails over from; 3.6 and 3.7 with code 9 (FailedPrecondition), which it does not, and which
+ * etcd also sends for refusals every member would repeat ("too many learner members", "can only
+ * promote a learner member"). So the words decide, with either code (a row for each in
+ * test/unit/etcd-errors.test.ts).
+ */
+export function isLearnerRefusal(err: unknown): boolean {
+  return etcdRefusal(err) === 'learner-rpc';
 }
 
 /** True when etcd refused a write because its NOSPACE alarm is raised ("mvcc: database space exceeded"). */
@@ -250,7 +334,14 @@ export function isNoSpace(err: unknown): boolean {
 }
 
 function isCredentialError(err: unknown): boolean {
-  return isEtcd3(err, 'EtcdAuthenticationFailedError') || isEtcd3(err, 'GRPCUnauthenticatedError') || isEtcd3(err, 'EtcdPermissionDeniedError');
+  const refusal = err instanceof Error ? ruleFor(err.message)?.refusal : undefined;
+  return (
+    isEtcd3(err, 'EtcdAuthenticationFailedError') ||
+    isEtcd3(err, 'GRPCUnauthenticatedError') ||
+    isEtcd3(err, 'EtcdPermissionDeniedError') ||
+    refusal === 'invalid-token' ||
+    refusal === 'user-required'
+  );
 }
 
 function firstLine(message: string): string {

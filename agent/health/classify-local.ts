@@ -8,15 +8,30 @@ import { statusNumbers } from './classify';
 import { learnerLag } from './lag';
 import type { ClusterHealth, LocalHealth, ObservedFacts, StatusProbe } from './types';
 
+/** How `/v1/health/local` judges a learner. */
+export interface LocalOptions {
+  /**
+   * False for `?voter=true`, the etcd container's readiness probe: a learner is never ready there,
+   * in sync or not, since it serves no client request (as etcd's own /readyz says from 3.5.19).
+   */
+  learnerReady?: boolean;
+}
+
+/** Why a learner is not ready under `?voter=true`. */
+export const LEARNER_NOT_READY =
+  'a learner serves no client requests (etcd refuses them, from 3.6 with a code clients do not fail over from): ready once promoted to a voter';
+
 /**
  * This pod's member (CONTRACT §4 `/v1/health/local`): ready when its own endpoint answered, it is
- * in the member list read in this observation, and, as a learner, it is in sync with the leader.
- * `cluster` is undefined when no cluster observation finished in time.
+ * in the member list read in this observation, and, as a learner, it is in sync with the leader
+ * (with `learnerReady: false`, never as a learner). `cluster` is undefined when no cluster
+ * observation finished in time.
  */
 export function classifyLocal(
   probe: StatusProbe,
   observation: { facts: ObservedFacts; health: ClusterHealth } | undefined,
   memberName: string,
+  options: LocalOptions = {},
 ): LocalHealth {
   const list = observation?.facts.memberList;
   const status = probe.status;
@@ -52,6 +67,7 @@ export function classifyLocal(
   }
   if (listed === undefined) return fail(`member ${status.memberId} is not in the member list`);
   if (!list.fresh) return fail('the member list could not be read in this observation, so membership is not confirmed');
+  if (role === 'learner' && options.learnerReady === false) return fail(LEARNER_NOT_READY);
   if (role === 'learner') {
     const leader = observation.health.members.find((m) => m.isLeader && m.reachable);
     if (leader?.raftIndex === null || leader?.raftIndex === undefined) {

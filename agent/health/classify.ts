@@ -86,7 +86,10 @@ export function classify(facts: ObservedFacts): ClusterHealth {
       }
       memberErrors.push(whyNoAnswer(m, facts.probes));
     } else {
+      // etcd's own words (an alarm, "no leader"): shown as they are and never parsed, but a member
+      // that reports any is not healthy.
       memberErrors.push(...answer.errors);
+      if (answer.errors.length > 0) troubled = true;
       const view = leaderView(answer, leaderId);
       const lag = lagOf(m, answer, referenceIndex);
       if (view !== undefined || lag !== undefined) troubled = true;
@@ -104,7 +107,7 @@ export function classify(facts: ObservedFacts): ClusterHealth {
       errors: memberErrors,
     };
   });
-  const alarms = collectAlarms(facts.alarms ?? [], answered, list.members);
+  const alarms = collectAlarms(facts.alarms ?? [], list.members);
 
   let status: HealthStatus;
   if (answered.length === 0) {
@@ -174,22 +177,17 @@ function leaderView(status: MemberStatus, leaderId: string | undefined): string 
   return `sees ${sees}, not the leader ${leaderId} a quorum agrees on`;
 }
 
-/** The alarm list, plus the alarms members report in their status (`memberID:… alarm:NOSPACE`), once each. */
-function collectAlarms(listed: Alarm[], answered: Array<{ status: MemberStatus }>, members: Member[]): AlarmHealth[] {
+/**
+ * The alarm list (the Alarm RPC), each alarm once, with its member's name. Never read from the
+ * members' Status `errors`: their wording is etcd's own and changed in 3.7 (protobuf-go's text
+ * format, which its authors say may change); they are shown as each member's errors, as they are.
+ */
+function collectAlarms(listed: Alarm[], members: Member[]): AlarmHealth[] {
   const seen = new Map<string, AlarmHealth>();
-  const add = (memberId: string, alarm: string): void => {
-    if (alarm === 'NONE' || alarm === '0') return;
+  for (const { memberId, alarm } of listed) {
     const key = `${memberId}/${alarm}`;
-    if (seen.has(key)) return;
+    if (alarm === 'NONE' || alarm === '0' || seen.has(key)) continue;
     seen.set(key, { memberId, name: members.find((m) => m.id === memberId)?.name ?? '', alarm });
-  };
-  for (const a of listed) add(a.memberId, a.alarm);
-  for (const { status } of answered) {
-    for (const text of status.errors) {
-      const alarm = /alarm:\s*([A-Z]+)/.exec(text)?.[1];
-      const memberId = /memberID:\s*(\d+)/.exec(text)?.[1];
-      if (alarm !== undefined) add(memberId === undefined ? status.memberId : BigInt(memberId).toString(16), alarm);
-    }
   }
   return [...seen.values()];
 }

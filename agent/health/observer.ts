@@ -38,7 +38,7 @@ import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
 import type { Member, OperationRecord } from '../proto/types';
 import { canonicalUrl, classify } from './classify';
-import { classifyLocal } from './classify-local';
+import { classifyLocal, type LocalOptions } from './classify-local';
 import type { ClusterHealth, LocalHealth, ObservedFacts, StatusProbe } from './types';
 import { Observed, SharedObservation } from './shared-observation';
 
@@ -106,13 +106,13 @@ export class HealthObserver {
   }
 
   /** This pod's own member, asked at `ETCD_AGENT_LOCAL_ENDPOINT`, beside a fresh cluster observation. */
-  async local(arrival = performance.now()): Promise<LocalAnswer> {
+  async local(arrival = performance.now(), options: LocalOptions = {}): Promise<LocalAnswer> {
     const [cluster, local] = await Promise.all([this.clusterView.get(arrival), this.localView.get(arrival)]);
     const probe: StatusProbe = local?.value ?? {
       url: this.deps.config.localEndpoint,
       error: `no status answer within ${this.maxAgeMs} ms`,
     };
-    const health = classifyLocal(probe, cluster?.value, this.deps.config.memberName);
+    const health = classifyLocal(probe, cluster?.value, this.deps.config.memberName, options);
     const oldest = [cluster, local].filter((o) => o !== undefined).sort((a, b) => a.startedAt - b.startedAt)[0];
     return { local: health, ...(oldest === undefined ? { observedAt: null, ageMs: null } : age(oldest)) };
   }

@@ -6,9 +6,13 @@
  * Which member a data directory holds is read from its write-ahead log: every
  * WAL file begins with a CRC record and a metadata record whose data is
  * etcdserverpb.Metadata{NodeID = 1, ClusterID = 2}, written when the member
- * first started (etcd server/wal/wal.go Create and cut). That is etcd's own
- * record of the member id and cluster id, so no side file can disagree with it
- * (etcdutl, which could print it, is not part of etcd 3.4).
+ * first started and again at the head of each new 64 MB segment (etcd
+ * server/wal/wal.go Create and cut). That is etcd's own record of the member id
+ * and cluster id, so no side file can disagree with it (etcdutl, which could
+ * print it, is not part of etcd 3.4). The lowest-numbered segment present is
+ * read, never a fixed name: etcd purges old segments once a snapshot is past
+ * them, and 3.6 snapshots ten times as often as 3.4 and 3.5
+ * (etcd-data-dir-facts.test.ts purges the first segment on every version).
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -58,6 +62,7 @@ export function readDataDir(dataDir: string): DataDirState {
   const entries = listDir(dataDir)?.filter((f) => f !== BOOTSTRAP_MARKER);
   if (entries === undefined || entries.length === 0) return { kind: 'empty' };
   const walDir = path.join(dataDir, 'member', 'wal');
+  // `%016x-%016x.wal`: the name order is the segment order (`.tmp` files are preallocated, not segments).
   const wals = (listDir(walDir) ?? []).filter((f) => f.endsWith('.wal')).sort();
   if (wals.length === 0) {
     return { kind: 'unusable', reason: `it holds ${entries.join(', ')} but no write-ahead log (member/wal/*.wal)` };

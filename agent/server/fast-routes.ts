@@ -3,8 +3,8 @@
  * and /v1/health/local — answered without express: its router, query parser and response helpers
  * were two thirds of a health request's CPU, and loading it a third of a start-up's.
  *
- * Invariant: only a GET whose target is exactly one of those paths (no query, no trailing slash, no
- * other case) is answered here; anything else goes to the express app, which serves those routes
+ * Invariant: only a GET whose target is exactly one of those paths (no query but the probe's
+ * `/v1/health/local?voter=true`, no trailing slash, no other case) is answered here; anything else goes to the express app, which serves those routes
  * too. An answer here is the one express would give, byte for byte, with the same request id, log
  * line and metrics: the same `requestContext` and `errorHandler` run, and the bodies come from the
  * same functions (health-answer.ts).
@@ -54,6 +54,11 @@ export function fastRoutes(deps: FastRouteDeps, slow: () => RequestListener): Re
       },
     ],
     ['/v1/health/local', async (res, id, arrival) => writeHealth(res, localHealthText(await observer.local(arrival), id))],
+    // The etcd container's readiness probe where etcd has no /readyz that fails a learner (kube-inject).
+    [
+      '/v1/health/local?voter=true',
+      async (res, id, arrival) => writeHealth(res, localHealthText(await observer.local(arrival, { learnerReady: false }), id)),
+    ],
   ]);
   return (req, res) => {
     const route = req.method === 'GET' ? routes.get(req.url ?? '') : undefined;

@@ -24,12 +24,22 @@ export function healthRouter(observer: HealthObserver): Router {
     writeHealth(res, clusterHealthText(answer, health, requestId(res)));
   });
 
-  router.get('/v1/health/local', async (_req, res) => {
-    const answer = await observer.local(performance.now());
+  router.get('/v1/health/local', async (req, res) => {
+    const arrival = performance.now();
+    const voter = parseVoterQuery(req.query);
+    const answer = await observer.local(arrival, { learnerReady: !voter });
     writeHealth(res, localHealthText(answer, requestId(res)));
   });
 
   return router;
+}
+
+/** `?voter=true` (a learner is not ready, in sync or not) or `false` (the default); anything else is a bad request. */
+export function parseVoterQuery(query: Request['query']): boolean {
+  const raw = query.voter;
+  if (raw === undefined || raw === 'false') return false;
+  if (raw === 'true') return true;
+  throw new AgentError('bad-request', 'voter must be given once, as true or false', { details: { field: 'voter' } });
 }
 
 /**

@@ -13,6 +13,7 @@ import { ROUTES } from '../proto/routes';
 /** The query parameters each route accepts; routes not listed accept none. */
 export const QUERY_PARAMETERS: Readonly<Record<string, readonly string[]>> = {
   '/v1/health': ['expected'],
+  '/v1/health/local': ['voter'],
 };
 
 const LENIENT_QUERY = new Set(['/livez', '/readyz', '/metrics']);

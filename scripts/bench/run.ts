@@ -11,12 +11,15 @@
  *   BENCH_NODES=a,b      node binaries to run the agent on (default: this node, then Node 24 from
  *                        scripts/node24.sh); start-up, join and health run on each, beside a bare
  *                        server on the same node; scale, detection and soak on the first only
+ *   ETCD_VERSION=3.6     the etcd the clusters run (3.4, 3.5, 3.6 or 3.7; scripts/etcd-version.ts):
+ *                        every section of the table names it
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { findEtcd, LocalEtcdCluster } from '../local-cluster';
+import { etcdInstall } from '../etcd-version';
+import { LocalEtcdCluster } from '../local-cluster';
 import { AgentProcess, MAIN_JS } from './agent-process';
 import type { BenchContext, ClusterUnderTest } from './context';
 import { measureDetection } from './detection';
@@ -44,7 +47,8 @@ async function main(): Promise<void> {
   if (!fs.existsSync(MAIN_JS)) throw new Error(`${MAIN_JS} is missing: run npm run build`);
 
   const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'etcd-agent-bench-'));
-  const etcdVersion = execFileSync(findEtcd(), ['--version'], { encoding: 'utf8' }).split('\n')[0].replace(/^etcd Version:\s*/, '');
+  // ETCD_VERSION picks it (built by scripts/etcd.sh when missing); the clusters below run the same.
+  const etcdVersion = etcdInstall().version;
   const results: Results = {
     date: new Date().toISOString(),
     machine: machine(etcdVersion),
@@ -53,7 +57,7 @@ async function main(): Promise<void> {
       agentLogLevel: 'warn (health load repeated at info)',
       healthMaxAgeMs: 1000,
       statusTimeoutMs: 500,
-      etcd: 'local cluster on 127.0.0.1, --heartbeat-interval=50 --election-timeout=500',
+      etcd: `${etcdVersion}, local cluster on 127.0.0.1, --heartbeat-interval=50 --election-timeout=500`,
     },
     rows: [],
     notes: [],
@@ -99,14 +103,18 @@ async function main(): Promise<void> {
             await agent.stop();
           }
           memoryRows(results, idleRss, loadRss);
-          // Each figure says which node it was measured on.
-          for (const row of results.rows.slice(first)) row.section = `${row.section} · node ${node.version}`;
+          // Each figure says which node and which etcd it was measured on.
+          for (const row of results.rows.slice(first)) row.section = `${row.section} · node ${node.version} · etcd ${etcdVersion}`;
         }
       } finally {
         await cluster.destroy();
       }
     }
-    if (wanted('soak')) await measureSoak({ ...base, node: nodes[0].path, nodeVersion: nodes[0].version });
+    if (wanted('soak')) {
+      const first = results.rows.length;
+      await measureSoak({ ...base, node: nodes[0].path, nodeVersion: nodes[0].version });
+      for (const row of results.rows.slice(first)) row.section = `${row.section} · etcd ${etcdVersion}`;
+    }
   } finally {
     if (!process.env.BENCH_KEEP) fs.rmSync(workDir, { recursive: true, force: true });
     else base.log(`kept ${workDir}`);

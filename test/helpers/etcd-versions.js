@@ -19,6 +19,7 @@ const VERSION_DEPENDENT = [
   'health.test.ts',
   'health-learner.test.ts',
   'etcd-data-dir-facts.test.ts',
+  'etcd-facts.test.ts',
   'etcd-client.test.ts',
   'etcd-tls-auth.test.ts',
   'etcd-tls-rotation.test.ts',

@@ -31,6 +31,7 @@ const SECONDS = {
   'kbagent.test.ts': 9,
   'hostile-input.test.ts': 9,
   'health-learner.test.ts': 8,
+  'etcd-facts.test.ts': 12,
   'membership-lost-reply.test.ts': 8,
   'membership-join.test.ts': 8,
   'serve-process.test.ts': 7,

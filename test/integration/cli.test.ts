@@ -156,7 +156,10 @@ describe('etcd-lifecycle-agent CLI against a running agent and a real 3-member e
       const ran = await cli('health');
 
       expect(ran.code).toBe(1);
-      expect(ran.stdout).toMatch(/^unavailable: 1\/3 voters healthy \(quorum 2\)/);
+      // etcd-0 alone counts as healthy while it still names a leader: a follower does with pre-vote
+      // (3.5+), until it campaigns without (3.4); a leader steps down an election timeout after losing
+      // its quorum. Either way the member list (read at etcd-0 without a quorum) gives 3 voters.
+      expect(ran.stdout).toMatch(/^unavailable: [01]\/3 voters healthy \(quorum 2\)/);
       expect(ran.stdout).toMatch(/^ {2}etcd-1\t\w+\tunreachable/m);
       expect(ran.stderr).toMatch(/^etcd-lifecycle-agent health: /);
     } finally {

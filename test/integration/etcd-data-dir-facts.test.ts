@@ -3,11 +3,13 @@
  * directories and bootstrap"), re-checked on real etcd processes: if one of
  * these changes with an etcd version, prepare's decisions must change too.
  */
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import path from 'node:path';
 import { Deadline } from '../../agent/deadline';
 import { EtcdCluster } from '../../agent/etcd/cluster-client';
 import { readDataDir } from '../../agent/prepare/data-dir';
-import { eventually } from '../helpers/etcd-cluster';
+import { eventually, withCluster } from '../helpers/etcd-cluster';
 import { PodSet } from '../helpers/prepare-pods';
 
 jest.setTimeout(60_000);
@@ -50,7 +52,7 @@ async function stopAll(): Promise<void> {
 let firstIds: Record<string, string> = {};
 const backup = (): string => `${pods.pod('etcd-2').dataDir}.backup`;
 
-describe('etcd 3.4 data directories and bootstrap', () => {
+describe('etcd data directories and bootstrap', () => {
   it('when two of three initial members have started, then the member list shows the third by name with no client URLs, and the WAL head names each member and the cluster', async () => {
     await bootstrap(['etcd-0', 'etcd-1']);
     await healthy(['etcd-0', 'etcd-1']);
@@ -115,4 +117,39 @@ describe('etcd 3.4 data directories and bootstrap', () => {
     await healthy(THREE);
     expect(ids()).toEqual(firstIds);
   });
+});
+
+// etcd cuts a new WAL segment every 64 MB, each beginning with the same metadata record, and once a
+// snapshot is past a segment it may purge it (at start and every 30 s, keeping --max-wals). 3.6
+// snapshots every 10,000 entries by default, not 100,000, so old segments go sooner there: the
+// member is read from the lowest segment present, never from a fixed name.
+describe('etcd WAL segments', () => {
+  const cluster = withCluster(1, { extraArgs: ['--snapshot-count=10', '--max-wals=1'] });
+
+  it('when more than one 64 MB segment was written and a snapshot passed the cut, then at restart the first segment is purged and the member is read from the lowest one left', async () => {
+    const c = cluster();
+    const walDir = path.join(c.member('etcd-0').dataDir, 'member', 'wal');
+    const segments = (): string[] => fs.readdirSync(walDir).filter((f) => f.endsWith('.wal')).sort();
+    const before = readDataDir(c.member('etcd-0').dataDir);
+    expect(before.kind).toBe('member');
+    const client = new EtcdCluster({ endpoints: c.clientURLs() });
+    try {
+      const value = randomBytes(1_000_000);
+      // Until a second segment exists, then 12 more entries, so that a snapshot (every 10) is past the cut.
+      let after = 0;
+      for (let i = 0; after < 12; i++) {
+        await client.raw.put(`wal/${i % 4}`).value(value).exec();
+        if (segments().length > 1) after++;
+        if (i > 200) throw new Error(`no second WAL segment after ${i} MB`);
+      }
+    } finally {
+      client.close();
+    }
+    expect(segments()[0]).toBe('0000000000000000-0000000000000000.wal');
+
+    await c.restart('etcd-0');
+    await eventually(async () => expect(segments()[0]).not.toBe('0000000000000000-0000000000000000.wal'), 10_000, 100);
+    expect(segments()[0]).toMatch(/^0000000000000001-[0-9a-f]{16}\.wal$/);
+    expect(readDataDir(c.member('etcd-0').dataDir)).toEqual(before);
+  }, 90_000);
 });

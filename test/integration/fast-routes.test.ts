@@ -82,6 +82,16 @@ describe('the fast routes against express serving the same routes, on a real 3-m
     },
   );
 
+  it('when /v1/health/local?voter=true is asked, then the fast answer is the one express gives to the same query with a trailing slash', async () => {
+    const fast = await call(agent.listening.url, { path: '/v1/health/local?voter=true' });
+    const slow = await call(agent.listening.url, { path: '/v1/health/local/?voter=true' });
+
+    expect(fast.status).toBe(200);
+    expect(slow.status).toBe(fast.status);
+    expect(stableHeaders(fast)).toEqual(stableHeaders(slow));
+    expect(stableBody(fast)).toEqual(stableBody(slow));
+  });
+
   it('when /v1/health is served twice from one observation, then each body is exactly JSON.stringify of its own fields', async () => {
     const first = await call(agent.listening.url, { path: '/v1/health' });
     const second = await call(agent.listening.url, { path: '/v1/health' });

@@ -76,6 +76,10 @@ describe('a learner catching up, and an alarm, seen through /v1/health and /v1/h
     const answer = await until(local, (a) => a.status === 200);
 
     expect(answer.json).toMatchObject({ id: learnerId, name: LEARNER, role: 'learner', isLearner: true, isLeader: false, reachable: true });
+    // The etcd container's readiness probe: a learner is not ready, in sync or not (etcd's /readyz agrees from 3.5.19).
+    const asVoter = await get(beside, '/v1/health/local?voter=true');
+    expect(asVoter.status).toBe(503);
+    expect(asVoter.json).toMatchObject({ role: 'learner', error: { code: 'unavailable', message: expect.stringMatching(/^a learner serves no client requests/) } });
   });
 
   it('when the learner is cut off from its peers and falls behind, then /v1/health/local is 503 (lagging, role learner) and /v1/health degraded', async () => {
@@ -108,6 +112,7 @@ describe('a learner catching up, and an alarm, seen through /v1/health and /v1/h
     lock = undefined;
     const promoted = await until(local, (a) => a.status === 200 && a.json.role === 'follower', 20_000);
     expect(promoted.json).toMatchObject({ isLearner: false });
+    expect((await get(beside, '/v1/health/local?voter=true')).status).toBe(200);
     const after = await until(health, (a) => a.json.status === 'healthy' && a.json.quorum.voters === 4);
     expect(after.json.quorum).toMatchObject({ voters: 4, healthyVoters: 4, required: 3, faultTolerance: 1 });
     expect(after.json.operations).toEqual([]);

@@ -1,5 +1,5 @@
 import { classify, withExpected } from '../../agent/health/classify';
-import { classifyLocal } from '../../agent/health/classify-local';
+import { classifyLocal, LEARNER_NOT_READY } from '../../agent/health/classify-local';
 import type { HealthStatus, ObservedFacts, StatusProbe } from '../../agent/health/types';
 import type { Alarm } from '../../agent/etcd/wire';
 import { isLearnerInSync } from '../../agent/membership/quorum';
@@ -86,7 +86,9 @@ describe('classify: the contract table', () => {
     ['a voter was added but has not started', 'degraded', facts([...three, unstarted(3)]), { voters: 4, healthyVoters: 3, hasQuorum: true, faultTolerance: 0 }],
     ['a voter applies far behind the leader', 'degraded', facts(three, { a0: { raftIndex: 7000 }, a1: { raftIndex: 7000, raftAppliedIndex: 1000 } }), { voters: 3, healthyVoters: 3, hasQuorum: true, faultTolerance: 1 }],
     ['the alarm list has NOSPACE', 'degraded', facts(three, {}, { alarms: [{ memberId: 'a1', alarm: 'NOSPACE' }] }), { voters: 3, healthyVoters: 3, hasQuorum: true, faultTolerance: 1 }],
-    ['a member reports CORRUPT in its status', 'degraded', facts(three, { a1: { errors: ['memberID:161 alarm:CORRUPT '] } }), { voters: 3, healthyVoters: 3, hasQuorum: true, faultTolerance: 1 }],
+    ['the alarm list has CORRUPT', 'degraded', facts(three, {}, { alarms: [{ memberId: 'a1', alarm: 'CORRUPT' }] }), { voters: 3, healthyVoters: 3, hasQuorum: true, faultTolerance: 1 }],
+    // Status errors are etcd's words (3.4–3.6 `memberID:161 alarm:CORRUPT `, 3.7 protobuf text): never parsed, but not healthy.
+    ['a member reports an error in its status (3.7 wording)', 'degraded', facts(three, { a1: { errors: ['member_id:161 alarm:CORRUPT'] } }), { voters: 3, healthyVoters: 3, hasQuorum: true, faultTolerance: 1 }],
     ['the member list could not be read now, but a quorum of the last one answers', 'degraded', facts(three, {}, { fresh: false, memberListError: 'etcd is unreachable' }), { voters: 3, healthyVoters: 3, hasQuorum: true, faultTolerance: 1 }],
     // unavailable: no quorum of reachable voters, no leader, or no endpoint answered
     ['no endpoint answers', 'unavailable', facts(three, { a0: down, a1: down, a2: down }), { voters: 3, healthyVoters: 0, hasQuorum: false, faultTolerance: 0 }],
@@ -188,19 +190,17 @@ describe('classify: what it reports', () => {
     expect(health.members[3].errors[0]).toMatch(/raft index 1700 is behind the leader's 2000/);
   });
 
-  it('when alarms come from the list and from statuses, then each is shown once with its member name', () => {
+  it('when alarms come from the alarm list, then each is shown once with its member name, and the Status errors name none', () => {
     const alarms: Alarm[] = [
       { memberId: 'a1', alarm: 'NOSPACE' },
       { memberId: 'a1', alarm: 'NOSPACE' },
       { memberId: 'a2', alarm: 'NONE' },
     ];
-    // 161 is a1 in decimal, as etcd prints an AlarmMember in Status errors.
-    const health = classify(facts(three, { a0: { errors: ['memberID:161 alarm:NOSPACE '] }, a2: { errors: ['memberID:162 alarm:CORRUPT '] } }, { alarms }));
+    // 162 is a2 in decimal, as etcd 3.4–3.6 print an AlarmMember in Status errors: read only from the alarm list.
+    const health = classify(facts(three, { a2: { errors: ['memberID:162 alarm:CORRUPT '] } }, { alarms }));
 
-    expect(health.alarms).toEqual([
-      { memberId: 'a1', name: 'etcd-1', alarm: 'NOSPACE' },
-      { memberId: 'a2', name: 'etcd-2', alarm: 'CORRUPT' },
-    ]);
+    expect(health.alarms).toEqual([{ memberId: 'a1', name: 'etcd-1', alarm: 'NOSPACE' }]);
+    expect(health.members.find((m) => m.id === 'a2')?.errors).toEqual(['memberID:162 alarm:CORRUPT ']);
     expect(health.status).toBe('degraded');
   });
 
@@ -313,6 +313,19 @@ describe('classifyLocal', () => {
     expect(local.member.role).toBe(role);
     expect(local.member.name).toBe(name);
     if (!ready) expect(local.member.errors.length).toBeGreaterThan(0);
+  });
+
+  // `?voter=true`, the etcd container's readiness probe: a learner is never ready, as etcd's /readyz says from 3.5.19.
+  it.each<[string, boolean, ObservedFacts, string, string | undefined]>([
+    ['a follower answers', true, facts(three), 'a1', undefined],
+    ['the leader answers', true, facts(three), 'a0', undefined],
+    ['a learner in sync answers', false, facts(withLearner, { a3: { raftIndex: 950 } }), 'a3', LEARNER_NOT_READY],
+    ['a learner catching up answers', false, facts(withLearner, { a3: { raftIndex: 500 } }), 'a3', LEARNER_NOT_READY],
+  ])('when %s and a voter is asked for (?voter=true), then ready is %s', (_what, ready, observed, id, why) => {
+    const local = classifyLocal(probeOf(observed, id), observe(observed), `etcd-${id.slice(1)}`, { learnerReady: false });
+
+    expect(local.ready).toBe(ready);
+    expect(local.member.errors.at(-1)).toBe(why);
   });
 
   it('when the local member does not answer, then it is named from the member list and its numbers are null', () => {

@@ -1,4 +1,4 @@
-import { GRPCUnavailableError } from 'etcd3';
+import { castGrpcError, GRPCUnavailableError } from 'etcd3';
 import type { Etcd3 } from 'etcd3';
 import { EndpointSet, isWrongEndpoint } from '../../agent/etcd/endpoints';
 import { parsePeerMembers } from '../../agent/etcd/peer-members';
@@ -6,6 +6,9 @@ import { AgentError } from '../../agent/proto/errors';
 
 const unreachable = new GRPCUnavailableError('14 UNAVAILABLE: connect ECONNREFUSED');
 const learner = new Error('etcdserver: rpc not supported for learner');
+/** A learner's refusal as etcd3 hands it over: grpc-js's error with the code the etcd version sent, cast by etcd3. */
+const learnerWithCode = (code: 9 | 14): Error =>
+  castGrpcError(Object.assign(new Error(`${code} ${code === 9 ? 'FAILED_PRECONDITION' : 'UNAVAILABLE'}: etcdserver: rpc not supported for learner`), { code }));
 
 describe('EndpointSet order', () => {
   // Clients are never built here: only the order is looked at.
@@ -73,6 +76,10 @@ describe('EndpointSet order', () => {
   it.each<[string, unknown, boolean]>([
     ['unreachable', unreachable, true],
     ['a learner', learner, true],
+    ['a learner of etcd 3.4 or 3.5 (gRPC 14, Unavailable)', learnerWithCode(14), true],
+    ['a learner of etcd 3.6 or 3.7 (gRPC 9, FailedPrecondition)', learnerWithCode(9), true],
+    ['a mapped learner refusal of etcd 3.6', new AgentError('unavailable', 'the member asked is a learner', { cause: learnerWithCode(9) }), true],
+    ['another FailedPrecondition (too many learners: every member says so)', castGrpcError(Object.assign(new Error('9 FAILED_PRECONDITION: etcdserver: too many learner members in cluster'), { code: 9 })), false],
     ['a mapped learner refusal', new AgentError('unavailable', 'the member asked is a learner', { cause: learner }), true],
     ['member not found', new Error('etcdserver: member not found'), false],
     ['a busy AgentError', new AgentError('busy', 'lock held'), false],

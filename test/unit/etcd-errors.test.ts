@@ -107,6 +107,8 @@ describe('toAgentError: etcd refusals by message text', () => {
     ],
     ['etcdserver: no leader', 14, 'unavailable', 'etcd has no leader'],
     ['etcdserver: not capable', 14, 'unavailable', 'etcd is not capable of this yet'],
+    ['etcdserver: rpc not supported for learner', 14, 'unavailable', 'the member asked is a learner'], // etcd 3.4, 3.5
+    ['etcdserver: rpc not supported for learner', 9, 'unavailable', 'the member asked is a learner'], // etcd 3.6, 3.7
   ])('when etcd answers "%s" (gRPC %i), then the code is %s', (text, grpcCode, code, message) => {
     for (const thrown of [new Error(text), grpc(grpcCode, text)]) {
       const error = toAgentError(thrown);
@@ -133,7 +135,7 @@ describe('toAgentError: etcd3 error classes', () => {
     ['EtcdAuthenticationFailedError', new EtcdAuthenticationFailedError('etcdserver: authentication failed, invalid user ID or password'), credentials],
     ['GRPCUnauthenticatedError', new GRPCUnauthenticatedError('16 UNAUTHENTICATED: bad credentials'), credentials],
     ['EtcdInvalidAuthTokenError', new EtcdInvalidAuthTokenError('etcdserver: invalid auth token'), credentials],
-    ['EtcdPermissionDeniedError', new EtcdPermissionDeniedError('etcdserver: permission denied'), 'etcd denied permission to the agent user'],
+    ['EtcdPermissionDeniedError', new EtcdPermissionDeniedError('etcdserver: permission denied'), 'etcd denied permission to the agent user: its membership lock and operation records need readwrite on ETCD_AGENT_KEY_PREFIX, membership changes the root role'],
     ['BrokenCircuitError', new BrokenCircuitError(), 'etcd is unreachable (recent calls failed)'],
   ])('when etcd3 throws a %s, then it is unavailable and says why', (_name, thrown, message) => {
     const error = toAgentError(thrown);
@@ -215,6 +217,10 @@ describe('predicates', () => {
     ['an unhealthy-cluster refusal', grpc(9, 'etcdserver: unhealthy cluster'), false, 'unhealthy-cluster'],
     ['a peer-URL-exists refusal', grpc(9, 'etcdserver: Peer URLs already exists'), false, 'peer-url-exists'],
     ['a too-many-learners refusal', grpc(9, 'etcdserver: too many learner members in cluster'), false, 'too-many-learners'],
+    // etcd 3.4 and 3.5 refuse an RPC on a learner with gRPC 14, 3.6 and 3.7 with 9: transient either way.
+    ['a learner refusal of etcd 3.4/3.5 (gRPC 14)', grpc(14, 'etcdserver: rpc not supported for learner'), true, 'learner-rpc'],
+    ['a learner refusal of etcd 3.6/3.7 (gRPC 9)', grpc(9, 'etcdserver: rpc not supported for learner'), true, 'learner-rpc'],
+    ['a mapped learner refusal of etcd 3.6/3.7', toAgentError(grpc(9, 'etcdserver: rpc not supported for learner')), true, 'learner-rpc'],
     ['an AgentError of the agent itself (no cause)', new AgentError('not-found', 'member not found'), false, undefined],
     ['GRPCUnavailableError', new GRPCUnavailableError('14 UNAVAILABLE: No connection established'), true, undefined],
     ['GRPCDeadlineExceededError', new GRPCDeadlineExceededError('4 DEADLINE_EXCEEDED: Deadline exceeded'), true, undefined],

@@ -100,7 +100,9 @@ describe('kube-inject on a hostNetwork: true StatefulSet', () => {
     it('then every probe on the agent goes to 127.0.0.1, where it listens, not to the pod IP (the node address)', () => {
       expect(sidecar.livenessProbe).toEqual({ httpGet: { path: '/livez', port: 'lifecycle', host: '127.0.0.1' }, timeoutSeconds: 2 });
       expect(sidecar.readinessProbe).toEqual({ httpGet: { path: '/readyz', port: 'lifecycle', host: '127.0.0.1' }, timeoutSeconds: 2 });
-      expect((container(spec, 'etcd').readinessProbe as Json).httpGet).toEqual({ path: '/v1/health/local', port: 3501, host: '127.0.0.1' });
+      expect((container(spec, 'etcd').readinessProbe as Json).httpGet).toEqual({ path: '/v1/health/local?voter=true', port: 3501, host: '127.0.0.1' });
+      // No liveness through the agent, and none on etcd's own port: where etcd listens on the node is the node's business.
+      expect(container(spec, 'etcd').livenessProbe).toBeUndefined();
     });
 
     it('then the pod keeps hostNetwork and its DNS policy, and every comment survives', () => {

@@ -7,10 +7,15 @@ import path from 'node:path';
 
 const COMMON = path.join(__dirname, '..', '..', 'scripts', 'member-common.sh');
 
-/** Runs `call` under bash after sourcing member-common.sh, with only `env` (and PATH) set. */
+/**
+ * Runs `call` under bash after sourcing member-common.sh, with only `env` (and PATH) set.
+ * `--norc` and no stdin: bash given a socket as stdin and no SHLVL takes itself for a remote shell
+ * and reads ~/.bashrc (whatever the machine's user put there: a pyenv rehash waited on its lock).
+ */
 function bash(call: string, env: Record<string, string>): { code: number; stdout: string } {
-  const ran = spawnSync('/bin/bash', ['-c', `set -u; . "$1"; ${call}`, 'bash', COMMON], {
+  const ran = spawnSync('/bin/bash', ['--norc', '-c', `set -u; . "$1"; ${call}`, 'bash', COMMON], {
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
     encoding: 'utf8',
   });
   return { code: ran.status ?? -1, stdout: ran.stdout };

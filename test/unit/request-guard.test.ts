@@ -14,6 +14,8 @@ describe('request guard (pure parts)', () => {
   it.each<[string, string[], string | undefined]>([
     ['/v1/health', ['expected'], undefined],
     ['/v1/health', ['expected', 'x'], 'x'],
+    ['/v1/health/local', ['voter'], undefined],
+    ['/v1/health/local', ['expected'], 'expected'],
     ['/v1/members', ['limit'], 'limit'],
     ['/v1/members/join', ['force'], 'force'],
     ['/V1/MEMBERS/JOIN/', ['force'], 'force'],
