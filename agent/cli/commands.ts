@@ -6,7 +6,7 @@
  * `--summary` or on a terminal, one line a person reads. Here a parsed command
  * (command-line.ts) becomes its call and its exit code; answer-text.ts words the answer.
  */
-import { describeError, errorOf, summarize } from './answer-text';
+import { describeError, errorOf, isNoQuorum, summarize } from './answer-text';
 import { AgentAnswer, AgentCallError, AgentClient } from './client';
 import { CLIENT_USAGE, Command, ParsedCommand, parseCommand, UsageError } from './command-line';
 import { CLI_ANSWER_MARGIN_SECONDS, CLI_CHANGE_SECONDS, CLI_READ_SECONDS } from '../timings';
@@ -48,12 +48,12 @@ export function requestFor(cmd: ParsedCommand): { method: 'GET' | 'POST'; path: 
   }
 }
 
-/** The exit code for an answer: 0 complete, 3 in progress (202), 4 unsafe or busy, else 1. */
+/** The exit code for an answer: 0 complete, 3 in progress (202), 4 unsafe, busy or no quorum (call again later), else 1. */
 export function exitCodeFor(answer: AgentAnswer): number {
   if (answer.status === 202) return EXIT.inProgress;
   if (answer.status >= 200 && answer.status < 300) return answer.body.complete === false ? EXIT.inProgress : EXIT.complete;
   const code = errorOf(answer.body).code;
-  return code === 'unsafe' || code === 'busy' ? EXIT.refused : EXIT.failed;
+  return code === 'unsafe' || code === 'busy' || isNoQuorum(answer.body) ? EXIT.refused : EXIT.failed;
 }
 
 /** Runs a client command; resolves to its exit code, never rejects. */
