@@ -21,7 +21,9 @@ import { listen, Listening, ListenOptions } from './server/listen';
 import { SHUTDOWN_BUDGET_MS, SHUTDOWN_CLOSE_RESERVE_MS } from './timings';
 
 /** A built agent: its parts (those the express app is built from), for tests to look into, and how to stop it. */
-export interface Agent extends Pick<ExpressApp.ExpressAppDeps, 'config' | 'logger' | 'metrics' | 'cluster'> {
+export interface Agent extends Pick<ExpressApp.ExpressAppDeps, 'config' | 'logger' | 'metrics'> {
+  /** The etcd cluster client every part of the agent calls through. */
+  cluster: EtcdCluster;
   /** Every route: the fast ones (fast-routes.ts), the rest through the express app, built on first use. */
   app: RequestListener;
   /** Releases what the services hold (locks, timers) and closes etcd connections. */
@@ -59,7 +61,7 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
   let slow: RequestListener | undefined;
   const app = fastRoutes({ observer, metrics, logger }, () => {
     // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on first use, see above
-    slow ??= (require('./server/express-app') as typeof ExpressApp).expressApp({ config, logger, metrics, cluster, membership, health: observer });
+    slow ??= (require('./server/express-app') as typeof ExpressApp).expressApp({ config, logger, metrics, membership, health: observer });
     return slow;
   });
   return {

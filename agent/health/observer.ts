@@ -42,7 +42,7 @@ import type { QuorumEvidence } from '../membership/quorum-verdict';
 import type { Member, OperationRecord } from '../proto/types';
 import { canonicalUrl, classify } from './classify';
 import { classifyLocal } from './classify-local';
-import type { ClusterHealth, LocalHealth, ObservedFacts, StatusProbe } from './types';
+import type { ClusterHealth, LocalHealth, ObservedFacts, RoleReading, StatusProbe } from './types';
 import { Observed, SharedObservation } from './shared-observation';
 
 /** What the observer needs; `operations` lists the membership lock's records (GET /v1/operations). */
@@ -85,6 +85,8 @@ export class HealthObserver {
   private lastList?: { members: Member[]; readAt: string };
   private lastStatus?: ClusterHealth['status'];
   private refreshing?: Promise<void>;
+  /** When the last reading without a role was confirmed (`role`), on the performance.now() clock. */
+  private lastConfirmation = -Infinity;
   private closed = false;
   private readonly stopScrapes: () => void;
 
@@ -106,9 +108,12 @@ export class HealthObserver {
     return { health: observed.value.health, ...age(observed) };
   }
 
-  /** This pod's own member, asked at `ETCD_AGENT_LOCAL_ENDPOINT`, beside a fresh cluster observation. */
-  async local(arrival = performance.now()): Promise<LocalAnswer> {
-    const [cluster, local] = await Promise.all([this.clusterView.get(arrival), this.localView.get(arrival)]);
+  /**
+   * This pod's own member, asked at `ETCD_AGENT_LOCAL_ENDPOINT`, beside a fresh cluster observation;
+   * with `notBefore`, from observations begun at or after it.
+   */
+  async local(arrival = performance.now(), notBefore?: number): Promise<LocalAnswer> {
+    const [cluster, local] = await Promise.all([this.clusterView.get(arrival, notBefore), this.localView.get(arrival, notBefore)]);
     const probe: StatusProbe = local?.value ?? {
       url: this.deps.config.localEndpoint,
       error: `no status answer within ${this.maxAgeMs} ms`,
@@ -131,6 +136,21 @@ export class HealthObserver {
     if (voters.length === 0) return undefined;
     const evidence = { voters: voters.length, answering: voters.filter((m) => m.reachable).length, leader: health.leader !== null };
     return { evidence, startedAt: newest.startedAt };
+  }
+
+  /**
+   * This pod's member's role, read from the same two observations as `local` (role.ts): no etcd
+   * call while they are fresh. `maxAgeMs` is their bound, for a reading without a role to say so.
+   */
+  async role(arrival = performance.now()): Promise<{ reading: RoleReading; maxAgeMs: number }> {
+    const first = (await this.local(arrival)).local.reading;
+    const now = performance.now();
+    if (first.kind === 'role' || now - this.lastConfirmation < this.maxAgeMs) return { reading: first, maxAgeMs: this.maxAgeMs };
+    // No role fails the caller's probe: that is confirmed once by observations begun now (the first
+    // after a start pays for connecting to etcd, and may miss its budget). At most one confirmation
+    // per max age, so a member that is really down does not raise the load with the probe rate.
+    this.lastConfirmation = now;
+    return { reading: (await this.local(now, now)).local.reading, maxAgeMs: this.maxAgeMs };
   }
 
   /** Stops updating metrics; observations in flight end by their own deadlines. */
@@ -290,13 +310,19 @@ type Settled<T> = { ok: true; value: T } | { ok: false; error: string };
 function settle<T>(call: (ms: number) => Promise<T>, ms: number): Promise<Settled<T>> {
   if (ms <= 0) return Promise.resolve({ ok: false, error: 'not asked: the observation had no time left' });
   return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve({ ok: false, error: `no answer within ${ms} ms` }), ms + 20);
+    let timer: NodeJS.Timeout | undefined;
     const done = (result: Settled<T>): void => {
       clearTimeout(timer);
       resolve(result);
     };
     Promise.resolve()
-      .then(() => call(ms))
+      .then(() => {
+        const answer = call(ms);
+        // Timed from here: the call's synchronous start (the first one loads etcd3 and gRPC, which
+        // blocks for a while on a cold start) happens before its own deadline is set, too.
+        timer = setTimeout(() => resolve({ ok: false, error: `no answer within ${ms} ms` }), ms + 20);
+        return answer;
+      })
       .then(
         (value) => done({ ok: true, value }),
         (err: unknown) => done({ ok: false, error: failureLine(err, ms) }),

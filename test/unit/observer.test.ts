@@ -292,4 +292,49 @@ describe('HealthObserver', () => {
     expect(answer.local.ready).toBe(true);
     expect(answer.local.member).toMatchObject({ name: 'etcd-1', role: 'follower', reachable: true });
   });
+
+  it('when the role is asked twice within the max age, then the second answer comes from the same observations, with no etcd call', async () => {
+    const s = scripted();
+    const o = observer(s.cluster);
+    expect((await timed(o.role())).value.reading).toEqual({ kind: 'role', role: 'follower' });
+    const calls = { ...s.calls };
+
+    expect((await timed(o.role())).value.reading).toEqual({ kind: 'role', role: 'follower' });
+
+    expect(s.calls).toEqual(calls);
+  });
+
+  it('when a reading has no role (this pod\'s etcd missed its budget), then observations begun after it confirm it once, and their role is the answer', async () => {
+    const s = scripted(new Set(['http://10.0.0.1:2379']));
+    const o = observer(s.cluster);
+    const first = o.role();
+    // The local etcd answers again after the first observation asked it, before the confirmation does.
+    setTimeout(() => s.hang.delete('http://10.0.0.1:2379'), 100);
+
+    const { value, ms } = await timed(first);
+
+    expect(value.reading).toEqual({ kind: 'role', role: 'follower' });
+    expect(ms).toBeLessThan(2 * 300);
+  });
+
+  it('when readings keep having no role, then they are confirmed at most once per max age (the load follows time, not the probe rate)', async () => {
+    const s = scripted(new Set(['http://10.0.0.1:2379']));
+    const o = observer(s.cluster);
+    const asked: Array<Promise<{ reading: { kind: string } }>> = [];
+    const started = performance.now();
+
+    // A probe every 10 ms for 400 ms.
+    for (let i = 0; i < 40; i++) {
+      asked.push(o.role());
+      await jest.advanceTimersByTimeAsync(10);
+    }
+    const answers = await timed(Promise.all(asked));
+
+    expect(new Set(answers.value.map((a) => a.reading.kind))).toEqual(new Set(['not-answering']));
+    // One cluster observation per max age for the probes, and at most one more per max age to
+    // confirm: not one per probe.
+    const windows = Math.ceil((performance.now() - started) / 300);
+    expect(s.calls.list).toBeLessThanOrEqual(2 * windows + 1);
+    expect(s.calls.list).toBeLessThan(40 / 2);
+  });
 });
