@@ -8,7 +8,8 @@
  */
 import { describeError, errorOf, isNoQuorum, summarize } from './answer-text';
 import { AgentAnswer, AgentCallError, AgentClient } from './client';
-import { CLIENT_USAGE, Command, ParsedCommand, parseCommand, UsageError } from './command-line';
+import { clientUsage, Command, ParsedCommand, parseCommand, UsageError } from './command-line';
+import { renderUsage, renderUsageError } from '../usage';
 import { CLI_ANSWER_MARGIN_SECONDS, CLI_CHANGE_SECONDS, CLI_READ_SECONDS } from '../timings';
 
 /** Exit codes of the client commands (CONTRACT §7). */
@@ -63,11 +64,11 @@ export async function runCommand(command: Command, argv: string[], io: CliIo, en
     cmd = parseCommand(command, argv, env, io.isTTY === true);
   } catch (err) {
     if (!(err instanceof UsageError)) throw err;
-    io.stderr(`etcd-lifecycle-agent ${command}: ${err.message}\n${CLIENT_USAGE}`);
+    io.stderr(renderUsageError(clientUsage(command), err.message));
     return EXIT.usage;
   }
   if (cmd.help) {
-    io.stdout(CLIENT_USAGE);
+    io.stdout(renderUsage(clientUsage(command)));
     return EXIT.complete;
   }
   const request = requestFor(cmd);

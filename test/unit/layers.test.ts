@@ -15,6 +15,8 @@ const RANKS: Readonly<Record<string, number>> = {
   'poll.ts': 1,
   'timings.ts': 1,
   'settings.ts': 1,
+  'usage.ts': 1,
+  'paths.ts': 1,
   'host-network.ts': 1,
   observability: 2,
   'watched-files.ts': 3,
@@ -26,7 +28,8 @@ const RANKS: Readonly<Record<string, number>> = {
   server: 8,
   cli: 9,
   'agent.ts': 10,
-  'main.ts': 11,
+  'command-table.ts': 11,
+  'main.ts': 12,
 };
 
 /** The layer of an agent/ path ("membership/join.ts" → "membership", "config.ts" → "config.ts"). */
