@@ -10,6 +10,7 @@ import { EtcdCluster } from './etcd/cluster-client';
 import { connectionOptions } from './etcd/connection-options';
 import { HealthObserver } from './health/observer';
 import { readStartNote } from './health/start-note';
+import { QuorumGate } from './membership/quorum-gate';
 import { MembershipService } from './membership/service';
 import type { Logger } from './observability/logger';
 import { createMetrics, Metrics } from './observability/metrics';
@@ -21,7 +22,9 @@ import { listen, Listening, ListenOptions } from './server/listen';
 import { SHUTDOWN_BUDGET_MS, SHUTDOWN_CLOSE_RESERVE_MS } from './timings';
 
 /** A built agent: its parts (those the express app is built from), for tests to look into, and how to stop it. */
-export interface Agent extends Pick<ExpressApp.ExpressAppDeps, 'config' | 'logger' | 'metrics' | 'cluster'> {
+export interface Agent extends Pick<ExpressApp.ExpressAppDeps, 'config' | 'logger' | 'metrics'> {
+  /** The etcd cluster client every part of the agent calls through. */
+  cluster: EtcdCluster;
   /** Every route: the fast ones (fast-routes.ts), the rest through the express app, built on first use. */
   app: RequestListener;
   /** Releases what the services hold (locks, timers) and closes etcd connections. */
@@ -40,25 +43,30 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
   // Said at start, though the express app that enforces them is built later (below).
   for (const warning of mutationAuthWarnings(config)) logger.warn(warning);
   const stoppers: Array<() => Promise<void> | void> = [];
+  // Calls through a quorum answer `unavailable` at once when no quorum of voters answers; the gate's
+  // first look is the shared health observation while it is fresh (built below).
+  const built: { health?: HealthObserver } = {};
+  const gate = new QuorumGate({ cluster, config, logger, observed: () => built.health?.quorumEvidence() });
   // Membership (CONTRACT §4); its auto-promotion loop asks the local etcd for its Status once a second.
-  const membership = new MembershipService({ cluster, config, logger, metrics });
+  const membership = new MembershipService({ cluster, config, logger, metrics, gate });
   // close() stops the auto-promotion loop too.
   membership.startAutoPromotion();
   stoppers.push(() => membership.close());
   // Health (CONTRACT §4): shared bounded-age observations, with the membership changes in flight.
-  const operations = (d: Deadline): Promise<OperationRecord[]> => membership.listOperations(d);
+  const operations = (d: Deadline): Promise<OperationRecord[]> => membership.operationRecords(d);
   // What the etcd container's start script said when it refused to start etcd (prepare/version-gate.ts).
   const noteFile = config.startNoteFile;
   const startNote = noteFile === undefined ? undefined : (): Promise<string | undefined> => readStartNote(noteFile);
-  const health = new HealthObserver({ cluster, config, logger, metrics, operations, startNote });
-  stoppers.push(() => health.close());
+  const observer = new HealthObserver({ cluster, config, logger, metrics, operations, startNote });
+  built.health = observer;
+  stoppers.push(() => observer.close());
   // The v1 routes, the health routes with a query, GET /v1/role, GET /v1/available and kbagent's wire format
   // (CONTRACT §5): express,
   // loaded and built by the first request that needs it (express-module.ts says why).
   let slow: RequestListener | undefined;
-  const app = fastRoutes({ observer: health, metrics, logger }, () => {
+  const app = fastRoutes({ observer, metrics, logger }, () => {
     // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on first use, see above
-    slow ??= (require('./server/express-app') as typeof ExpressApp).expressApp({ config, logger, metrics, cluster, membership, health });
+    slow ??= (require('./server/express-app') as typeof ExpressApp).expressApp({ config, logger, metrics, membership, health: observer });
     return slow;
   });
   return {

@@ -4,7 +4,8 @@
  */
 import { hostNetworkSetting, resolveHostNetwork, startupAuthRefusal } from './host-network';
 import { peerUrlFromTemplate } from './proto/urls';
-import { ConfigError, flagFor, type Setting, SETTINGS } from './settings';
+import { ConfigError, flagFor, type Setting, SETTINGS, settingsOptions } from './settings';
+import type { CommandUsage } from './usage';
 
 export { ConfigError, flagFor, LOG_LEVELS, type LogLevel } from './settings';
 
@@ -22,6 +23,19 @@ export interface Config extends Fields {
 }
 
 type Raw = (variable: string) => string | undefined;
+
+/** `etcd-lifecycle-agent serve`: what its `--help` prints (usage.ts). */
+export const SERVE_USAGE: CommandUsage = {
+  name: 'serve',
+  synopsis: '[flags]',
+  summary: 'run the agent in the foreground, beside this pod\'s etcd member',
+  details: [
+    'Configuration comes from ETCD_AGENT_* variables, each with a --flag twin (--flag VALUE or --flag=VALUE; a boolean flag alone means true). ' +
+      'A bad value stops start-up with one line naming the variable, exit code 2. SIGTERM and SIGINT stop it cleanly within 5 s (exit 0).',
+  ],
+  options: settingsOptions(),
+  notes: ['exit codes: 0 stopped by SIGTERM or SIGINT, 1 failed, 2 bad configuration'],
+};
 
 /** Every variable of CONTRACT §2, in table order; the flag is derived from the name. */
 export const CONFIG_VARIABLES: readonly string[] = SETTINGS.map((s) => s.variable);

@@ -6,11 +6,32 @@ import { AgentError } from './proto/errors';
 
 /** An absolute point in time by which a call must answer. */
 export class Deadline {
-  private constructor(readonly at: number) {}
+  private constructor(private end: number) {}
 
   /** A deadline `ms` from now. */
   static in(ms: number): Deadline {
     return new Deadline(Date.now() + ms);
+  }
+
+  /** Epoch milliseconds by which the call must answer (now, once `cut`). */
+  get at(): number {
+    return this.end;
+  }
+
+  /**
+   * A deadline of its own at the same point in time, which `cut` may bring forward without touching
+   * this one: for a step the call gives up on while the call itself goes on (membership/quorum-gate.ts).
+   */
+  child(): Deadline {
+    return new Deadline(this.end);
+  }
+
+  /**
+   * Makes this deadline pass now: the etcd calls bounded by it stop retrying, and an attempt in flight
+   * ends at its own (already capped) deadline at the latest.
+   */
+  cut(): void {
+    this.end = Math.min(this.end, Date.now());
   }
 
   /** Milliseconds left (0 once passed). */

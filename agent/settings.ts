@@ -1,16 +1,17 @@
 /**
  * The one table of settings (CONTRACT §2): every `ETCD_AGENT_*` variable once, with its flag (derived
  * from the name), its default, how its value is parsed and what it means. config.ts builds `Config`
- * from it, `--help` prints it and the README's configuration table is generated from it
+ * from it, `serve --help` prints it and the README's configuration table is generated from it
  * (test/unit/settings.test.ts holds the README to it).
  *
  * Invariant: the rows are in CONTRACT §2 order, and a parser either answers the setting's value or
  * throws a ConfigError naming its variable; the same variable, flag, default and message as before.
  */
-import * as fs from 'node:fs';
 import * as os from 'node:os';
+import { unreadableFile } from './paths';
 import { isDnsSubdomain } from './proto/names';
 import { peerUrlFromTemplate, validatePeerUrl } from './proto/urls';
+import type { UsageOption } from './usage';
 
 /** winston's npm levels, the only ones `ETCD_AGENT_LOG_LEVEL` accepts. */
 export const LOG_LEVELS = ['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly'] as const;
@@ -44,6 +45,8 @@ export interface Setting<K extends string = string, T = unknown> {
   defaultDoc?: string;
   /** A bare flag (`--learner-first`) means true. */
   boolean?: true;
+  /** The value is the path of a file the agent reads. */
+  file?: true;
   parse: Parser<T>;
   /** The README's meaning column (Markdown). Consecutive rows with the same doc share one README row. */
   doc: string;
@@ -79,12 +82,8 @@ const absolutePath: Parser<string | undefined> = (file, variable) => {
 
 const readableFile: Parser<string | undefined> = (file, variable) => {
   if (file === undefined) return undefined;
-  try {
-    fs.accessSync(file, fs.constants.R_OK);
-    if (!fs.statSync(file).isFile()) throw new Error('not a file');
-  } catch {
-    throw new ConfigError(variable, `cannot read file ${file}`);
-  }
+  const why = unreadableFile(file);
+  if (why !== undefined) throw new ConfigError(variable, `cannot read file ${file}: it ${why}`);
   return file;
 };
 
@@ -194,7 +193,7 @@ export const SETTINGS = [
     doc: 'deadline of a call that names none (a call may ask for 1–60)' }),
   row({ variable: 'ETCD_AGENT_KEY_PREFIX', key: 'keyPrefix', default: '/etcd-lifecycle-agent/', parse: keyPrefix,
     doc: 'etcd key prefix of the membership lock and operation records' }),
-  row({ variable: 'ETCD_AGENT_TOKEN_FILE', key: 'tokenFile', parse: readableFile,
+  row({ variable: 'ETCD_AGENT_TOKEN_FILE', key: 'tokenFile', file: true, parse: readableFile,
     doc: 'bearer token for mutating calls; re-read when it changes' }),
   row({ variable: 'ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED', key: 'allowRemoteUnauthenticated', default: 'false', boolean: true, parse: boolean,
     doc: 'accept mutating calls from anywhere without a token' }),
@@ -203,14 +202,14 @@ export const SETTINGS = [
     doc: "`true` when the agent shares the node's network namespace (a `hostNetwork: true` pod, or a process on the host); `auto` decides from `POD_IP` = `HOST_IP` (downward API `status.podIP`, `status.hostIP`). There a mutating call needs the token from loopback too, and the agent does not start without `ETCD_AGENT_TOKEN_FILE`. `false` that `POD_IP` = `HOST_IP` contradicts stops start-up" } as Setting,
   row({ variable: 'ETCD_AGENT_HOST_NETWORK_ALLOW_UNAUTHENTICATED_LOOPBACK', key: 'hostNetworkAllowUnauthenticatedLoopback', default: 'false', boolean: true, parse: boolean,
     doc: "in the node's network namespace, accept mutating calls from loopback without a token all the same: every process on the node may then change membership" }),
-  row({ variable: 'ETCD_AGENT_ETCD_CA_FILE', key: 'etcdCaFile', parse: readableFile, doc: ETCD_TLS }),
-  row({ variable: 'ETCD_AGENT_ETCD_CERT_FILE', key: 'etcdCertFile', parse: readableFile, doc: ETCD_TLS }),
-  row({ variable: 'ETCD_AGENT_ETCD_KEY_FILE', key: 'etcdKeyFile', parse: readableFile, doc: ETCD_TLS }),
+  row({ variable: 'ETCD_AGENT_ETCD_CA_FILE', key: 'etcdCaFile', file: true, parse: readableFile, doc: ETCD_TLS }),
+  row({ variable: 'ETCD_AGENT_ETCD_CERT_FILE', key: 'etcdCertFile', file: true, parse: readableFile, doc: ETCD_TLS }),
+  row({ variable: 'ETCD_AGENT_ETCD_KEY_FILE', key: 'etcdKeyFile', file: true, parse: readableFile, doc: ETCD_TLS }),
   row({ variable: 'ETCD_AGENT_ETCD_USERNAME', key: 'etcdUsername', parse: text, doc: ETCD_AUTH }),
-  row({ variable: 'ETCD_AGENT_ETCD_PASSWORD_FILE', key: 'etcdPasswordFile', parse: readableFile, doc: ETCD_AUTH }),
-  row({ variable: 'ETCD_AGENT_TLS_CERT_FILE', key: 'tlsCertFile', parse: readableFile, doc: AGENT_TLS }),
-  row({ variable: 'ETCD_AGENT_TLS_KEY_FILE', key: 'tlsKeyFile', parse: readableFile, doc: AGENT_TLS }),
-  row({ variable: 'ETCD_AGENT_TLS_CLIENT_CA_FILE', key: 'tlsClientCaFile', parse: readableFile, doc: AGENT_TLS }),
+  row({ variable: 'ETCD_AGENT_ETCD_PASSWORD_FILE', key: 'etcdPasswordFile', file: true, parse: readableFile, doc: ETCD_AUTH }),
+  row({ variable: 'ETCD_AGENT_TLS_CERT_FILE', key: 'tlsCertFile', file: true, parse: readableFile, doc: AGENT_TLS }),
+  row({ variable: 'ETCD_AGENT_TLS_KEY_FILE', key: 'tlsKeyFile', file: true, parse: readableFile, doc: AGENT_TLS }),
+  row({ variable: 'ETCD_AGENT_TLS_CLIENT_CA_FILE', key: 'tlsClientCaFile', file: true, parse: readableFile, doc: AGENT_TLS }),
   row({ variable: 'ETCD_AGENT_LOG_LEVEL', key: 'logLevel', default: 'info', parse: logLevel,
     doc: 'winston level; logs are one JSON object per line on stdout' }),
   // Unset, config.ts derives it from the peer URL template and the member name.
@@ -220,6 +219,9 @@ export const SETTINGS = [
   row({ variable: 'ETCD_AGENT_START_NOTE_FILE', key: 'startNoteFile', parse: absolutePath,
     doc: "where the etcd container's start script leaves the line with which it refused to start etcd (an etcd older than its data, see \"Upgrading etcd\"); `/v1/health/local` and this member in `/v1/health` name it while its etcd is down. `prepare` writes the path into that script; kube-inject sets it" }),
 ] as const;
+
+/** The settings whose value is the path of a file the agent reads. */
+export const FILE_SETTINGS: readonly string[] = (SETTINGS as readonly Setting[]).filter((s) => s.file).map((s) => s.variable);
 
 /** `ETCD_AGENT_HEALTH_MAX_AGE_MS` → `--health-max-age-ms`. */
 export function flagFor(variable: string): string {
@@ -249,10 +251,12 @@ export function readmeTable(): string {
   return `${lines.join('\n')}\n`;
 }
 
-/** The `--help` section on configuration: each setting's flag, variable and default, in table order. */
-export function settingsHelp(): string {
-  const lines = (SETTINGS as readonly Setting[]).map(
-    (s) => `  ${flagFor(s.variable)}, ${s.variable} (default: ${defaultColumn(s).replace(/`/g, '')})`,
-  );
-  return `configuration of serve (a flag wins over its variable):\n${lines.join('\n')}\n`;
+/**
+ * The settings as `--help` lists them (usage.ts): each one's flag, variable, default and meaning, in
+ * table order; only those of `variables` when given (prepare lists the ones it uses).
+ */
+export function settingsOptions(variables?: readonly string[]): UsageOption[] {
+  return (SETTINGS as readonly Setting[])
+    .filter((s) => variables === undefined || variables.includes(s.variable))
+    .map((s) => ({ flag: flagFor(s.variable), variable: s.variable, default: defaultColumn(s), meaning: s.doc }));
 }

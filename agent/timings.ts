@@ -37,17 +37,6 @@ export const FILE_CHECK_INTERVAL_MS = 1000;
 /** The longest a retired etcd client pinned by a call stays open (longer than the longest call deadline, 60 s). */
 export const RETIRED_CLIENT_MAX_HOLD_MS = 70_000;
 
-// ── Role (GET /v1/role, kbagent roleProbe) ───────────────────────────────────
-
-/**
- * A probe is polled every few seconds: a role not known within this many seconds is not known.
- * Below the roleProbe's timeoutSeconds (5) in deploy/kubeblocks-componentdefinition.yaml, so the
- * agent's own answer (503 and why) reaches kbagent before kbagent gives up on the call.
- */
-export const ROLE_DEADLINE_SECONDS = 4;
-/** The local member's status call of a role answer gets at least this, even with a shorter status timeout. */
-export const ROLE_STATUS_MIN_MS = 1000;
-
 // ── Membership lock (etcd/lock.ts, held-lock.ts) ───────────────────────────
 
 /** Time kept back from the call's deadline for the work done under the lock. */

@@ -131,7 +131,8 @@ export function featureFlags(minor: EtcdMinor, feature: EtcdFeature): string[] {
   }
 }
 
-function isExecutable(file: string): boolean {
+/** True when `file` is a regular file this process may run. */
+export function isExecutable(file: string): boolean {
   try {
     fs.accessSync(file, fs.constants.X_OK);
     return fs.statSync(file).isFile();

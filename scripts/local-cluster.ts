@@ -6,7 +6,7 @@ import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import type { Member as AgentMember } from '../agent/proto/types';
-import { baseFlags, etcdInstall, EtcdInstall } from './etcd-version';
+import { baseFlags, etcdInstall, EtcdInstall, isExecutable } from './etcd-version';
 import { freePorts } from './ports';
 
 /** Whether a member's etcd process runs, is frozen by SIGSTOP, or is not running. */
@@ -577,15 +577,6 @@ function which(cmd: string): string | undefined {
     if (isExecutable(candidate)) return candidate;
   }
   return undefined;
-}
-
-function isExecutable(file: string): boolean {
-  try {
-    fs.accessSync(file, fs.constants.X_OK);
-    return fs.statSync(file).isFile();
-  } catch {
-    return false;
-  }
 }
 
 /** The etcd binary of `ETCD_VERSION` (or `ETCD_BIN`): see scripts/etcd-version.ts. */

@@ -22,7 +22,7 @@
 # the reason on stderr: kbagent counts that as a failure and calls again (the
 # ComponentDefinition's retryPolicy), and the next call picks up where this one
 # stopped, since every join reads the member list first. Exit 4: refused as unsafe
-# or busy (call again later); 1: any other failure; 2: bad input. When kbagent runs
+# or busy, or no quorum (call again later); 1: any other failure; 2: bad input. When kbagent runs
 # it (KB_AGENT_ACTION in the environment), every failure exits 1, the reason on
 # stderr: kbagent reads any non-zero exit as `failed`.
 #
@@ -35,24 +35,7 @@ set -u
 case "$0" in */*) here="${0%/*}" ;; *) here=. ;; esac
 . "$here/member-common.sh"
 
-me=member-join
-name="${KB_JOIN_MEMBER_POD_NAME:-}"
-fqdn="${KB_JOIN_MEMBER_POD_FQDN:-}"
-timeout="${ETCD_AGENT_TIMEOUT_SECONDS:-}"
-agent="${ETCD_AGENT_URL:-http://127.0.0.1:3501}"
-
-if [ -z "$name" ]; then
-  echo "$me: KB_JOIN_MEMBER_POD_NAME is not set" >&2
-  finish 2
-fi
-case "$timeout" in
-  '' | [1-9] | [1-5][0-9] | 60) ;;
-  *) echo "$me: ETCD_AGENT_TIMEOUT_SECONDS=$timeout is not a whole number from 1 to 60" >&2; finish 2 ;;
-esac
-scheme=$(peer_scheme) || { echo "$me: ETCD_PEER_SCHEME=$ETCD_PEER_SCHEME is neither http nor https" >&2; finish 2; }
-host=$(peer_host "$name" "$fqdn")
-peer_url=""
-[ -n "$host" ] && peer_url="$scheme://$host:2380"
+read_request member-join KB_JOIN_MEMBER_POD_NAME "${KB_JOIN_MEMBER_POD_NAME:-}" "${KB_JOIN_MEMBER_POD_FQDN:-}"
 
 if command -v etcd-lifecycle-agent >/dev/null 2>&1; then
   set -- join "$name" --wait --summary --agent "$agent"
@@ -68,38 +51,8 @@ if command -v etcd-lifecycle-agent >/dev/null 2>&1; then
   finish $rc
 fi
 
-if ! command -v curl >/dev/null 2>&1; then
-  echo "$me: neither etcd-lifecycle-agent nor curl is on PATH; cannot call the agent" >&2
-  finish 1
-fi
-
-# Names and URLs are DNS names (the agent validates them); escape what would break JSON anyway.
-json_string() { printf '"%s"' "$(printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g')"; }
-field() { sed -n "s/.*\"$1\" *: *\"\\([^\"]*\\)\".*/\\1/p" "$2" | head -n 1; }
-
-body="{\"name\":$(json_string "$name"),\"wait\":true"
-[ -n "$peer_url" ] && body="$body,\"peerURLs\":[$(json_string "$peer_url")]"
-[ -n "$timeout" ] && body="$body,\"timeoutSeconds\":$timeout"
-body="$body}"
-
-answer=$(mktemp) || finish 1
-trap 'rm -f "$answer"' EXIT
-token=""
-if [ -n "${ETCD_AGENT_TOKEN_FILE:-}" ]; then
-  token=$(cat "$ETCD_AGENT_TOKEN_FILE") || { echo "$me: cannot read ETCD_AGENT_TOKEN_FILE" >&2; finish 1; }
-fi
-# The token goes through curl's config on stdin, never on the command line (ps shows that).
-status=$(
-  { [ -n "$token" ] && printf 'header = %s\n' "$(json_string "Authorization: Bearer $token")"; } |
-    curl -s -K - -o "$answer" -w '%{http_code}' --max-time "$(( ${timeout:-60} + 5 ))" \
-      -X POST -H 'Content-Type: application/json' --data "$body" "${agent%/}/v1/members/join"
-)
-rc=$?
-if [ $rc -ne 0 ]; then
-  echo "$me: cannot reach the agent at $agent (curl exit code $rc)" >&2
-  finish 1
-fi
-
+need_curl
+post_agent /v1/members/join "$(request_body '"wait":true')"
 case "$status" in
   200)
     echo "$name: $(field outcome "$answer") ($(field phase "$answer"), complete)"
@@ -108,9 +61,4 @@ case "$status" in
     echo "$me: $name: $(field outcome "$answer") ($(field phase "$answer"), not complete: call again)" >&2
     finish 3 ;;
 esac
-code=$(field code "$answer")
-echo "$me: ${code:-HTTP $status}: $(field message "$answer")" >&2
-case "$code" in
-  unsafe | busy) finish 4 ;;
-  *) finish 1 ;;
-esac
+fail_with_answer

@@ -14,8 +14,9 @@
 #
 # Exit 0 when the member is gone (removed now, or already absent: a repeated call
 # succeeds). The agent never forces: a removal that would leave the remaining
-# voters without a healthy quorum exits 4 with the reason on stderr, and kbagent
-# calls again later (the ComponentDefinition's retryPolicy). 1: any other failure;
+# voters without a healthy quorum exits 4 with the reason on stderr, as does a
+# cluster without a quorum now, and kbagent calls again later (the
+# ComponentDefinition's retryPolicy). 1: any other failure;
 # 2: bad input. When kbagent runs it (KB_AGENT_ACTION in the environment), every
 # failure exits 1, the reason on stderr.
 #
@@ -27,24 +28,7 @@ set -u
 case "$0" in */*) here="${0%/*}" ;; *) here=. ;; esac
 . "$here/member-common.sh"
 
-me=member-leave
-name="${KB_LEAVE_MEMBER_POD_NAME:-}"
-fqdn="${KB_LEAVE_MEMBER_POD_FQDN:-}"
-timeout="${ETCD_AGENT_TIMEOUT_SECONDS:-}"
-agent="${ETCD_AGENT_URL:-http://127.0.0.1:3501}"
-
-if [ -z "$name" ]; then
-  echo "$me: KB_LEAVE_MEMBER_POD_NAME is not set" >&2
-  finish 2
-fi
-case "$timeout" in
-  '' | [1-9] | [1-5][0-9] | 60) ;;
-  *) echo "$me: ETCD_AGENT_TIMEOUT_SECONDS=$timeout is not a whole number from 1 to 60" >&2; finish 2 ;;
-esac
-scheme=$(peer_scheme) || { echo "$me: ETCD_PEER_SCHEME=$ETCD_PEER_SCHEME is neither http nor https" >&2; finish 2; }
-host=$(peer_host "$name" "$fqdn")
-peer_url=""
-[ -n "$host" ] && peer_url="$scheme://$host:2380"
+read_request member-leave KB_LEAVE_MEMBER_POD_NAME "${KB_LEAVE_MEMBER_POD_NAME:-}" "${KB_LEAVE_MEMBER_POD_FQDN:-}"
 
 if command -v etcd-lifecycle-agent >/dev/null 2>&1; then
   set -- leave "$name" --summary --agent "$agent"
@@ -55,45 +39,10 @@ if command -v etcd-lifecycle-agent >/dev/null 2>&1; then
   finish $?
 fi
 
-if ! command -v curl >/dev/null 2>&1; then
-  echo "$me: neither etcd-lifecycle-agent nor curl is on PATH; cannot call the agent" >&2
-  finish 1
-fi
-
-# Names and URLs are DNS names (the agent validates them); escape what would break JSON anyway.
-json_string() { printf '"%s"' "$(printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g')"; }
-field() { sed -n "s/.*\"$1\" *: *\"\\([^\"]*\\)\".*/\\1/p" "$2" | head -n 1; }
-
-body="{\"name\":$(json_string "$name")"
-[ -n "$peer_url" ] && body="$body,\"peerURLs\":[$(json_string "$peer_url")]"
-[ -n "$timeout" ] && body="$body,\"timeoutSeconds\":$timeout"
-body="$body}"
-
-answer=$(mktemp) || finish 1
-trap 'rm -f "$answer"' EXIT
-token=""
-if [ -n "${ETCD_AGENT_TOKEN_FILE:-}" ]; then
-  token=$(cat "$ETCD_AGENT_TOKEN_FILE") || { echo "$me: cannot read ETCD_AGENT_TOKEN_FILE" >&2; finish 1; }
-fi
-# The token goes through curl's config on stdin, never on the command line (ps shows that).
-status=$(
-  { [ -n "$token" ] && printf 'header = %s\n' "$(json_string "Authorization: Bearer $token")"; } |
-    curl -s -K - -o "$answer" -w '%{http_code}' --max-time "$(( ${timeout:-60} + 5 ))" \
-      -X POST -H 'Content-Type: application/json' --data "$body" "${agent%/}/v1/members/leave"
-)
-rc=$?
-if [ $rc -ne 0 ]; then
-  echo "$me: cannot reach the agent at $agent (curl exit code $rc)" >&2
-  finish 1
-fi
-
+need_curl
+post_agent /v1/members/leave "$(request_body)"
 if [ "$status" = 200 ]; then
   echo "$name: $(field outcome "$answer")"
   finish 0
 fi
-code=$(field code "$answer")
-echo "$me: ${code:-HTTP $status}: $(field message "$answer")" >&2
-case "$code" in
-  unsafe | busy) finish 4 ;;
-  *) finish 1 ;;
-esac
+fail_with_answer

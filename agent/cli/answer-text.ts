@@ -5,11 +5,23 @@
 import type { AgentAnswer } from './client';
 import type { ParsedCommand } from './command-line';
 
-/** One line for an error answer: `unsafe: removing … (call again later)`. */
+/** One line for an error answer: `unsafe: removing … (refused; call again later)`. */
 export function describeError(answer: AgentAnswer): string {
   const { code, message } = errorOf(answer.body);
-  const hint = code === 'unsafe' || code === 'busy' ? ' (refused; call again later)' : '';
+  const hint = code === 'unsafe' || code === 'busy' ? ' (refused; call again later)' : isNoQuorum(answer.body) ? ' (call again later)' : '';
   return `${code ?? `HTTP ${answer.status}`}: ${message ?? 'no message'}${hint}`;
+}
+
+/**
+ * True for the `unavailable` of a lost quorum: it carries the quorum figures in `details`
+ * (`voters`, `healthyVoters`, `required`), as the agent's no-quorum answer does (issue 26).
+ */
+export function isNoQuorum(body: Record<string, unknown>): boolean {
+  if (errorOf(body).code !== 'unavailable') return false;
+  const details = (body.error as { details?: unknown }).details;
+  if (typeof details !== 'object' || details === null) return false;
+  const { voters, healthyVoters, required } = details as Record<string, unknown>;
+  return [voters, healthyVoters, required].every((n) => typeof n === 'number');
 }
 
 /** The `error` of an answer's body, its code and message when they are strings. */

@@ -1,41 +1,21 @@
 /**
- * The command line of the client commands (CONTRACT §7): which commands there are, their usage,
- * and argv → one validated ParsedCommand, or a UsageError (exit code 2). No call is made here.
+ * The command line of the client commands (CONTRACT §7): which commands there are, their usage
+ * (usage.ts: what `--help` prints), and argv → one validated ParsedCommand, or a UsageError (exit
+ * code 2). No call is made here.
  */
 import { parseArgs } from 'node:util';
+import type { CommandUsage, UsageOption } from '../usage';
 
 /** The agent's address when neither `--agent` nor `ETCD_AGENT_URL` names one. */
 export const DEFAULT_AGENT_URL = 'http://127.0.0.1:3501';
 
-/** Usage of the client commands, printed with `--help` and after a usage error. */
-export const CLIENT_USAGE = `usage: etcd-lifecycle-agent <command> [options]
-
-commands (each calls a running agent):
-  join NAME [--peer-url URL]... [--wait]   make NAME a voting member (exit 3: not complete yet, call again)
-  leave NAME [--peer-url URL]... [--force] remove NAME from the cluster
-  promote NAME                             promote the learner NAME once it is in sync
-  members                                  list the members
-  health                                   the cluster's health
-  transfer-leader [--to NAME]              move leadership away from the agent's member
-
-options:
-  --agent URL            the agent (default $ETCD_AGENT_URL, else ${DEFAULT_AGENT_URL})
-  --token-file FILE      bearer token for mutating calls (default $ETCD_AGENT_TOKEN_FILE)
-  --timeout-seconds N    the call's deadline, 1-60 (default: the agent's)
-  --json                 print the agent's JSON answer (the default unless stdout is a terminal)
-  --summary              print one line a person reads (the default on a terminal)
-
-exit codes: 0 complete, 1 failed, 2 usage, 3 in progress (call again), 4 refused as unsafe or busy (call again later)
-`;
-
 /** A client command's name. */
 export type Command = 'join' | 'leave' | 'promote' | 'members' | 'health' | 'transfer-leader';
 
-const COMMANDS: ReadonlySet<string> = new Set<Command>(['join', 'leave', 'promote', 'members', 'health', 'transfer-leader']);
 
 /** True when `name` is one of the client commands. */
 export function isClientCommand(name: string | undefined): name is Command {
-  return name !== undefined && COMMANDS.has(name);
+  return name !== undefined && (CLIENT_COMMANDS as readonly string[]).includes(name);
 }
 
 interface CommandSpec {
@@ -43,16 +23,89 @@ interface CommandSpec {
   named: boolean;
   /** Command-specific options, beyond the common ones. */
   options: ReadonlyArray<'peer-url' | 'wait' | 'force' | 'to'>;
+  /** What `--help` says of it (usage.ts); the common flags are added to its options. */
+  usage: Omit<CommandUsage, 'name' | 'options' | 'notes'> & { options: UsageOption[] };
 }
 
-const SPECS: Readonly<Record<Command, CommandSpec>> = {
-  join: { named: true, options: ['peer-url', 'wait'] },
-  leave: { named: true, options: ['peer-url', 'force'] },
-  promote: { named: true, options: [] },
-  members: { named: false, options: [] },
-  health: { named: false, options: [] },
-  'transfer-leader': { named: false, options: ['to'] },
+/** Exit codes of the client commands (CONTRACT §7), as their help states them. */
+export const EXIT_CODES_NOTE =
+  'exit codes: 0 complete, 1 failed, 2 usage, 3 in progress (call again), 4 refused as unsafe or busy, or no quorum (call again later)';
+
+/** The flags every client command takes, after its own. */
+const COMMON_OPTIONS: readonly UsageOption[] = [
+  { flag: '--agent URL', variable: 'ETCD_AGENT_URL', default: DEFAULT_AGENT_URL, meaning: 'the agent to call' },
+  { flag: '--token-file FILE', variable: 'ETCD_AGENT_TOKEN_FILE', meaning: 'file holding the bearer token for mutating calls (a trailing newline is ignored)' },
+  { flag: '--timeout-seconds N', default: "the agent's", meaning: "the call's deadline, 1-60" },
+  { flag: '--json', meaning: "print the agent's JSON answer (the default unless stdout is a terminal)" },
+  { flag: '--summary', meaning: 'print one line a person reads (the default on a terminal)' },
+];
+
+const PEER_URL: UsageOption = {
+  flag: '--peer-url URL',
+  default: "from the agent's ETCD_AGENT_PEER_URL_TEMPLATE",
+  meaning: "the member's peer URL; repeat it for several",
 };
+
+const SPECS: Readonly<Record<Command, CommandSpec>> = {
+  join: {
+    named: true,
+    options: ['peer-url', 'wait'],
+    usage: {
+      synopsis: 'NAME [--peer-url URL]... [--wait]',
+      summary: 'make NAME a voting member: added as a learner, promoted once in sync (exit 3: not complete yet, call again)',
+      options: [PEER_URL, { flag: '--wait', meaning: "wait inside the call's deadline until NAME is a started voter, promoting it when in sync" }],
+    },
+  },
+  leave: {
+    named: true,
+    options: ['peer-url', 'force'],
+    usage: {
+      synopsis: 'NAME [--peer-url URL]... [--force]',
+      summary: 'remove NAME from the cluster, moving leadership away first when it leads',
+      options: [PEER_URL, { flag: '--force', meaning: 'remove a voter even when the remaining healthy voters are fewer than a quorum (never the last voter)' }],
+    },
+  },
+  promote: {
+    named: true,
+    options: [],
+    usage: { synopsis: 'NAME', summary: 'promote the learner NAME once it is in sync', options: [] },
+  },
+  members: {
+    named: false,
+    options: [],
+    usage: { synopsis: '', summary: 'list the members, read through a quorum', options: [] },
+  },
+  health: {
+    named: false,
+    options: [],
+    usage: { synopsis: '', summary: "the cluster's health, observed live (exit 1 when unavailable or unknown)", options: [] },
+  },
+  'transfer-leader': {
+    named: false,
+    options: ['to'],
+    usage: {
+      synopsis: '[--to NAME]',
+      summary: "move leadership to NAME, or away from the agent's own member to the most up-to-date healthy voter",
+      options: [{ flag: '--to NAME', meaning: 'the voter to hand leadership to' }],
+    },
+  },
+};
+
+/** The usage of client command `command` (usage.ts): its own flags, then the common ones, then the exit codes. */
+export function clientUsage(command: Command): CommandUsage {
+  const { usage } = SPECS[command];
+  return {
+    name: command,
+    ...usage,
+    synopsis: `${usage.synopsis}${usage.synopsis === '' ? '' : ' '}[flags]`,
+    details: ["It calls a running agent over HTTP and prints the agent's answer.", ...(usage.details ?? [])],
+    options: [...usage.options, ...COMMON_OPTIONS],
+    notes: [EXIT_CODES_NOTE],
+  };
+}
+
+/** Every client command, in the order the overview lists them. */
+export const CLIENT_COMMANDS: readonly Command[] = ['join', 'leave', 'promote', 'members', 'health', 'transfer-leader'];
 
 /** A parsed command line. */
 export interface ParsedCommand {

@@ -6,9 +6,10 @@
  * `--summary` or on a terminal, one line a person reads. Here a parsed command
  * (command-line.ts) becomes its call and its exit code; answer-text.ts words the answer.
  */
-import { describeError, errorOf, summarize } from './answer-text';
+import { describeError, errorOf, isNoQuorum, summarize } from './answer-text';
 import { AgentAnswer, AgentCallError, AgentClient } from './client';
-import { CLIENT_USAGE, Command, ParsedCommand, parseCommand, UsageError } from './command-line';
+import { clientUsage, Command, ParsedCommand, parseCommand, UsageError } from './command-line';
+import { renderUsage, renderUsageError } from '../usage';
 import { CLI_ANSWER_MARGIN_SECONDS, CLI_CHANGE_SECONDS, CLI_READ_SECONDS } from '../timings';
 
 /** Exit codes of the client commands (CONTRACT §7). */
@@ -48,12 +49,12 @@ export function requestFor(cmd: ParsedCommand): { method: 'GET' | 'POST'; path: 
   }
 }
 
-/** The exit code for an answer: 0 complete, 3 in progress (202), 4 unsafe or busy, else 1. */
+/** The exit code for an answer: 0 complete, 3 in progress (202), 4 unsafe, busy or no quorum (call again later), else 1. */
 export function exitCodeFor(answer: AgentAnswer): number {
   if (answer.status === 202) return EXIT.inProgress;
   if (answer.status >= 200 && answer.status < 300) return answer.body.complete === false ? EXIT.inProgress : EXIT.complete;
   const code = errorOf(answer.body).code;
-  return code === 'unsafe' || code === 'busy' ? EXIT.refused : EXIT.failed;
+  return code === 'unsafe' || code === 'busy' || isNoQuorum(answer.body) ? EXIT.refused : EXIT.failed;
 }
 
 /** Runs a client command; resolves to its exit code, never rejects. */
@@ -63,11 +64,11 @@ export async function runCommand(command: Command, argv: string[], io: CliIo, en
     cmd = parseCommand(command, argv, env, io.isTTY === true);
   } catch (err) {
     if (!(err instanceof UsageError)) throw err;
-    io.stderr(`etcd-lifecycle-agent ${command}: ${err.message}\n${CLIENT_USAGE}`);
+    io.stderr(renderUsageError(clientUsage(command), err.message));
     return EXIT.usage;
   }
   if (cmd.help) {
-    io.stdout(CLIENT_USAGE);
+    io.stdout(renderUsage(clientUsage(command)));
     return EXIT.complete;
   }
   const request = requestFor(cmd);

@@ -6,7 +6,8 @@ import { readFile as readFileFromDisk } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { firstLine, kubeInject } from './kube-inject';
 import { KubeInjectUsageError } from './kube-inject-host-network';
-import { InjectOptions, resolveInjectOptions } from './kube-inject-options';
+import { InjectOptions, KUBE_INJECT_USAGE, resolveInjectOptions } from './kube-inject-options';
+import { PROGRAM, renderUsage, renderUsageError } from '../usage';
 
 /** The streams and file access runKubeInject uses; tests pass their own. */
 export interface KubeInjectIo {
@@ -16,9 +17,6 @@ export interface KubeInjectIo {
   readFile?: (path: string) => Promise<string>;
 }
 
-/** One-line usage of the command, printed with `--help` and after a usage error. */
-export const KUBE_INJECT_USAGE =
-  'usage: etcd-lifecycle-agent kube-inject -f FILE|- [--image IMAGE] [--port PORT] [--token-secret SECRET] [--host-network-listen IP]';
 
 /**
  * Runs `kube-inject` with `argv` (the arguments after the command name; a leading `kube-inject`
@@ -54,7 +52,7 @@ export async function runKubeInject(argv: string[], io: KubeInjectIo): Promise<n
     return usageError(io, errorMessage(error));
   }
   if (values.help === true) {
-    io.stdout(`${KUBE_INJECT_USAGE}\n`);
+    io.stdout(renderUsage(KUBE_INJECT_USAGE));
     return 0;
   }
   if (values.filename === undefined || values.filename === '') {
@@ -82,21 +80,21 @@ export async function runKubeInject(argv: string[], io: KubeInjectIo): Promise<n
   try {
     text = await (io.readFile ?? readFileOrStdin)(file);
   } catch (error) {
-    io.stderr(`kube-inject: cannot read ${source}: ${firstLine(errorMessage(error))}\n`);
+    io.stderr(`${PROGRAM} kube-inject: cannot read ${source}: ${firstLine(errorMessage(error))}\n`);
     return 1;
   }
   try {
     io.stdout(kubeInject(text, options));
   } catch (error) {
     if (error instanceof KubeInjectUsageError) return usageError(io, `${source}: ${error.message}`);
-    io.stderr(`kube-inject: ${source}: ${firstLine(errorMessage(error))}\n`);
+    io.stderr(`${PROGRAM} kube-inject: ${source}: ${firstLine(errorMessage(error))}\n`);
     return 1;
   }
   return 0;
 }
 
 function usageError(io: KubeInjectIo, message: string): number {
-  io.stderr(`kube-inject: ${firstLine(message)}\n${KUBE_INJECT_USAGE}\n`);
+  io.stderr(renderUsageError(KUBE_INJECT_USAGE, firstLine(message)));
   return 2;
 }
 

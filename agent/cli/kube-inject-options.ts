@@ -3,6 +3,7 @@
  * one check of it: the same whether it comes from the command line or from a caller of kubeInject.
  */
 import { isDnsSubdomain } from '../proto/names';
+import type { CommandUsage } from '../usage';
 import { hostNetworkListenAddress } from './kube-inject-host-network';
 
 /** Image of the sidecar when none is given. */
@@ -10,6 +11,25 @@ export const DEFAULT_IMAGE = 'etcd-lifecycle-agent:0.1.0';
 
 /** Port the sidecar listens on (and its port named `lifecycle`) when none is given. */
 export const DEFAULT_PORT = 3501;
+
+/** `etcd-lifecycle-agent kube-inject`: what its `--help` prints (usage.ts). */
+export const KUBE_INJECT_USAGE: CommandUsage = {
+  name: 'kube-inject',
+  synopsis: '-f FILE|- [--image IMAGE] [--port PORT] [--token-secret SECRET] [--host-network-listen IP]',
+  summary: 'print Kubernetes YAML with the agent sidecar added to each pod template (injecting twice changes nothing)',
+  details: [
+    'Reads a StatefulSet, a Pod, a List or several documents; other kinds pass through. Where the etcd container names its binary and its --data-dir, ' +
+      'and the StatefulSet has a serviceName, it also adds the prepare init container.',
+  ],
+  options: [
+    { flag: '-f, --filename FILE|-', meaning: 'the YAML to read; - reads standard input' },
+    { flag: '--image IMAGE', default: DEFAULT_IMAGE, meaning: 'the sidecar image' },
+    { flag: '--port PORT', default: String(DEFAULT_PORT), meaning: 'the port the agent listens on (named lifecycle)' },
+    { flag: '--token-secret SECRET', meaning: "a Secret whose key `token` is mounted as ETCD_AGENT_TOKEN_FILE; required for a hostNetwork: true pod" },
+    { flag: '--host-network-listen IP', default: '127.0.0.1', meaning: 'the address the agent listens on in a hostNetwork: true pod' },
+  ],
+  notes: ['exit codes: 0 printed, 1 the file cannot be read or is not valid YAML, 2 usage'],
+};
 
 /** What kube-inject may be told; everything but the image is optional. */
 export interface InjectOptions {

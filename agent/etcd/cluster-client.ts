@@ -109,6 +109,15 @@ export class EtcdCluster {
     );
   }
 
+  /**
+   * The member list as the first member to answer holds it, without going through a quorum (etcd
+   * 3.5+ `linearizable: false`; 3.4 always answers so). Only to know whom to ask when a quorum may be
+   * lost (membership/quorum-gate.ts): never to decide a change, and not learned from either.
+   */
+  localMemberList(deadline: Deadline): Promise<MemberList> {
+    return this.read(deadline, async (client, at) => toMemberList(await client.cluster.memberList({ linearizable: false }, { deadline: at })));
+  }
+
   /** A read (idempotent), hedged over the endpoints and retried on transient failure inside `deadline`. */
   read<T>(deadline: Deadline, fn: EndpointCall<T>, attemptMs = this.attemptTimeoutMs): Promise<T> {
     return this.retrying(deadline, () => this.anyEndpoint(deadline, () => this.endpoints.hedged(deadline, attemptMs, fn)));

@@ -106,6 +106,8 @@ export class MembershipLock {
     try {
       // A takeover of our own dead operation's lock is tried again at once, without a pause.
       const held = await pollUntil({ until: waitUntil, pauseMs: this.pollMs }, async () => {
+        // A deadline cut short (the quorum gate gave up on this call) ends the wait too.
+        deadline.check('waiting for the membership lock');
         for (;;) {
           const outcome = await this.attempt(record, value, deadline, state);
           if (outcome !== 'taken-over') return outcome;

@@ -2,10 +2,10 @@
  * This pod's own member as `/v1/health/local` shows it (CONTRACT §4). Pure: one status answer and
  * the cluster observation beside it go in; ready only when membership and sync are confirmed.
  */
-import { roleOf } from '../membership/leader';
 import { isLearnerInSync } from '../membership/quorum';
 import { statusNumbers } from './classify';
 import { learnerLag } from './lag';
+import { readRole } from './role';
 import type { ClusterHealth, LocalHealth, ObservedFacts, StatusProbe } from './types';
 
 /** How `/v1/health/local` judges a learner. */
@@ -41,27 +41,30 @@ export function classifyLocal(
       : list?.members.find((m) => m.started && m.name === memberName);
   const id = status?.memberId ?? listed?.id ?? '';
   const isLearner = listed?.isLearner ?? status?.isLearner ?? false;
-  // The leader by the agent's one rule (a quorum's view), as the cluster observation names it.
-  const role = roleOf({ id, isLearner }, observation?.health.leader?.id);
+  // The role by the agent's one rule, as role.ts reads it (shared with roleProbe and GET /v1/role).
+  const reading = readRole(probe, observation);
+  const role = reading.kind === 'role' ? reading.role : null;
   const member = {
     id,
     name: listed?.name ?? memberName,
     isLearner,
     started: listed?.started ?? status !== undefined,
     reachable: status !== undefined,
-    isLeader: status !== undefined && role === 'leader',
+    isLeader: role === 'leader',
     ...statusNumbers(status),
     errors: [...(status?.errors ?? [])],
+    // A fact, not error text: listed in the observed member list, not listed, or no list observed.
+    listed: list === undefined ? null : status === undefined ? listed !== undefined || null : listed !== undefined,
   };
   if (status === undefined) {
     // The etcd container's start script refused to start etcd, and said why (health/start-note.ts).
     const note = observation?.facts.startNote?.text;
     if (note !== undefined) member.errors.push(note);
     member.errors.push(`${probe.url} did not answer: ${probe.error ?? 'no answer'}`);
-    return { ready: false, member: { ...member, role: null } };
+    return { ready: false, member: { ...member, role: null }, reading };
   }
   const local = { ...member, role };
-  const fail = (why: string): LocalHealth => ({ ready: false, member: { ...local, errors: [...local.errors, why] } });
+  const fail = (why: string): LocalHealth => ({ ready: false, member: { ...local, errors: [...local.errors, why] }, reading });
   if (observation === undefined || list === undefined) {
     return fail('the member list could not be read in time, so membership is not confirmed');
   }
@@ -77,5 +80,5 @@ export function classifyLocal(
       return fail(learnerLag(status.raftIndex, leader.raftIndex));
     }
   }
-  return { ready: true, member: local };
+  return { ready: true, member: local, reading };
 }

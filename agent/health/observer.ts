@@ -15,7 +15,8 @@
  * When the configured endpoints cannot give the list (down, or a learner, where etcd 3.4 refuses
  * MemberList), it is read at a voter that answered its Status call. When no one gives it, the last
  * one read only directs the Status calls and counts the quorum: `classify` never calls that
- * `healthy` (see classify.ts). Once every known member has failed its Status call the observation
+ * `healthy` (see classify.ts). When none was ever read (an agent started while the quorum is lost),
+ * a member's own copy, read without a quorum, does that instead. Once every known member has failed its Status call the observation
  * ends without waiting for the other reads: the answer is `unavailable` whatever they say.
  *
  * A caller is served an observation only if it started at most the max age ago; otherwise it joins
@@ -36,15 +37,17 @@ import { failureLine } from '../etcd/errors';
 import { recordClusterHealth, recordUnknownHealth } from './health-metrics';
 import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
+import { hasQuorum } from '../membership/quorum';
+import type { QuorumEvidence } from '../membership/quorum-verdict';
 import type { Member, OperationRecord } from '../proto/types';
 import { canonicalUrl, classify } from './classify';
 import { classifyLocal, type LocalOptions } from './classify-local';
-import type { ClusterHealth, LocalHealth, ObservedFacts, StatusProbe } from './types';
+import type { ClusterHealth, LocalHealth, ObservedFacts, RoleReading, StatusProbe } from './types';
 import { Observed, SharedObservation } from './shared-observation';
 
 /** What the observer needs; `operations` lists the membership lock's records (GET /v1/operations). */
 export interface HealthObserverDeps {
-  cluster: Pick<EtcdCluster, 'listMembers' | 'memberListAt' | 'memberStatus' | 'alarms'>;
+  cluster: Pick<EtcdCluster, 'listMembers' | 'memberListAt' | 'localMemberList' | 'memberStatus' | 'alarms'>;
   config: Pick<Config, 'endpoints' | 'localEndpoint' | 'memberName' | 'healthMaxAgeMs' | 'statusTimeoutMs'>;
   metrics: Metrics;
   logger: Logger;
@@ -84,6 +87,8 @@ export class HealthObserver {
   private lastList?: { members: Member[]; readAt: string };
   private lastStatus?: ClusterHealth['status'];
   private refreshing?: Promise<void>;
+  /** When the last reading without a role was confirmed (`role`), on the performance.now() clock. */
+  private lastConfirmation = -Infinity;
   private closed = false;
   private readonly stopScrapes: () => void;
 
@@ -105,9 +110,12 @@ export class HealthObserver {
     return { health: observed.value.health, ...age(observed) };
   }
 
-  /** This pod's own member, asked at `ETCD_AGENT_LOCAL_ENDPOINT`, beside a fresh cluster observation. */
-  async local(arrival = performance.now(), options: LocalOptions = {}): Promise<LocalAnswer> {
-    const [cluster, local] = await Promise.all([this.clusterView.get(arrival), this.localView.get(arrival)]);
+  /**
+   * This pod's own member, asked at `ETCD_AGENT_LOCAL_ENDPOINT`, beside a fresh cluster observation;
+   * with `notBefore`, from observations begun at or after it.
+   */
+  async local(arrival = performance.now(), options: LocalOptions = {}, notBefore?: number): Promise<LocalAnswer> {
+    const [cluster, local] = await Promise.all([this.clusterView.get(arrival, notBefore), this.localView.get(arrival, notBefore)]);
     const probe: StatusProbe = local?.value ?? {
       url: this.deps.config.localEndpoint,
       error: `no status answer within ${this.maxAgeMs} ms`,
@@ -115,6 +123,36 @@ export class HealthObserver {
     const health = classifyLocal(probe, cluster?.value, this.deps.config.memberName, options);
     const oldest = [cluster, local].filter((o) => o !== undefined).sort((a, b) => a.startedAt - b.startedAt)[0];
     return { local: health, ...(oldest === undefined ? { observedAt: null, ageMs: null } : age(oldest)) };
+  }
+
+  /**
+   * The voters as the newest observation saw them, and when it started (`performance.now()`), while
+   * it is fresh (started within the max age and finished in time); undefined otherwise, or when it
+   * knew no voter. No etcd call: the quorum gate's first look (membership/quorum-gate.ts).
+   */
+  quorumEvidence(now = performance.now()): { evidence: QuorumEvidence; startedAt: number } | undefined {
+    const newest = this.clusterView.newest;
+    if (newest === undefined || now - newest.startedAt > this.maxAgeMs || newest.finishedAt - newest.startedAt > this.maxAgeMs) return undefined;
+    const { health } = newest.value;
+    const voters = health.members.filter((m) => !m.isLearner);
+    if (voters.length === 0) return undefined;
+    const evidence = { voters: voters.length, answering: voters.filter((m) => m.reachable).length, leader: health.leader !== null };
+    return { evidence, startedAt: newest.startedAt };
+  }
+
+  /**
+   * This pod's member's role, read from the same two observations as `local` (role.ts): no etcd
+   * call while they are fresh. `maxAgeMs` is their bound, for a reading without a role to say so.
+   */
+  async role(arrival = performance.now()): Promise<{ reading: RoleReading; maxAgeMs: number }> {
+    const first = (await this.local(arrival)).local.reading;
+    const now = performance.now();
+    if (first.kind === 'role' || now - this.lastConfirmation < this.maxAgeMs) return { reading: first, maxAgeMs: this.maxAgeMs };
+    // No role fails the caller's probe: that is confirmed once by observations begun now (the first
+    // after a start pays for connecting to etcd, and may miss its budget). At most one confirmation
+    // per max age, so a member that is really down does not raise the load with the probe rate.
+    this.lastConfirmation = now;
+    return { reading: (await this.local(now, {}, now)).local.reading, maxAgeMs: this.maxAgeMs };
   }
 
   /** Stops updating metrics; observations in flight end by their own deadlines. */
@@ -162,6 +200,8 @@ export class HealthObserver {
     const recording =
       operations === undefined ? undefined : cut(settle((ms) => operations(Deadline.in(ms)), this.callMs(startedAt)));
     const noting = this.deps.startNote?.().catch(() => undefined);
+    // Never read a list yet: a member's own copy, asked beside the list, in case no quorum answers.
+    const ownCopy = known === undefined ? settle((ms) => cluster.localMemberList(Deadline.in(ms)), this.callMs(startedAt)) : undefined;
 
     let list = await listing;
     if (!list.ok) {
@@ -169,8 +209,14 @@ export class HealthObserver {
       // (etcd 3.4 refuses MemberList on one). With no list known yet, ask the configured endpoints
       // for their status first, to find such a voter.
       if (known === undefined) config.endpoints.forEach(ask);
-      const voter = (await Promise.all(probes.values())).find((p) => p.status !== undefined && !p.status.isLearner);
-      if (voter !== undefined) {
+      const copy = ownCopy === undefined ? undefined : await ownCopy;
+      if (copy?.ok === true) copy.value.members.forEach((m) => ask(m.clientURLs[0]));
+      const answers = await Promise.all(probes.values());
+      const voter = answers.find((p) => p.status !== undefined && !p.status.isLearner);
+      // Where fewer voters answer than a quorum, that voter cannot serve a linearizable list either
+      // (etcd 3.5+): asking it would only spend the rest of the budget and make the answer late.
+      const members = copy?.ok === true ? copy.value.members : known?.members;
+      if (voter !== undefined && (members === undefined || quorumAnswers(members, answers))) {
         const fallback = await settle((ms) => cluster.memberListAt(voter.url, ms), this.callMs(startedAt));
         if (fallback.ok) list = fallback;
       }
@@ -182,6 +228,15 @@ export class HealthObserver {
       memberList = { members: list.value.members, fresh: true, readAt: this.lastList.readAt };
     } else if (known !== undefined) {
       memberList = { members: known.members, fresh: false, readAt: known.readAt };
+    } else if (ownCopy !== undefined) {
+      // Never read one, and no quorum to read it through now: a member's own copy (no quorum needed)
+      // still says whom to ask and how many voters there are, so "2 of 4 voters" is not "0 of 0".
+      // Not `fresh`: it may lag, and classify never calls such an observation healthy.
+      const local = await ownCopy;
+      if (local.ok) {
+        local.value.members.forEach((m) => ask(m.clientURLs[0]));
+        memberList = { members: local.value.members, fresh: false, readAt: new Date().toISOString() };
+      }
     }
     const [answers, alarms, records, note] = await Promise.all([Promise.all(probes.values()), alarming, recording, noting]);
     const facts: ObservedFacts = {
@@ -259,13 +314,19 @@ type Settled<T> = { ok: true; value: T } | { ok: false; error: string };
 function settle<T>(call: (ms: number) => Promise<T>, ms: number): Promise<Settled<T>> {
   if (ms <= 0) return Promise.resolve({ ok: false, error: 'not asked: the observation had no time left' });
   return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve({ ok: false, error: `no answer within ${ms} ms` }), ms + 20);
+    let timer: NodeJS.Timeout | undefined;
     const done = (result: Settled<T>): void => {
       clearTimeout(timer);
       resolve(result);
     };
     Promise.resolve()
-      .then(() => call(ms))
+      .then(() => {
+        const answer = call(ms);
+        // Timed from here: the call's synchronous start (the first one loads etcd3 and gRPC, which
+        // blocks for a while on a cold start) happens before its own deadline is set, too.
+        timer = setTimeout(() => resolve({ ok: false, error: `no answer within ${ms} ms` }), ms + 20);
+        return answer;
+      })
       .then(
         (value) => done({ ok: true, value }),
         (err: unknown) => done({ ok: false, error: failureLine(err, ms) }),
@@ -273,3 +334,9 @@ function settle<T>(call: (ms: number) => Promise<T>, ms: number): Promise<Settle
   });
 }
 
+/** True when the voters of `members` that answered a status call among `answers` make a quorum. */
+function quorumAnswers(members: Member[], answers: StatusProbe[]): boolean {
+  const answered = new Set(answers.flatMap((p) => (p.status === undefined ? [] : [p.status.memberId])));
+  const voters = members.filter((m) => !m.isLearner);
+  return hasQuorum(voters.length, voters.filter((m) => answered.has(m.id)).length);
+}

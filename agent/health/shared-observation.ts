@@ -49,19 +49,22 @@ export class SharedObservation<T> {
    * A result no older than `maxAgeMs`: the newest finished observation if it started within the
    * max age, else the oldest one in flight that started within it, else a new one. Resolves
    * `undefined` when none is fresh by `arrival + maxAgeMs` (`arrival` on the `performance.now()` clock).
+   * With `notBefore`, only an observation begun at or after it serves (evidence newer than some other).
    */
-  async get(arrival = performance.now()): Promise<Observed<T> | undefined> {
+  async get(arrival = performance.now(), notBefore = -Infinity): Promise<Observed<T> | undefined> {
     const deadline = arrival + this.maxAgeMs;
+    // Fresh, and begun no earlier than `notBefore` when the caller asks for newer evidence.
+    const usable = (startedAt: number, now: number): boolean => now - startedAt <= this.maxAgeMs && startedAt >= notBefore;
     // Each round awaits an observation that started no earlier than the last one; three rounds
     // cover "joined one that then finished too late" without ever spinning.
     for (let round = 0; round < 3; round++) {
       const now = performance.now();
-      if (this.latest !== undefined && now - this.latest.startedAt <= this.maxAgeMs) {
+      if (this.latest !== undefined && usable(this.latest.startedAt, now)) {
         this.refreshIfDue(this.latest, now);
         return this.latest;
       }
       if (now >= deadline) return undefined;
-      const joined = this.flights.find((f) => now - f.startedAt <= this.maxAgeMs)?.done ?? this.start();
+      const joined = this.flights.find((f) => usable(f.startedAt, now))?.done ?? this.start();
       const done = await within(joined, deadline - now);
       if (done === undefined) return undefined;
       if (performance.now() - done.startedAt <= this.maxAgeMs) return done;

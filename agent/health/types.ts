@@ -3,6 +3,7 @@
  * `/v1/health/local` (CONTRACT §4), without the request's own fields. Shapes only, no logic.
  */
 import type { Alarm } from '../etcd/wire';
+import type { Role } from '../membership/leader';
 import type { Member, MemberStatus, OperationRecord } from '../proto/types';
 
 /** The contract's health states. */
@@ -77,8 +78,21 @@ export interface ClusterHealth {
   operations?: OperationRecord[];
 }
 
+/** This pod's role as the observation reads it (role.ts), or why there is none, as a fact. */
+export type RoleReading =
+  | { kind: 'role'; role: Role }
+  | { kind: 'not-answering'; endpoint: string; error: string }
+  | { kind: 'not-listed'; memberId: string }
+  | { kind: 'not-observed' };
+
 /** `/v1/health/local`: this pod's member, its role, and whether it is ready (200) or not (503). */
 export interface LocalHealth {
   ready: boolean;
-  member: MemberHealth & { role: 'leader' | 'follower' | 'learner' | null };
+  member: MemberHealth & {
+    role: Role | null;
+    /** In the observed member list (true), not in it (false), or no list observed, or not answering and not found by name (null). */
+    listed: boolean | null;
+  };
+  /** The role as roleProbe and GET /v1/role read it (role.ts), or why there is none. */
+  reading: RoleReading;
 }

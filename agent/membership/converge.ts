@@ -8,9 +8,26 @@
  * this call failed before it: then the change may be applied, and the call reads until it knows.
  */
 import pRetry from 'p-retry';
+import type { Deadline } from '../deadline';
 import { etcdRefusal, isTransient, type EtcdRefusal } from '../etcd/errors';
+import type { Logger } from '../observability/logger';
 import { AgentError } from '../proto/errors';
-import type { ActionRun } from './run';
+import type { ClusterProbe } from './probe';
+
+/**
+ * What `converge` reads of the call whose passes it runs (run.ts's ActionRun is one): declared here,
+ * so that this rule does not import the run that uses it.
+ */
+export interface ConvergingRun {
+  readonly action: string;
+  readonly deadline: Deadline;
+  readonly context: { requestId?: string };
+  readonly deps: { logger: Logger };
+  /** The last probe of the call: says whether an "unhealthy cluster" refusal is etcd settling or real. */
+  readonly lastProbe?: ClusterProbe;
+  /** Where `err` came from: an RPC the call sent, one of its member-list reads, or elsewhere. */
+  failedIn(err: unknown): 'act' | 'read' | 'other';
+}
 
 /** Passes a call may run again after transient failures of its act (the deadline bounds them too). */
 const MAX_TRANSIENT_PASSES = 20;
@@ -50,7 +67,7 @@ export function passRetry(f: PassFailure): 'again' | 'settling' | 'stop' {
  * An "unhealthy cluster" refusal that was waited on and still stands says how long it waited
  * (`details.waitedMs`).
  */
-export async function converge<T>(run: ActionRun, pass: () => Promise<T>, alsoRetry: RetryFilter = () => false): Promise<T> {
+export async function converge<T>(run: ConvergingRun, pass: () => Promise<T>, alsoRetry: RetryFilter = () => false): Promise<T> {
   let settlingSince: number | undefined;
   let changeInFlight = false;
   const log = { action: run.action, requestId: run.context.requestId };
@@ -81,7 +98,7 @@ export async function converge<T>(run: ActionRun, pass: () => Promise<T>, alsoRe
   }
 }
 
-function failureOf(run: ActionRun, err: unknown, attempt: number, alsoRetry: RetryFilter, changeInFlight: boolean): PassFailure {
+function failureOf(run: ConvergingRun, err: unknown, attempt: number, alsoRetry: RetryFilter, changeInFlight: boolean): PassFailure {
   const probe = run.lastProbe;
   return {
     attempt,
@@ -95,7 +112,7 @@ function failureOf(run: ActionRun, err: unknown, attempt: number, alsoRetry: Ret
 }
 
 /** An "unhealthy cluster" refusal that was waited on: says so, and for how long. */
-function withWait(run: ActionRun, err: unknown, since: number): unknown {
+function withWait(run: ConvergingRun, err: unknown, since: number): unknown {
   if (!(err instanceof AgentError) || etcdRefusal(err) !== 'unhealthy-cluster') return err;
   const waitedMs = Date.now() - since;
   const stillSettling = passRetry(failureOf(run, err, 1, () => false, false)) === 'settling';

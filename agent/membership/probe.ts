@@ -79,7 +79,7 @@ export class ClusterProbe {
 }
 
 /** Asks every member of `members` (with a client URL) for its status, in parallel. */
-export async function probeMembers(cluster: EtcdCluster, members: Member[], timeoutMs: number): Promise<ClusterProbe> {
+export async function probeMembers(cluster: Pick<EtcdCluster, 'memberStatus'>, members: Member[], timeoutMs: number): Promise<ClusterProbe> {
   const probes = await Promise.all(
     members.map(async (member): Promise<MemberProbe> => {
       const url = member.clientURLs[0];

@@ -19,6 +19,8 @@ import type { Answer, NeedsProbe } from './answer';
 import { converge, type RetryFilter } from './converge';
 import { summarizeCluster } from './match';
 import { ClusterProbe, probeMembers } from './probe';
+import type { QuorumGate } from './quorum-gate';
+import { isNoQuorum } from './quorum-verdict';
 
 /** What the membership service is built from. */
 export interface MembershipServiceDeps {
@@ -26,11 +28,14 @@ export interface MembershipServiceDeps {
   config: Config;
   logger: Logger;
   metrics: Metrics;
+  /** The process's quorum gate (quorum-gate.ts); the service makes one of its own without it. */
+  gate?: QuorumGate;
 }
 
-/** What the membership actions need: the service's parts and the cluster-wide lock. */
+/** What the membership actions need: the service's parts, the cluster-wide lock and the quorum gate. */
 export interface MembershipDeps extends MembershipServiceDeps {
   lock: MembershipLock;
+  gate: QuorumGate;
 }
 
 /** Who asked: carried into the log lines of the changes a call makes. */
@@ -90,7 +95,7 @@ export class ActionRun {
    */
   readMembers(): Promise<MemberList> {
     this.begin('reading the member list');
-    return this.deps.cluster.listMembers(this.deadline).catch((err: unknown) => {
+    return this.throughQuorum((d) => this.deps.cluster.listMembers(d)).catch((err: unknown) => {
       if (typeof err === 'object' && err !== null) this.readFailures.add(err);
       throw err;
     });
@@ -144,12 +149,28 @@ export class ActionRun {
   /** Takes the membership lock (recording `intent`), runs `fn`, and releases the lock whatever happens. */
   async underLock<T>(intent: OperationIntent, fn: (held: HeldLock) => Promise<T>): Promise<T> {
     this.begin('waiting for the membership lock');
-    const held = await this.deps.lock.acquire(intent, this.deadline);
+    // A lock taken after the gate gave up on it is released at once: nobody will use it.
+    const held = await this.throughQuorum((d) => this.deps.lock.acquire(intent, d), (late) => late.release());
+    let result: T;
     try {
-      return await fn(held);
-    } finally {
-      await held.release();
+      result = await fn(held);
+    } catch (err) {
+      // Without a quorum the release cannot commit either: answer now, and let it finish (or the
+      // lease expire) behind the answer; a later call of this agent takes its own lock over.
+      const releasing = held.release();
+      if (!isNoQuorum(err)) await releasing;
+      throw err;
     }
+    await held.release();
+    return result;
+  }
+
+  /**
+   * `call` (a read or write etcd answers only through a quorum) under the quorum gate: `unavailable`
+   * with the figures as soon as no quorum of voters answers, instead of at the deadline.
+   */
+  throughQuorum<T>(call: (deadline: Deadline) => Promise<T>, late?: (value: T) => unknown): Promise<T> {
+    return this.deps.gate.through(this.deadline, this.step, call, late);
   }
 
   /** Records `step` as begun; throws `timeout` naming it when the deadline has already passed. */
@@ -165,7 +186,7 @@ export class ActionRun {
   async send<T>(held: HeldLock, kind: ChangeKind, member: LoggedMember, rpc: () => Promise<T>): Promise<T> {
     held.assertHeld();
     this.begin(`sending ${kind}`);
-    await held.setStep(`sending ${kind}`, this.deadline);
+    await this.throughQuorum((d) => held.setStep(`sending ${kind}`, d));
     this.sent.add(kind);
     try {
       const result = await rpc();

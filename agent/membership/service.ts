@@ -13,6 +13,8 @@ import { join } from './join';
 import { leave } from './leave';
 import { summarizeCluster, wantedMember } from './match';
 import { promote } from './promote';
+import { QuorumGate } from './quorum-gate';
+import { isNoQuorum } from './quorum-verdict';
 import { ActionRun, type CallContext, type MembershipDeps, type MembershipServiceDeps } from './run';
 import { requestKey, SingleFlight } from './single-flight';
 import { transfer } from './transfer';
@@ -34,7 +36,7 @@ export class MembershipService {
       agent: deps.config.memberName,
       logger: deps.logger,
     });
-    this.deps = { ...deps, lock };
+    this.deps = { ...deps, lock, gate: deps.gate ?? new QuorumGate({ cluster: deps.cluster, config: deps.config, logger: deps.logger }) };
   }
 
   /** Makes `req.name` a voting member (202 `added`/`in-progress`, 200 `promoted`/`already-member`). */
@@ -57,14 +59,22 @@ export class MembershipService {
     return this.execute('leaderTransfer', req, req.timeoutSeconds, context, (run) => transfer(run, req));
   }
 
-  /** The member list, read through a quorum, with its summary. */
+  /** The member list, read through a quorum, with its summary; `unavailable` at once without a quorum. */
   async listMembers(timeoutSeconds?: number): Promise<{ cluster: ClusterSummary; members: Member[] }> {
-    const list = await this.deps.cluster.listMembers(this.deadline(timeoutSeconds));
+    const list = await this.deps.gate.through(this.deadline(timeoutSeconds), 'reading the member list', (d) => this.deps.cluster.listMembers(d));
     return { cluster: summarizeCluster(list.clusterId, list.members), members: list.members };
   }
 
-  /** Membership changes in flight, cluster-wide (CONTRACT §4 GET /v1/operations). */
-  listOperations(deadline: Deadline = this.deadline()): Promise<OperationRecord[]> {
+  /** Membership changes in flight, cluster-wide (CONTRACT §4 GET /v1/operations); `unavailable` at once without a quorum. */
+  listOperations(timeoutSeconds?: number): Promise<OperationRecord[]> {
+    return this.deps.gate.through(this.deadline(timeoutSeconds), 'reading the operation records', (d) => this.deps.lock.listOperations(d));
+  }
+
+  /**
+   * The operation records for a health observation, not gated: the observation bounds its own reads,
+   * and is itself what the gate looks at first.
+   */
+  operationRecords(deadline: Deadline): Promise<OperationRecord[]> {
     return this.deps.lock.listOperations(deadline);
   }
 
@@ -122,8 +132,9 @@ export class MembershipService {
           return await body(run);
         } catch (err) {
           // An etcd call cut short by the call's own deadline is the contract's `timeout` (504,
-          // with the step reached), not etcd being unavailable.
-          throw toAgentError(err).code === 'unavailable' && run.deadline.expired() ? timeoutError(run.step) : err;
+          // with the step reached), not etcd being unavailable; a lost quorum stays what it is.
+          const cutShort = toAgentError(err).code === 'unavailable' && run.deadline.expired() && !isNoQuorum(err);
+          throw cutShort ? timeoutError(run.step) : err;
         }
       });
       observe(result.outcome);

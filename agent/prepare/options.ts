@@ -8,6 +8,9 @@
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Config, ConfigError, loadConfig } from '../config';
+import { unusableDirectory, unwritableFile } from '../paths';
+import { settingsOptions } from '../settings';
+import type { CommandUsage } from '../usage';
 import { peerUrlFromTemplate, validatePeerUrl } from '../proto/urls';
 import type { InitialMember } from './decide';
 
@@ -16,6 +19,9 @@ export const DEFAULT_FLAGS_FILE = '/var/run/etcd-lifecycle-agent/etcd-flags.sh';
 
 /** etcd's own default `--initial-cluster-token`. */
 export const DEFAULT_TOKEN = 'etcd-cluster';
+
+/** The `variable` of a ConfigError about the command line itself (an unknown or malformed flag): a usage error. */
+export const ARGV = 'argv';
 
 /** Validated prepare options. */
 export interface PrepareOptions {
@@ -42,6 +48,49 @@ const VARIABLES = {
 
 type Key = keyof typeof VARIABLES;
 
+/** prepare's own options as its help lists them: argument, default, meaning (the variable comes from VARIABLES). */
+const OWN_OPTIONS: ReadonlyArray<{ key: Key; arg: string; default?: string; meaning: string }> = [
+  { key: 'data-dir', arg: 'DIR', meaning: "required: etcd's data directory, a subdirectory of the volume (it is renamed aside, never the mount point)" },
+  { key: 'initial-cluster', arg: 'NAME=URL,...', meaning: 'the initial set, as etcd takes it; without it prepare never bootstraps a cluster' },
+  { key: 'initial-cluster-token', arg: 'TOKEN', default: DEFAULT_TOKEN, meaning: "etcd's --initial-cluster-token, written with the other flags" },
+  { key: 'peer-url', arg: 'URL', default: 'from ETCD_AGENT_PEER_URL_TEMPLATE and the member name', meaning: "this pod's peer URL" },
+  { key: 'flags-file', arg: 'FILE', default: DEFAULT_FLAGS_FILE, meaning: "the file etcd's command sources (written atomically, last); its directory is made when missing" },
+  { key: 'wait-seconds', arg: 'N', default: '60', meaning: 'how long to keep trying before exiting 1, 1-3600 (the kubelet then runs it again)' },
+];
+
+/** The agent's settings prepare uses (the others are accepted too). */
+const AGENT_SETTINGS_USED = [
+  'ETCD_AGENT_LISTEN',
+  'ETCD_AGENT_ENDPOINTS',
+  'ETCD_AGENT_MEMBER_NAME',
+  'ETCD_AGENT_PEER_URL_TEMPLATE',
+  'ETCD_AGENT_STATUS_TIMEOUT_MS',
+  'ETCD_AGENT_KEY_PREFIX',
+  'ETCD_AGENT_ETCD_CA_FILE',
+  'ETCD_AGENT_ETCD_CERT_FILE',
+  'ETCD_AGENT_ETCD_KEY_FILE',
+  'ETCD_AGENT_ETCD_USERNAME',
+  'ETCD_AGENT_ETCD_PASSWORD_FILE',
+  'ETCD_AGENT_LOG_LEVEL',
+];
+
+/** `etcd-lifecycle-agent prepare`: what its `--help` prints (usage.ts). */
+export const PREPARE_USAGE: CommandUsage = {
+  name: 'prepare',
+  synopsis: '--data-dir DIR [--initial-cluster NAME=URL,...] [--flags-file FILE] [flags]',
+  summary: "decide how this pod's etcd starts (an init container), write it as etcd's start flags, exit 0",
+  details: [
+    "It reads the data directory's WAL, the member list (through a quorum) and, only when nothing answers, the other initial members' prepare; " +
+      'it joins this pod as a learner, or removes the member of a lost disk first, when that is what it takes. ' +
+      'While it cannot decide safely it keeps trying and logs why (for a lost quorum, with the figures); its answer to the other initial members is served at ETCD_AGENT_LISTEN.',
+  ],
+  options: [
+    ...OWN_OPTIONS.map((o) => ({ flag: `--${o.key} ${o.arg}`, variable: VARIABLES[o.key], default: o.default, meaning: o.meaning })),
+    ...settingsOptions(AGENT_SETTINGS_USED),
+  ],
+  notes: ['exit codes: 0 flags written, 1 not decided within the wait (run it again), 2 bad configuration', 'Every other flag and variable of serve is accepted too (etcd-lifecycle-agent serve --help).'],
+};
+
 /** Reads prepare's options from `env` and `argv` (after the command name); throws ConfigError. */
 export function loadPrepareOptions(env: NodeJS.ProcessEnv, argv: readonly string[]): PrepareOptions {
   const { config, rest } = loadConfig(env, argv);
@@ -54,7 +103,7 @@ export function loadPrepareOptions(env: NodeJS.ProcessEnv, argv: readonly string
       options: Object.fromEntries(Object.keys(VARIABLES).map((k) => [k, { type: 'string' as const }])),
     }).values as Partial<Record<Key, string>>;
   } catch (err) {
-    throw new ConfigError('argv', err instanceof Error ? err.message : String(err));
+    throw new ConfigError(ARGV, err instanceof Error ? err.message : String(err));
   }
   const raw = (key: Key): string | undefined => {
     const value = values[key] ?? env[VARIABLES[key]];
@@ -69,11 +118,17 @@ export function loadPrepareOptions(env: NodeJS.ProcessEnv, argv: readonly string
   if (!/^\d+$/.test(waitText) || Number(waitText) < 1 || Number(waitText) > 3600) {
     throw new ConfigError(VARIABLES['wait-seconds'], `"${waitText}" must be a whole number from 1 to 3600`);
   }
+  const flagsFile = path.resolve(raw('flags-file') ?? DEFAULT_FLAGS_FILE);
+  // Checked now, so a path that cannot serve is one line and exit 2, not a failure half-way through.
+  const dirProblem = unusableDirectory(path.resolve(dataDir));
+  if (dirProblem !== undefined) throw new ConfigError(VARIABLES['data-dir'], `${dataDir} ${dirProblem}`);
+  const flagsProblem = unwritableFile(flagsFile);
+  if (flagsProblem !== undefined) throw new ConfigError(VARIABLES['flags-file'], `${flagsFile} ${flagsProblem}`);
   return {
     config,
     self: { name: config.memberName, peerURL },
     dataDir: path.resolve(dataDir),
-    flagsFile: path.resolve(raw('flags-file') ?? DEFAULT_FLAGS_FILE),
+    flagsFile,
     initial,
     token: raw('initial-cluster-token') ?? DEFAULT_TOKEN,
     waitSeconds: Number(waitText),

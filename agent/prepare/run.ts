@@ -20,6 +20,7 @@ import { Deadline } from '../deadline';
 import { pollUntil } from '../poll';
 import { EtcdCluster } from '../etcd/cluster-client';
 import { connectionOptions } from '../etcd/connection-options';
+import { QuorumGate } from '../membership/quorum-gate';
 import { MembershipService } from '../membership/service';
 import type { Logger } from '../observability/logger';
 import { createMetrics } from '../observability/metrics';
@@ -91,7 +92,9 @@ function dataGate(dataDir: string, logger: Logger): { gate: VersionGate | undefi
 export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<number> {
   const { config } = opts;
   const cluster = new EtcdCluster(connectionOptions(config, logger));
-  const membership = new MembershipService({ cluster, config, logger, metrics: createMetrics({ defaultMetrics: false }) });
+  // Without a quorum the member list read answers at once, naming the figures: the reason prepare waits.
+  const gate = new QuorumGate({ cluster, config, logger });
+  const membership = new MembershipService({ cluster, config, logger, metrics: createMetrics({ defaultMetrics: false }), gate });
   const plan: BootstrapPlan = { initialCluster: initialClusterOf(opts.initial), token: opts.token };
   let server: AnswerServer | undefined;
   try {
@@ -113,7 +116,7 @@ export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<
     let reason = '';
     // A pass that acted goes on at once (its effect is read by the next pass); one that waits pauses.
     const exitCode = await pollUntil({ until: end, pauseMs: () => (reason !== '' ? PASS_PAUSE_MS : 0) }, async () => {
-      const step = await nextStep(opts, cluster);
+      const step = await nextStep(opts, cluster, gate);
       if (step.kind === 'start') {
         if (step.state === 'new' && !samePlan(readMarker(opts.dataDir) ?? { initialCluster: '', token: '' }, plan)) {
           writeFileAtomic(markerPath(opts.dataDir), `${JSON.stringify(plan)}\n`);
@@ -161,12 +164,12 @@ export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<
 }
 
 /** Reads the facts and decides, asking the peers only when the decision needs them. */
-async function nextStep(opts: PrepareOptions, cluster: EtcdCluster): Promise<PrepareStep> {
+async function nextStep(opts: PrepareOptions, cluster: EtcdCluster, gate: QuorumGate): Promise<PrepareStep> {
   const facts: PrepareFacts = {
     self: opts.self,
     dataDir: readDataDir(opts.dataDir),
     marker: readMarker(opts.dataDir),
-    cluster: await readCluster(cluster),
+    cluster: await readCluster(cluster, gate),
     initial: opts.initial,
     token: opts.token,
   };
@@ -176,9 +179,10 @@ async function nextStep(opts: PrepareOptions, cluster: EtcdCluster): Promise<Pre
   return decidePrepare({ ...facts, peers: await askPeers(others, opts.config.listen.port, 1000) });
 }
 
-async function readCluster(cluster: EtcdCluster): Promise<PrepareFacts['cluster']> {
+async function readCluster(cluster: EtcdCluster, gate: QuorumGate): Promise<PrepareFacts['cluster']> {
   try {
-    return { kind: 'answered', list: await cluster.listMembers(Deadline.in(LIST_TIMEOUT_MS)) };
+    const list = await gate.through(Deadline.in(LIST_TIMEOUT_MS), 'reading the member list', (d) => cluster.listMembers(d));
+    return { kind: 'answered', list };
   } catch (err) {
     return { kind: 'unreachable', reason: err instanceof Error ? err.message : String(err) };
   }

@@ -5,7 +5,6 @@
  */
 import type { RequestListener } from 'node:http';
 import type { Config } from '../config';
-import type { EtcdCluster } from '../etcd/cluster-client';
 import type { HealthObserver } from '../health/observer';
 import type { MembershipService } from '../membership/service';
 import type { Logger } from '../observability/logger';
@@ -23,20 +22,13 @@ export interface ExpressAppDeps {
   config: Config;
   logger: Logger;
   metrics: Metrics;
-  cluster: EtcdCluster;
   membership: MembershipService;
   health: HealthObserver;
 }
 
 /** Builds the app: methods, query strings and charsets are checked before any route sees them (request-guard.ts). */
 export function expressApp(deps: ExpressAppDeps): RequestListener {
-  const { config, logger, metrics, cluster, membership, health } = deps;
-  // roleProbe (kbagent's and GET /v1/role) names the leader by the same rule as /v1/health, from the
-  // same shared observation.
-  const leader = async (): Promise<{ known: boolean; id?: string }> => {
-    const answer = await health.cluster();
-    return answer.health.status === 'unknown' ? { known: false } : { known: true, id: answer.health.leader?.id };
-  };
+  const { config, logger, metrics, membership, health } = deps;
   return createApp({
     config,
     logger,
@@ -46,9 +38,10 @@ export function expressApp(deps: ExpressAppDeps): RequestListener {
       v1Router(membership),
       healthRouter(health),
       // kbagent's wire format (CONTRACT §5): an adapter over the same membership service.
-      kbAgentRouter({ config, cluster, membership, logger, leader }),
+      // roleProbe (kbagent's and GET /v1/role) reads the shared health observation, as /v1/health/local does.
+      kbAgentRouter({ config, membership, logger, observer: health }),
       // This pod's role as plain text, for roleProbe as a KubeBlocks HTTP action.
-      roleRouter({ config, cluster, leader }),
+      roleRouter(health),
       // Whether this pod serves a cluster with a quorum, for availableProbe as a KubeBlocks HTTP action.
       availableRouter(health),
     ],

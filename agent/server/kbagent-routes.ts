@@ -1,16 +1,14 @@
 /**
  * `POST /v1.0/action`, KubeBlocks kbagent's wire format (CONTRACT §5). An
  * adapter only: `memberJoin`, `memberLeave` and `switchover` call the same
- * membership service as the v1 routes, and `roleProbe` asks this pod's own
- * etcd. The body is read as kbagent's Go server reads it (any or no
+ * membership service as the v1 routes, and `roleProbe` reads the shared health
+ * observation (health/role.ts). The body is read as kbagent's Go server reads it (any or no
  * Content-Type, unknown fields ignored, `timeoutSeconds` as kbagent resolves
  * it); every answer is HTTP 200, `{output}` (base64) or `{error, message}`.
  */
 import { Router } from 'express';
 import type { ErrorRequestHandler, Request, Response } from 'express';
 import type { Config } from '../config';
-import { Deadline } from '../deadline';
-import type { EtcdCluster } from '../etcd/cluster-client';
 import { peerUrlFromFqdn } from '../proto/urls';
 import type { MembershipService } from '../membership/service';
 import type { Logger } from '../observability/logger';
@@ -40,7 +38,8 @@ import {
 } from '../proto/requests';
 import type { ActionResult } from '../proto/types';
 import { answerError, fromBodyParserError, requestId } from './middleware';
-import { localRole, type LeaderView } from '../health/role';
+import type { HealthObserver } from '../health/observer';
+import { noRoleError } from '../health/role';
 
 const PATH = '/v1.0/action';
 
@@ -50,11 +49,10 @@ export type KbAgentMembership = Pick<MembershipService, 'join' | 'leave' | 'tran
 /** What the route needs. */
 export interface KbAgentDeps {
   config: Config;
-  cluster: EtcdCluster;
   membership: KbAgentMembership;
   logger: Logger;
-  /** The cluster's leader by the agent's one rule, from the shared health observation (health/role.ts). */
-  leader: LeaderView;
+  /** This pod's role, from the shared health observation (health/role.ts): roleProbe makes no etcd call of its own. */
+  observer: Pick<HealthObserver, 'role'>;
 }
 
 /** The router of `POST /v1.0/action`. */
@@ -118,8 +116,10 @@ async function perform(deps: KbAgentDeps, body: unknown, id: string): Promise<Kb
     case 'switchover':
       return success(await deps.membership.transfer(transferRequest(request), context), id);
     case 'roleProbe': {
-      const deadline = Deadline.in((request.timeoutSeconds ?? deps.config.timeoutSeconds) * 1000);
-      return { output: encodeOutput(await localRole(deps, deadline)) };
+      // Answered within the observation's max age, whatever timeoutSeconds says (it is at least 1 s).
+      const { reading, maxAgeMs } = await deps.observer.role(performance.now());
+      if (reading.kind !== 'role') throw noRoleError(reading, maxAgeMs);
+      return { output: encodeOutput(reading.role) };
     }
   }
 }

@@ -15,6 +15,7 @@ import { pick, sidecarOptions } from './context';
 import { cpuAccount, CpuShare, describeCpu } from './cpu';
 import { hammer, LoadResult, trickle } from './load';
 import { profileCalls } from './profiling';
+import { compared } from './report';
 import { median, round, sleep } from './stats';
 
 const CONNECTIONS = 200;
@@ -122,32 +123,19 @@ export async function measureHealth(ctx: BenchContext, cut: ClusterUnderTest, id
       pass: med('warn', rps) >= med('etcd', rps),
       detail: rounds,
     },
-    {
-      section,
-      figure: 'interleaved rounds: p50 latency',
-      value: med('warn', p50),
-      unit: 'ms',
-      baseline: { name: "etcd's own /health p50", value: med('etcd', p50), unit: 'ms' },
-      ratio: { value: med('warn', p50) / med('etcd', p50), of: 'agent ÷ etcd' },
-    },
-    {
-      section,
-      figure: 'interleaved rounds: p99 latency',
-      value: med('warn', p99),
-      unit: 'ms',
-      baseline: { name: "etcd's own /health p99", value: med('etcd', p99), unit: 'ms' },
-      ratio: { value: med('warn', p99) / med('etcd', p99), of: 'agent ÷ etcd' },
+    compared(section, 'interleaved rounds: p50 latency', med('warn', p50), 'ms', { name: "etcd's own /health p50", value: med('etcd', p50) }, 'agent ÷ etcd'),
+    compared(section, 'interleaved rounds: p99 latency', med('warn', p99), 'ms', { name: "etcd's own /health p99", value: med('etcd', p99) }, 'agent ÷ etcd', {
       target: '≤ 1× etcd',
       pass: med('warn', p99) <= med('etcd', p99),
-    },
-    {
+    }),
+    compared(
       section,
-      figure: 'interleaved rounds: req/s at the default log level (info)',
-      value: med('info', rps),
-      unit: 'req/s',
-      baseline: { name: 'same rounds at warn', value: med('warn', rps), unit: 'req/s' },
-      ratio: { value: med('info', rps) / med('warn', rps), of: 'info ÷ warn' },
-    },
+      'interleaved rounds: req/s at the default log level (info)',
+      med('info', rps),
+      'req/s',
+      { name: 'same rounds at warn', value: med('warn', rps) },
+      'info ÷ warn',
+    ),
     {
       section,
       figure: `Status RPCs/s to etcd under the load (${Math.round(main.requestsPerSecond)} req/s)`,
@@ -159,12 +147,9 @@ export async function measureHealth(ctx: BenchContext, cut: ClusterUnderTest, id
       pass: rates.load <= expected * 1.5 && rates.load <= Math.max(rates.probe, expected) * 1.5,
       detail: rates,
     },
+    // The ratio here is the load's rate over this one, not this one over its baseline.
     {
-      section,
-      figure: 'Status RPCs/s at a probe rate (20 req/s, one at a time)',
-      value: rates.probe,
-      unit: '/s',
-      baseline: { name: 'idle (only /metrics scrapes)', value: rates.idle, unit: '/s' },
+      ...compared(section, 'Status RPCs/s at a probe rate (20 req/s, one at a time)', rates.probe, '/s', { name: 'idle (only /metrics scrapes)', value: rates.idle }, ''),
       ratio: { value: rates.load / rates.probe, of: 'under load ÷ at 20 req/s' },
     },
   );

@@ -22,6 +22,22 @@ export interface Row {
   detail?: Record<string, unknown>;
 }
 
+/**
+ * A row that compares `value` with a baseline in the same unit: its ratio is value ÷ baseline,
+ * named `of` (e.g. "agent ÷ etcd"); `more` adds the target, the verdict or the detail.
+ */
+export function compared(
+  section: string,
+  figure: string,
+  value: number,
+  unit: string,
+  baseline: { name: string; value: number },
+  of: string,
+  more: Pick<Row, 'target' | 'pass' | 'detail'> = {},
+): Row {
+  return { section, figure, value, unit, baseline: { ...baseline, unit }, ratio: { value: value / baseline.value, of }, ...more };
+}
+
 /** What the whole run produced. */
 export interface Results {
   date: string;

@@ -25,7 +25,7 @@ import type { BenchContext, ClusterUnderTest } from './context';
 import { measureDetection } from './detection';
 import { measureHealth } from './health';
 import { measureIdempotentJoin } from './join-idempotent';
-import { machine, renderReport, Results, writeJson } from './report';
+import { compared, machine, renderReport, Results, writeJson } from './report';
 import { measureScale } from './scale';
 import { measureSoak } from './soak';
 import { IDLE_MARGIN_MIB, measureStartup } from './startup';
@@ -151,16 +151,12 @@ function nodeBinaries(): Array<{ path: string; version: string }> {
 function memoryRows(results: Results, idle?: { idleRssMiB: number; bareRssMiB: number }, load?: { peakRssMiB: number }): void {
   const section = 'start-up and memory';
   if (idle !== undefined) {
-    results.rows.push({
-      section,
-      figure: 'resident memory, idle (after one /v1/health, 2 s settle)',
-      value: idle.idleRssMiB,
-      unit: 'MiB',
-      baseline: { name: 'bare Node HTTP server', value: idle.bareRssMiB, unit: 'MiB' },
-      ratio: { value: idle.idleRssMiB / idle.bareRssMiB, of: 'agent ÷ bare' },
-      target: `≤ bare + ${IDLE_MARGIN_MIB} MiB`,
-      pass: idle.idleRssMiB <= idle.bareRssMiB + IDLE_MARGIN_MIB,
-    });
+    results.rows.push(
+      compared(section, 'resident memory, idle (after one /v1/health, 2 s settle)', idle.idleRssMiB, 'MiB', { name: 'bare Node HTTP server', value: idle.bareRssMiB }, 'agent ÷ bare', {
+        target: `≤ bare + ${IDLE_MARGIN_MIB} MiB`,
+        pass: idle.idleRssMiB <= idle.bareRssMiB + IDLE_MARGIN_MIB,
+      }),
+    );
   }
   if (load !== undefined) {
     results.rows.push({

@@ -31,10 +31,10 @@ export function childEnv(env: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   return { ...base, ...env };
 }
 
-/** Runs `file` with `args`; resolves when it exits (killed after `timeoutMs`). */
-export function run(file: string, args: string[], env: NodeJS.ProcessEnv, timeoutMs = 60_000): Promise<Ran> {
+/** Runs `file` with `args` (as user `as.uid` when given); resolves when it exits (killed after `timeoutMs`). */
+export function run(file: string, args: string[], env: NodeJS.ProcessEnv, timeoutMs = 60_000, as: { uid?: number; gid?: number } = {}): Promise<Ran> {
   return new Promise((resolve, reject) => {
-    const child = spawn(file, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(file, args, { env, stdio: ['ignore', 'pipe', 'pipe'], ...as });
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (s: string) => (stdout += s));
@@ -48,10 +48,13 @@ export function run(file: string, args: string[], env: NodeJS.ProcessEnv, timeou
   });
 }
 
-/** Runs `etcd-lifecycle-agent args…` from dist with `env` (ETCD_AGENT_* of this process removed). */
-export function runCli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<Ran> {
+/**
+ * Runs `etcd-lifecycle-agent args…` from dist with `env` (ETCD_AGENT_* of this process removed); as
+ * the user `as.uid` when given (a test running as root reads every file, another user does not).
+ */
+export function runCli(args: string[], env: NodeJS.ProcessEnv = {}, as: { uid?: number; gid?: number } = {}): Promise<Ran> {
   const [node, argv] = binCommand(MAIN_JS, args);
-  return run(node, argv, childEnv(env));
+  return run(node, argv, childEnv(env), 60_000, as);
 }
 
 /**

@@ -2,15 +2,28 @@
  * The command line of CONTRACT §7, run as the built binary against an agent
  * (in this process) and a real 3-member etcd: each exit code reached for real.
  * 0 complete, 1 failed (also: agent unreachable), 2 usage, 3 in progress,
- * 4 refused as unsafe or busy.
+ * 4 refused as unsafe or busy (or no quorum: membership-quorum.test.ts). And every command's --help.
  */
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { RunningAgent } from '../../agent/agent';
+import { COMMANDS } from '../../agent/command-table';
+import { renderUsage } from '../../agent/usage';
 import { eventually, freePort, withCluster, type MemberSpec } from '../helpers/etcd-cluster';
 import { startMemberAgent } from '../helpers/membership';
 import { runCli, type Ran } from '../helpers/run-process';
+
+describe('--help of every command, as the built binary', () => {
+  it.each(COMMANDS.flatMap((c) => ['--help', '-h'].map((flag) => [c.usage.name, flag, c.usage] as const)))(
+    'when %s %s is run, then it prints its own usage and exits 0',
+    async (name, flag, usage) => {
+      const ran = await runCli([name, flag]);
+
+      expect(ran).toEqual({ code: 0, stdout: renderUsage(usage), stderr: '' });
+    },
+  );
+});
 
 describe('etcd-lifecycle-agent CLI against a running agent and a real 3-member etcd', () => {
   const cluster = withCluster(3);

@@ -63,7 +63,7 @@ describe('a host-network agent without a token', () => {
     expect(exit.code).toBe(2);
     expect(exit.stdout).toBe('');
     expect(exit.stderr).toBe(
-      `etcd-lifecycle-agent: invalid configuration: ETCD_AGENT_TOKEN_FILE: is required in the node's network namespace (${reason}), ` +
+      `etcd-lifecycle-agent serve: invalid configuration: ETCD_AGENT_TOKEN_FILE: is required in the node's network namespace (${reason}), ` +
         'where the loopback is shared by every process on the node; set it, or accept unauthenticated loopback calls with ' +
         'ETCD_AGENT_HOST_NETWORK_ALLOW_UNAUTHENTICATED_LOOPBACK=true\n',
     );
@@ -73,7 +73,7 @@ describe('a host-network agent without a token', () => {
     const exit = await serveToExit({ ...BASE, ETCD_AGENT_HOST_NETWORK: 'false', POD_IP: '10.0.0.5', HOST_IP: '10.0.0.5' });
 
     expect(exit.code).toBe(2);
-    expect(exit.stderr).toMatch(/^etcd-lifecycle-agent: invalid configuration: ETCD_AGENT_HOST_NETWORK: is false, but POD_IP equals HOST_IP \(10\.0\.0\.5\)[^\n]*\n$/);
+    expect(exit.stderr).toMatch(/^etcd-lifecycle-agent serve: invalid configuration: ETCD_AGENT_HOST_NETWORK: is false, but POD_IP equals HOST_IP \(10\.0\.0\.5\)[^\n]*\n$/);
   });
 
   it('when unauthenticated loopback calls are accepted explicitly, then it starts, says so, and takes a loopback call without a token', async () => {

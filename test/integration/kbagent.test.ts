@@ -196,7 +196,9 @@ describe('POST /v1.0/action (kbagent wire format) against a real 3-member etcd',
       cluster: { members: 4, voters: 4, learners: 0 },
     });
     expect(Object.keys(joined)[0]).toBe('requestId');
-    expect(await roleOf('etcd-3')).toBe(await realRoleOf('etcd-3'));
+    // The role comes from the shared observation, at most its max age (1 s) old: the promotion shows within it.
+    const real = await realRoleOf('etcd-3');
+    await eventually(async () => expect(await roleOf('etcd-3')).toBe(real), 1500, 100);
     expect(result(await kbCall(agentOf('etcd-2'), join3()))).toMatchObject({ outcome: 'already-member', complete: true });
   }, 40_000);
 

@@ -259,6 +259,30 @@ describe('prepare', () => {
     expect(await membersOf('etcd-3')).toHaveLength(1);
   });
 
+  it('when no quorum answers (3 of 5 voters down), then a pod without data waits and says why with the quorum figures, at once on each pass', async () => {
+    const down = ['etcd-2', 'etcd-3', 'etcd-4'];
+    await Promise.all(down.map((n) => pods.stopAgent(n)));
+    await Promise.all(down.map((n) => pods.stopEtcd(n, true)));
+    const data = pods.pod('etcd-4').dataDir;
+    fs.renameSync(data, `${data}.test-hidden`);
+
+    const waited = await pods.prepare('etcd-4', { waitSeconds: 3, endpoints: 5 });
+
+    expect(waited.code).toBe(1);
+    const reasons = waited.lines.filter((l) => l.message === 'waiting' || l.level === 'error').map((l) => String(l.reason));
+    expect(reasons.length).toBeGreaterThanOrEqual(2);
+    for (const reason of reasons) expect(reason).toContain('no quorum: 2 of 5 voters answer, 3 needed');
+    expect(readDataDir(data)).toEqual({ kind: 'empty' });
+    fs.rmSync(data, { recursive: true, force: true });
+    fs.renameSync(`${data}.test-hidden`, data);
+    // Each has its data: prepare starts it as is (the run above removed etcd-4's flags file).
+    for (const run of await Promise.all(down.map((n) => pods.prepare(n, { endpoints: 5 })))) expect(decided(run)).toMatchObject({ state: 'existing' });
+    for (const name of down) pods.startEtcd(name);
+    await Promise.all(down.map((n) => eventually(async () => expect(await pods.healthy(n)).toBe(true), 30_000, 100)));
+    await Promise.all(down.map((n) => pods.startAgent(n)));
+    await votersAre(ALL);
+  });
+
   it('when every member is down and they restart in any order with their data, then none bootstraps a new cluster, and a pod without data waits', async () => {
     const ids = Object.fromEntries(ALL.map((n) => [n, walMember(n)]));
     await Promise.all(ALL.map((n) => pods.stopAgent(n)));

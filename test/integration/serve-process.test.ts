@@ -77,7 +77,7 @@ describe('serve with a bad configuration value', () => {
     expect(exit.stderr.endsWith('\n')).toBe(true);
     const lines = exit.stderr.slice(0, -1).split('\n');
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatch(new RegExp(`^etcd-lifecycle-agent: invalid configuration: ${variable}: \\S`));
+    expect(lines[0]).toMatch(new RegExp(`^etcd-lifecycle-agent serve: invalid configuration: ${variable}: \\S`));
   });
 });
 

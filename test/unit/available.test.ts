@@ -33,10 +33,14 @@ function cluster(members: MemberHealth[], status?: HealthStatus): ClusterHealth 
 }
 
 const unknown: ClusterHealth = { status: 'unknown', quorum: null, leader: null, members: [], alarms: [], errors: ['no observation finished within 1000 ms'] };
-const local = (member: MemberHealth, ready = true): LocalHealth => ({
-  ready,
-  member: { ...member, role: member.isLearner ? 'learner' : member.isLeader ? 'leader' : 'follower', errors: ready ? member.errors : [...member.errors, 'its etcd does not answer'] },
-});
+const local = (member: MemberHealth, ready = true): LocalHealth => {
+  const role = member.isLearner ? 'learner' : member.isLeader ? 'leader' : 'follower';
+  return {
+    ready,
+    member: { ...member, role, listed: true, errors: ready ? member.errors : [...member.errors, 'its etcd does not answer'] },
+    reading: ready ? { kind: 'role', role } : { kind: 'not-answering', endpoint: `http://${member.name}:2379`, error: 'its etcd does not answer' },
+  };
+};
 const three = [voter('etcd-0'), voter('etcd-1'), voter('etcd-2')];
 const oneDown = [voter('etcd-0'), voter('etcd-1'), voter('etcd-2', false)];
 const twoDown = [voter('etcd-0'), voter('etcd-1', false), voter('etcd-2', false)];

@@ -1,5 +1,6 @@
 import { classify, withExpected } from '../../agent/health/classify';
 import { classifyLocal, LEARNER_NOT_READY } from '../../agent/health/classify-local';
+import { noRoleError, readRole, type RoleReading } from '../../agent/health/role';
 import type { HealthStatus, ObservedFacts, StatusProbe } from '../../agent/health/types';
 import type { Alarm } from '../../agent/etcd/wire';
 import { isLearnerInSync } from '../../agent/membership/quorum';
@@ -348,8 +349,10 @@ describe('classifyLocal', () => {
         dbSizeBytes: null,
         latencyMs: null,
         errors: ['http://127.0.0.1:2379 did not answer: etcd is unreachable'],
+        listed: true,
         role: null,
       },
+      reading: { kind: 'not-answering', endpoint: 'http://127.0.0.1:2379', error: 'etcd is unreachable' },
     });
   });
 
@@ -370,12 +373,47 @@ describe('classifyLocal', () => {
 
     expect(local.ready).toBe(false);
     expect(local.member.errors).toEqual(['member a7 is not in the member list']);
+    expect(local.member).toMatchObject({ listed: false, role: null });
+    expect(local.reading).toEqual({ kind: 'not-listed', memberId: 'a7' });
   });
 
-  it('when no cluster observation finished in time, then even an answering member is not ready', () => {
+  it('when no cluster observation finished in time, then even an answering member is not ready, and its role is not known', () => {
     const local = classifyLocal({ url: 'http://127.0.0.1:2379', status: status(member(1)) }, undefined, 'etcd-1');
 
     expect(local.ready).toBe(false);
-    expect(local.member.role).toBe('follower');
+    expect(local.member).toMatchObject({ role: null, listed: null });
+    expect(local.reading).toEqual({ kind: 'not-observed' });
+  });
+});
+
+describe('readRole', () => {
+  const withLearner = [...three, learner(3)];
+  const observe = (observed: ObservedFacts) => ({ facts: observed, health: classify(observed) });
+  const url = 'http://127.0.0.1:2379';
+  const noList = (observed: ObservedFacts): ObservedFacts => ({ ...observed, memberList: undefined });
+
+  it.each<[string, StatusProbe, ReturnType<typeof observe> | undefined, RoleReading]>([
+    ['the leader answers', { url, status: status(member(0)) }, observe(facts(three)), { kind: 'role', role: 'leader' }],
+    ['a follower answers', { url, status: status(member(1)) }, observe(facts(three)), { kind: 'role', role: 'follower' }],
+    ['a learner answers', { url, status: status(learner(3)) }, observe(facts(withLearner)), { kind: 'role', role: 'learner' }],
+    ['a learner answers and no list was observed', { url, status: status(learner(3)) }, undefined, { kind: 'role', role: 'learner' }],
+    ['a learner answers and the observation has no list', { url, status: status(learner(3)) }, observe(noList(facts(three))), { kind: 'role', role: 'learner' }],
+    ['a voter answers and no observation finished in time', { url, status: status(member(1)) }, undefined, { kind: 'not-observed' }],
+    ['a voter answers and the observation has no list', { url, status: status(member(1)) }, observe(noList(facts(three))), { kind: 'not-observed' }],
+    ['a member the list does not hold answers (removed)', { url, status: status(member(7)) }, observe(facts(three)), { kind: 'not-listed', memberId: 'a7' }],
+    ['a learner the list does not hold answers (removed)', { url, status: status(learner(7)) }, observe(facts(three)), { kind: 'not-listed', memberId: 'a7' }],
+    ['this pod\'s etcd does not answer', { url, error: 'etcd is unreachable' }, observe(facts(three)), { kind: 'not-answering', endpoint: url, error: 'etcd is unreachable' }],
+    ['a voter answers and no quorum names a leader', { url, status: status(member(1)) }, observe(facts(three, { a0: down, a2: down })), { kind: 'role', role: 'follower' }],
+  ])('when %s, then the reading is %j', (_what, probe, observation, reading) => {
+    expect(readRole(probe, observation)).toEqual(reading);
+  });
+
+  it.each<[Exclude<RoleReading, { kind: 'role' }>, string, number, Record<string, unknown>]>([
+    [{ kind: 'not-answering', endpoint: url, error: 'etcd is unreachable' }, 'unavailable', 503, { reading: 'not-answering', endpoint: url }],
+    [{ kind: 'not-listed', memberId: 'a7' }, 'not-found', 404, { reading: 'not-listed', memberId: 'a7' }],
+    [{ kind: 'not-observed' }, 'unavailable', 503, { reading: 'not-observed' }],
+  ])('when the reading is %j, then the answer is %s (%i), details naming the fact', (reading, code, httpStatus, details) => {
+    const err = noRoleError(reading, 1000);
+    expect({ code: err.code, status: err.status, details: err.details }).toEqual({ code, status: httpStatus, details });
   });
 });

@@ -69,6 +69,8 @@ describe('CLI exit codes and summaries', () => {
     [409, { error: { code: 'conflict' } }, EXIT.failed],
     [400, { error: { code: 'bad-request' } }, EXIT.failed],
     [503, { status: 'unavailable' }, EXIT.failed],
+    [503, { error: { code: 'unavailable', details: { reason: 'etcd unreachable' } } }, EXIT.failed],
+    [503, { error: { code: 'unavailable', details: { voters: 4, healthyVoters: 2, required: 3 } } }, EXIT.refused],
     [504, { error: { code: 'timeout' } }, EXIT.failed],
   ])('when the agent answers %i %j, then the exit code is %i', (status, body, exit) => {
     expect(exitCodeFor({ status, body })).toBe(exit);

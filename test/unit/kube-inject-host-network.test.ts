@@ -73,9 +73,9 @@ describe('kube-inject on a hostNetwork: true StatefulSet', () => {
     expect(code).toBe(2);
     expect(io.out).toEqual([]);
     const lines = io.err.join('').split('\n');
-    expect(lines[0]).toMatch(/^kube-inject: etcd\.yaml: StatefulSet kube-system\/etcd has hostNetwork: true: .*--token-secret SECRET/);
+    expect(lines[0]).toMatch(/^etcd-lifecycle-agent kube-inject: etcd\.yaml: StatefulSet kube-system\/etcd has hostNetwork: true: .*--token-secret SECRET/);
     expect(lines[1]).toMatch(/^usage: etcd-lifecycle-agent kube-inject .*--token-secret SECRET.*--host-network-listen IP/);
-    expect(lines.slice(2)).toEqual(['']);
+    expect(lines.slice(2)).toEqual(["Run 'etcd-lifecycle-agent kube-inject --help' for its flags and variables.", '']);
   });
 
   describe('when --token-secret is given', () => {
@@ -149,7 +149,7 @@ describe('kube-inject on a hostNetwork: true StatefulSet', () => {
     await expect(runKubeInject(['-f', 'etcd.yaml', '--token-secret', 'etcd-agent-token', ...argv], io)).resolves.toBe(code);
 
     if (code !== 0) {
-      expect(io.err.join('')).toMatch(/^kube-inject: --host-network-listen must be an IP address, got "localhost"\nusage: /);
+      expect(io.err.join('')).toMatch(/^etcd-lifecycle-agent kube-inject: --host-network-listen must be an IP address, got "localhost"\nusage: /);
       return;
     }
     const sidecar = container(podSpec(io.out.join('')), SIDECAR_NAME);

@@ -357,8 +357,8 @@ describe('runKubeInject', () => {
     { argv: ['-f'], code: 2, stdout: /^$/, stderr: /usage: / },
     { argv: ['-f', 'sts.yaml', '--colour'], code: 2, stdout: /^$/, stderr: /usage: / },
     { argv: ['-f', 'sts.yaml', '--port', 'http'], code: 2, stdout: /^$/, stderr: /--port/ },
-    { argv: ['-f', 'nope.yaml'], code: 1, stdout: /^$/, stderr: /^kube-inject: cannot read nope\.yaml: ENOENT[^\n]*\n$/ },
-    { argv: ['-f', 'bad.yaml'], code: 1, stdout: /^$/, stderr: /^kube-inject: bad\.yaml: invalid YAML: [^\n]*\n$/ },
+    { argv: ['-f', 'nope.yaml'], code: 1, stdout: /^$/, stderr: /^etcd-lifecycle-agent kube-inject: cannot read nope\.yaml: ENOENT[^\n]*\n$/ },
+    { argv: ['-f', 'bad.yaml'], code: 1, stdout: /^$/, stderr: /^etcd-lifecycle-agent kube-inject: bad\.yaml: invalid YAML: [^\n]*\n$/ },
   ])('when run with $argv, then it exits $code', async ({ argv, code, stdout, stderr }) => {
     const io = harness(files);
     await expect(runKubeInject(argv, io)).resolves.toBe(code);

@@ -40,7 +40,7 @@ const never = <T>(): Promise<T> => new Promise<T>(() => undefined);
 
 /** A cluster client whose answers the test scripts; `hang` lists URLs (or "list") that never answer. */
 function scripted(hang: Set<string> = new Set()) {
-  const calls = { status: 0, list: 0, listAt: 0 };
+  const calls = { status: 0, list: 0, listAt: 0, localList: 0 };
   const cluster: HealthObserverDeps['cluster'] = {
     listMembers: async (): Promise<MemberList> => {
       calls.list++;
@@ -52,6 +52,11 @@ function scripted(hang: Set<string> = new Set()) {
       calls.listAt++;
       if (hang.has('list') || hang.has(url)) return never();
       return { clusterId: 'c1', answeredBy: statusOf(url).memberId, raftTerm: 2, members };
+    },
+    localMemberList: async (): Promise<MemberList> => {
+      calls.localList++;
+      if (hang.has('local-list')) return never();
+      return { clusterId: 'c1', answeredBy: 'a0', raftTerm: 2, members };
     },
     memberStatus: async (url: string): Promise<MemberStatus> => {
       calls.status++;
@@ -165,7 +170,7 @@ describe('HealthObserver', () => {
   });
 
   it('when no member list was ever read and none can be, then it is unavailable within the max age, though voters answer', async () => {
-    const s = scripted(new Set(['list']));
+    const s = scripted(new Set(['list', 'local-list']));
 
     const { value: answer, ms } = await timed(observer(s.cluster).cluster());
 
@@ -175,6 +180,30 @@ describe('HealthObserver', () => {
     expect(ms).toBeLessThan(300);
   });
 
+  it('when no member list was ever read and no quorum answers, then a member\'s own copy counts the voters: unavailable, 1 of 3 answering', async () => {
+    const s = scripted(new Set(['list', 'http://10.0.0.1:2379', 'http://10.0.0.2:2379']));
+
+    const { value: answer, ms } = await timed(observer(s.cluster).cluster());
+
+    expect(answer.health.status).toBe('unavailable');
+    expect(answer.health.quorum).toMatchObject({ voters: 3, required: 2, hasQuorum: false });
+    expect(answer.health.members.map((m) => m.reachable)).toEqual([true, false, false]);
+    expect(s.calls.localList).toBe(1);
+    expect(ms).toBeLessThan(300);
+  });
+
+  it('when a member list was read before, then no own copy is asked for', async () => {
+    const s = scripted();
+    const o = observer(s.cluster);
+    await timed(o.cluster());
+    s.hang.add('list');
+    await pastMaxAge();
+
+    await timed(o.cluster());
+
+    expect(s.calls.localList).toBe(1); // the first observation's, beside its list read
+  });
+
   it('when 300 callers ask at once, then one observation makes one status call per member', async () => {
     const s = scripted();
     const o = observer(s.cluster);
@@ -182,7 +211,7 @@ describe('HealthObserver', () => {
     const { value: answers } = await timed(Promise.all(Array.from({ length: 300 }, () => o.cluster())));
 
     expect(new Set(answers.map((a) => a.health.status))).toEqual(new Set(['healthy']));
-    expect(s.calls).toEqual({ status: 3, list: 1, listAt: 0 });
+    expect(s.calls).toEqual({ status: 3, list: 1, listAt: 0, localList: 1 });
   });
 
   it('when /metrics is scraped, then the health gauges come from a fresh observation and the age is computed then', async () => {
@@ -262,5 +291,50 @@ describe('HealthObserver', () => {
 
     expect(answer.local.ready).toBe(true);
     expect(answer.local.member).toMatchObject({ name: 'etcd-1', role: 'follower', reachable: true });
+  });
+
+  it('when the role is asked twice within the max age, then the second answer comes from the same observations, with no etcd call', async () => {
+    const s = scripted();
+    const o = observer(s.cluster);
+    expect((await timed(o.role())).value.reading).toEqual({ kind: 'role', role: 'follower' });
+    const calls = { ...s.calls };
+
+    expect((await timed(o.role())).value.reading).toEqual({ kind: 'role', role: 'follower' });
+
+    expect(s.calls).toEqual(calls);
+  });
+
+  it('when a reading has no role (this pod\'s etcd missed its budget), then observations begun after it confirm it once, and their role is the answer', async () => {
+    const s = scripted(new Set(['http://10.0.0.1:2379']));
+    const o = observer(s.cluster);
+    const first = o.role();
+    // The local etcd answers again after the first observation asked it, before the confirmation does.
+    setTimeout(() => s.hang.delete('http://10.0.0.1:2379'), 100);
+
+    const { value, ms } = await timed(first);
+
+    expect(value.reading).toEqual({ kind: 'role', role: 'follower' });
+    expect(ms).toBeLessThan(2 * 300);
+  });
+
+  it('when readings keep having no role, then they are confirmed at most once per max age (the load follows time, not the probe rate)', async () => {
+    const s = scripted(new Set(['http://10.0.0.1:2379']));
+    const o = observer(s.cluster);
+    const asked: Array<Promise<{ reading: { kind: string } }>> = [];
+    const started = performance.now();
+
+    // A probe every 10 ms for 400 ms.
+    for (let i = 0; i < 40; i++) {
+      asked.push(o.role());
+      await jest.advanceTimersByTimeAsync(10);
+    }
+    const answers = await timed(Promise.all(asked));
+
+    expect(new Set(answers.value.map((a) => a.reading.kind))).toEqual(new Set(['not-answering']));
+    // One cluster observation per max age for the probes, and at most one more per max age to
+    // confirm: not one per probe.
+    const windows = Math.ceil((performance.now() - started) / 300);
+    expect(s.calls.list).toBeLessThanOrEqual(2 * windows + 1);
+    expect(s.calls.list).toBeLessThan(40 / 2);
   });
 });

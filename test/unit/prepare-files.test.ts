@@ -100,21 +100,30 @@ describe('flagsFileContent', () => {
 });
 
 describe('prepare options', () => {
-  const base = { ETCD_AGENT_MEMBER_NAME: 'etcd-1', ETCD_AGENT_DATA_DIR: '/d/default.etcd', ETCD_AGENT_PEER_URL_TEMPLATE: 'http://{name}.svc:2380' };
+  const volume = fs.mkdtempSync(path.join(os.tmpdir(), 'prepare-options-'));
+  const dataDir = path.join(volume, 'default.etcd');
+  const base = { ETCD_AGENT_MEMBER_NAME: 'etcd-1', ETCD_AGENT_DATA_DIR: dataDir, ETCD_AGENT_PEER_URL_TEMPLATE: 'http://{name}.svc:2380' };
+  afterAll(() => fs.rmSync(volume, { recursive: true, force: true }));
 
   it('when the template and data dir are set, then the peer URL comes from the template and the defaults fill the rest', () => {
     const o = loadPrepareOptions(base, []);
-    expect(o).toMatchObject({ self: { name: 'etcd-1', peerURL: 'http://etcd-1.svc:2380' }, dataDir: '/d/default.etcd', token: 'etcd-cluster', waitSeconds: 60, initial: [] });
+    expect(o).toMatchObject({ self: { name: 'etcd-1', peerURL: 'http://etcd-1.svc:2380' }, dataDir, token: 'etcd-cluster', waitSeconds: 60, initial: [] });
   });
 
   it('when a flag and its variable differ, then the flag wins', () => {
-    expect(loadPrepareOptions(base, ['--data-dir', '/e', '--peer-url=http://h:1']).self.peerURL).toBe('http://h:1');
-    expect(loadPrepareOptions(base, ['--data-dir', '/e']).dataDir).toBe('/e');
+    const other = path.join(volume, 'e');
+    expect(loadPrepareOptions(base, ['--data-dir', other, '--peer-url=http://h:1']).self.peerURL).toBe('http://h:1');
+    expect(loadPrepareOptions(base, ['--data-dir', other]).dataDir).toBe(other);
   });
 
   it.each([
     ['no data directory', { ...base, ETCD_AGENT_DATA_DIR: '' }, [], 'ETCD_AGENT_DATA_DIR'],
     ['no peer URL', { ETCD_AGENT_MEMBER_NAME: 'x', ETCD_AGENT_DATA_DIR: '/d' }, [], 'ETCD_AGENT_PEER_URL_TEMPLATE'],
+    ['a data directory that is a file', { ...base, ETCD_AGENT_DATA_DIR: __filename }, [], 'ETCD_AGENT_DATA_DIR'],
+    ['a data directory below a file', { ...base, ETCD_AGENT_DATA_DIR: path.join(__filename, 'default.etcd') }, [], 'ETCD_AGENT_DATA_DIR'],
+    ['a data directory whose volume is missing', { ...base, ETCD_AGENT_DATA_DIR: '/nonexistent-volume/default.etcd' }, [], 'ETCD_AGENT_DATA_DIR'],
+    ['a flags file that is a directory', { ...base, ETCD_AGENT_PREPARE_FLAGS_FILE: os.tmpdir() }, [], 'ETCD_AGENT_PREPARE_FLAGS_FILE'],
+    ['a flags file below a file', { ...base, ETCD_AGENT_PREPARE_FLAGS_FILE: path.join(__filename, 'run', 'flags.sh') }, [], 'ETCD_AGENT_PREPARE_FLAGS_FILE'],
     ['a bad wait', { ...base, ETCD_AGENT_PREPARE_WAIT_SECONDS: '0' }, [], 'ETCD_AGENT_PREPARE_WAIT_SECONDS'],
     ['an unknown flag', base, ['--colour'], 'argv'],
   ])('when given %s, then a ConfigError names %s', (_what, env, argv, variable) => {

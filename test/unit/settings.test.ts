@@ -5,8 +5,9 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { CONFIG_VARIABLES, flagFor } from '../../agent/config';
-import { readmeTable, SETTINGS, settingsHelp } from '../../agent/settings';
+import { CONFIG_VARIABLES, flagFor, SERVE_USAGE } from '../../agent/config';
+import { readmeTable, SETTINGS } from '../../agent/settings';
+import { renderUsage } from '../../agent/usage';
 
 const README = fs.readFileSync(path.resolve(__dirname, '../../README.md'), 'utf8');
 
@@ -24,8 +25,8 @@ describe('the settings table', () => {
     expect(readmeConfigTable()).toBe(readmeTable());
   });
 
-  it('when --help is printed, then every setting is there with its flag and its variable', () => {
-    const help = settingsHelp();
+  it('when serve --help is printed, then every setting is there with its flag and its variable', () => {
+    const help = renderUsage(SERVE_USAGE);
 
     for (const { variable } of SETTINGS) expect(help).toContain(`${flagFor(variable)}, ${variable} (default: `);
   });

@@ -84,6 +84,19 @@ describe('SharedObservation', () => {
     expect(calls).toBe(1);
   });
 
+  it('when a caller asks for evidence begun after a point, then a fresh observation begun before it is not served, and a new one is shared', async () => {
+    let calls = 0;
+    const shared = new SharedObservation(5000, async () => ++calls);
+    await shared.get();
+    const point = performance.now();
+
+    const [a, b] = await Promise.all([shared.get(performance.now(), point), shared.get(performance.now(), point)]);
+
+    expect([a?.value, b?.value]).toEqual([2, 2]);
+    expect(a?.startedAt).toBeGreaterThanOrEqual(point);
+    expect((await shared.get())?.value).toBe(2);
+  });
+
   it('when the last observation started more than the max age ago, then a new one is made', async () => {
     let calls = 0;
     const shared = new SharedObservation(50, async () => ++calls);

@@ -1,0 +1,141 @@
+/**
+ * No quorum, no waiting (issue 26): a call that etcd answers only through a quorum (the member list,
+ * the membership lock, the operation records) answers `unavailable` as soon as no quorum of voters
+ * answers, instead of spending its whole deadline on a cluster that cannot decide anything.
+ *
+ * The call runs as before. When it has not answered within `CHECK_AFTER_MS` (a quorum read takes a
+ * few milliseconds), the gate looks at the voters — through the shared health observation while it
+ * is fresh (no etcd call) when that finds no quorum or began after the call, else by a quick probe:
+ * a member list as one member holds it (no quorum
+ * needed) and a Status call to each member, bounded by `ETCD_AGENT_STATUS_TIMEOUT_MS`, asked once
+ * more of the voters that did not answer when the first round finds no quorum — and again
+ * every status timeout while the call waits. quorum-verdict.ts decides: when no quorum answers, the
+ * call's own deadline is cut (its etcd calls stop retrying) and it answers `unavailable` with the
+ * figures; during an election, or when it cannot tell, the call goes on waiting inside its deadline.
+ *
+ * Looks are shared: calls waiting at the same time cause one probe, not one each.
+ */
+import type { Config } from '../config';
+import { Deadline } from '../deadline';
+import type { EtcdCluster } from '../etcd/cluster-client';
+import type { Logger } from '../observability/logger';
+import { ClusterProbe, probeMembers } from './probe';
+import { noQuorumError, quorumVerdict, type QuorumEvidence, type QuorumVerdict } from './quorum-verdict';
+
+/** How long a call through a quorum may take before the gate looks at the voters. */
+const CHECK_AFTER_MS = 100;
+/** Shortest pause between two looks while a call waits. */
+const MIN_RECHECK_MS = 250;
+
+/** What the gate looks with. */
+export interface QuorumGateDeps {
+  cluster: Pick<EtcdCluster, 'localMemberList' | 'memberStatus'>;
+  config: Pick<Config, 'statusTimeoutMs'>;
+  /**
+   * The voters as the shared health observation saw them while it is fresh (no I/O), with when that
+   * observation started (`performance.now()`); else undefined.
+   */
+  observed?: () => { evidence: QuorumEvidence; startedAt: number } | undefined;
+  /** Where a probe's findings are logged (debug). */
+  logger?: Logger;
+}
+
+/** Gates calls through a quorum; one per agent (or per prepare run). */
+export class QuorumGate {
+  private look?: { startedAt: number; verdict: Promise<QuorumVerdict> };
+
+  constructor(private readonly deps: QuorumGateDeps) {}
+
+  /**
+   * Runs `call` with a deadline of its own (a child of `deadline`) and answers what it answers,
+   * unless a look finds no quorum first: then throws `unavailable` naming `step` and the figures,
+   * and cuts the call's deadline. `late` receives a value the call answers after that (a lock taken
+   * too late, to release).
+   */
+  through<T>(deadline: Deadline, step: string, call: (deadline: Deadline) => Promise<T>, late?: (value: T) => unknown): Promise<T> {
+    const own = deadline.child();
+    const since = performance.now();
+    return new Promise<T>((resolve, reject) => {
+      let settled = false;
+      let timer: NodeJS.Timeout | undefined;
+      const settle = (): boolean => {
+        if (settled) return false;
+        settled = true;
+        clearTimeout(timer);
+        return true;
+      };
+      call(own).then(
+        (value) => {
+          if (settle()) resolve(value);
+          else if (late !== undefined) void Promise.resolve().then(() => late(value)).catch(() => undefined);
+        },
+        (err: unknown) => {
+          if (settle()) reject(err);
+        },
+      );
+      const watch = (): void => {
+        if (settled || deadline.expired()) return;
+        this.verdict(since).then((verdict) => {
+          if (settled) return;
+          if (verdict.kind === 'no-quorum') {
+            settle();
+            own.cut();
+            reject(noQuorumError(verdict, step));
+            return;
+          }
+          timer = setTimeout(watch, Math.max(MIN_RECHECK_MS, this.deps.config.statusTimeoutMs));
+        }, () => undefined);
+      };
+      timer = setTimeout(watch, CHECK_AFTER_MS);
+    });
+  }
+
+  /**
+   * The verdict of a look at the voters now, for a call waiting since `since` (`performance.now()`):
+   * the fresh health observation's when it finds no quorum, or when it started after the call did
+   * (an older one saying "quorum" may predate the loss the call is stuck on); else a quick probe's,
+   * shared with the calls that asked within the last status timeout.
+   */
+  verdict(since = performance.now()): Promise<QuorumVerdict> {
+    const observed = this.deps.observed?.();
+    if (observed !== undefined) {
+      const verdict = quorumVerdict(observed.evidence);
+      if (verdict.kind === 'no-quorum' || observed.startedAt >= since) return Promise.resolve(verdict);
+    }
+    const now = performance.now();
+    if (this.look === undefined || now - this.look.startedAt > this.deps.config.statusTimeoutMs) {
+      this.look = { startedAt: now, verdict: this.probe() };
+    }
+    return this.look.verdict;
+  }
+
+  /** A quick probe: the members as one member holds them, then a Status call to each; never throws. */
+  private async probe(): Promise<QuorumVerdict> {
+    const { cluster, config } = this.deps;
+    try {
+      const list = await cluster.localMemberList(Deadline.in(config.statusTimeoutMs));
+      let probe = await probeMembers(cluster, list.members, config.statusTimeoutMs);
+      let verdict = verdictOf(probe);
+      if (verdict.kind === 'no-quorum') {
+        // The voters that did not answer are asked once more: one answer slowed by a loaded machine
+        // must not turn a cluster with a quorum into `unavailable`. A dead member refuses at once.
+        const silent = probe.probes.filter((p) => p.status === undefined && p.url !== undefined);
+        const again = await probeMembers(cluster, silent.map((p) => p.member), config.statusTimeoutMs);
+        probe = new ClusterProbe([...probe.probes.filter((p) => !silent.includes(p)), ...again.probes]);
+        verdict = verdictOf(probe);
+      }
+      this.deps.logger?.debug('quorum gate: probed the voters', {
+        verdict: verdict.kind,
+        silent: probe.probes.filter((p) => p.status === undefined).map((p) => ({ member: p.member.name || p.member.id, error: p.error })),
+      });
+      return verdict;
+    } catch (err) {
+      this.deps.logger?.debug('quorum gate: no member list to probe by', { error: err instanceof Error ? err.message : String(err) });
+      return { kind: 'unknown' };
+    }
+  }
+}
+
+function verdictOf(probe: ClusterProbe): QuorumVerdict {
+  return quorumVerdict({ voters: probe.voters.length, answering: probe.healthyVoters, leader: probe.leader !== undefined });
+}

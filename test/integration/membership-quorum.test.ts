@@ -1,0 +1,244 @@
+/**
+ * No quorum, no waiting (issue 26), against real etcd: with fewer voters answering than a quorum,
+ * every call that reads through a quorum answers 503 `unavailable` with the figures at once, instead
+ * of `timeout` at its deadline; an election (a quorum answers, no leader for a moment) is waited out
+ * as before; and `wait: true` joins wait for the quorum to come back inside their deadline.
+ */
+import type { RunningAgent } from '../../agent/agent';
+import { withCluster, type ListedMember, type MemberSpec } from '../helpers/etcd-cluster';
+import type { Answer } from '../helpers/http-call';
+import { changesSent, get, leaderOf, post, settle, startMemberAgent } from '../helpers/membership';
+import { runCli } from '../helpers/run-process';
+
+const JOIN = '/v1/members/join';
+const LEAVE = '/v1/members/leave';
+const PROMOTE = '/v1/members/promote';
+const TRANSFER = '/v1/leader/transfer';
+const ACTION = '/v1.0/action';
+/** The issue's bound for a call without a quorum to answer. */
+const AT_ONCE_MS = 1500;
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Runs `call` and answers what it answered and how long it took. */
+async function timed<T>(call: () => Promise<T>): Promise<{ answer: T; ms: number }> {
+  const started = performance.now();
+  const answer = await call();
+  return { answer, ms: Math.round(performance.now() - started) };
+}
+
+/** Maintenance.Status calls the agent has sent that ended with `result` (etcd_agent_status_rpcs_total). */
+async function statusRpcs(agent: RunningAgent, result: string): Promise<number> {
+  return (await agent.metrics.statusRpcs.get()).values.filter((v) => v.labels.result === result).reduce((sum, v) => sum + v.value, 0);
+}
+
+/** The member list without what moves by itself (ids, names, roles, URLs): what a change would change. */
+const shape = (members: ListedMember[]): string[] =>
+  members.map((m) => `${m.id} ${m.name} ${m.isLearner ? 'learner' : 'voter'} ${m.peerURLs.join(',')}`).sort();
+
+describe('4 voters, 2 of them killed: no quorum', () => {
+  const cluster = withCluster(4);
+  let agent: RunningAgent;
+  let etcd4: MemberSpec;
+  let before: ListedMember[];
+
+  beforeAll(async () => {
+    const started = Date.now();
+    // An observation stays fresh for 3 s here, so that a call right after /v1/health finds it fresh
+    // on a loaded machine too (one made while no quorum answers takes the status timeout).
+    agent = await startMemberAgent(cluster(), 'etcd-0', { ETCD_AGENT_HEALTH_MAX_AGE_MS: '3000' });
+    etcd4 = await cluster().reserveMember('etcd-4');
+    before = await cluster().listMembers();
+    // A running agent: the first call after a start loads express and connects (README, "Limits").
+    expect((await get(agent, '/v1/members')).status).toBe(200);
+    await settle(started);
+  }, 30_000);
+
+  afterAll(async () => {
+    await agent?.stop(100);
+  });
+
+  const figures = { voters: 4, healthyVoters: 2, required: 3 };
+  const calls: Array<[string, () => Promise<Answer>]> = [
+    ['join of a new member', () => post(agent, JOIN, { name: 'etcd-4', peerURLs: [etcd4.peerURL] })],
+    ['leave of a dead member', () => post(agent, LEAVE, { name: 'etcd-3' })],
+    ['leave of a live member', () => post(agent, LEAVE, { name: 'etcd-1' })],
+    ['promote', () => post(agent, PROMOTE, { name: 'etcd-1' })],
+    ['transfer', () => post(agent, TRANSFER, { to: 'etcd-1' })],
+    ['GET /v1/members', () => get(agent, '/v1/members')],
+    ['GET /v1/operations', () => get(agent, '/v1/operations')],
+  ];
+
+  describe('while etcd-2 and etcd-3 are down', () => {
+    beforeAll(async () => {
+      await Promise.all([cluster().kill('etcd-2'), cluster().kill('etcd-3')]);
+    });
+
+    it.each(calls)('when %s is asked, then 503 unavailable within 1.5 s, naming 2 of 4 voters answering and 3 needed', async (_what, ask) => {
+      const { answer, ms } = await timed(ask);
+
+      expect(answer.status).toBe(503);
+      expect(answer.json.error).toEqual({
+        code: 'unavailable',
+        message: expect.stringContaining('no quorum: 2 of 4 voters answer, 3 needed'),
+        retryable: true,
+        details: figures,
+      });
+      expect(ms).toBeLessThan(AT_ONCE_MS);
+    });
+
+    it('when /v1/health has just observed the cluster, then a call answers from that observation, with no Status call of its own', async () => {
+      const health = await get(agent, '/v1/health');
+      // Its healthyVoters are those that also agree on a leader (none here); 2 members answered.
+      expect(health.json.quorum).toMatchObject({ voters: 4, required: 3, hasQuorum: false });
+      expect(health.json.members.filter((m: { reachable: boolean }) => m.reachable)).toHaveLength(2);
+      const statusCalls = await statusRpcs(agent, 'unavailable');
+
+      const { answer, ms } = await timed(() => post(agent, LEAVE, { name: 'etcd-1' }));
+
+      expect(answer.status).toBe(503);
+      expect(answer.json.error.details).toEqual(figures);
+      expect(ms).toBeLessThan(AT_ONCE_MS);
+      // A probe would have asked etcd-2 and etcd-3 (unreachable); the auto-promotion loop asks only etcd-0.
+      expect(await statusRpcs(agent, 'unavailable')).toBe(statusCalls);
+    });
+
+    it('when the kbagent route is asked for memberJoin and memberLeave, then {error: failed} within 1.5 s, the message naming the figures', async () => {
+      const join = await timed(() =>
+        post(agent, ACTION, { action: 'memberJoin', parameters: { KB_JOIN_MEMBER_POD_NAME: 'etcd-4', KB_JOIN_MEMBER_POD_FQDN: new URL(etcd4.peerURL).hostname } }),
+      );
+      const leave = await timed(() => post(agent, ACTION, { action: 'memberLeave', parameters: { KB_LEAVE_MEMBER_POD_NAME: 'etcd-3' } }));
+
+      for (const { answer, ms } of [join, leave]) {
+        expect(answer.status).toBe(200);
+        expect(answer.json).toEqual({ error: 'failed', message: expect.stringContaining('no quorum: 2 of 4 voters answer, 3 needed') });
+        expect(ms).toBeLessThan(AT_ONCE_MS);
+      }
+    });
+
+    it('when the CLI asks for members and a leave, then it exits 4 (call again later) and its message names the figures', async () => {
+      const members = await runCli(['members', '--agent', agent.listening.url, '--summary']);
+      const leave = await runCli(['leave', 'etcd-3', '--agent', agent.listening.url, '--summary']);
+
+      for (const ran of [members, leave]) {
+        expect(ran.code).toBe(4);
+        expect(ran.stderr).toMatch(/^etcd-lifecycle-agent (members|leave): unavailable: no quorum: 2 of 4 voters answer, 3 needed; .*\(call again later\)\n$/);
+      }
+    });
+
+    it('when all that was asked, then no membership RPC was sent', async () => {
+      expect(await changesSent(agent.metrics)).toEqual({ add: 0, remove: 0, promote: 0, 'move-leader': 0 });
+    });
+  });
+
+  describe('once etcd-2 is back (3 of 4 voters)', () => {
+    beforeAll(async () => {
+      await cluster().restart('etcd-2');
+    }, 30_000);
+
+    it('when the member list is read, then nothing changed while the quorum was lost', async () => {
+      expect(shape(await cluster().listMembers())).toEqual(shape(before));
+    });
+
+    it('when the same calls are made again, then they succeed', async () => {
+      const ok = (a: Answer): string => `${a.status} ${a.json.outcome ?? (a.json.members === undefined ? '' : 'members')}`;
+
+      expect(ok(await get(agent, '/v1/members'))).toBe('200 members');
+      expect((await get(agent, '/v1/operations')).status).toBe(200);
+      expect(ok(await post(agent, LEAVE, { name: 'etcd-3' }))).toBe('200 removed');
+      expect(ok(await post(agent, PROMOTE, { name: 'etcd-1' }))).toBe('200 already-member');
+      expect(ok(await post(agent, TRANSFER, { to: 'etcd-1' }))).toMatch(/^200 (transferred|already-leader)$/);
+      expect(ok(await post(agent, JOIN, { name: 'etcd-4', peerURLs: [etcd4.peerURL] }))).toBe('202 added');
+      expect(ok(await post(agent, LEAVE, { name: 'etcd-1' }))).toBe('200 removed');
+      // etcd refuses the add as "unhealthy cluster" until etcd-2 has been back 5 s: the agent retries it.
+      const after = await cluster().listMembers();
+      expect(after.map((m) => `${m.name || m.peerURLs[0]} ${m.isLearner ? 'learner' : 'voter'}`).sort()).toEqual(
+        ['etcd-0 voter', 'etcd-2 voter', `${etcd4.peerURL} learner`].sort(),
+      );
+    }, 60_000);
+  });
+});
+
+describe('3 voters while the leader is replaced: an election is not a lost quorum', () => {
+  const cluster = withCluster(3);
+  let agent: RunningAgent;
+
+  afterAll(async () => {
+    await agent?.stop(100);
+  });
+
+  it('when calls are made right after the leader is killed, then they wait out the election and succeed', async () => {
+    const leader = await leaderOf(cluster());
+    const [self, other] = ['etcd-0', 'etcd-1', 'etcd-2'].filter((n) => n !== leader.name);
+    agent = await startMemberAgent(cluster(), self);
+    expect((await get(agent, '/v1/members')).status).toBe(200);
+
+    await cluster().kill(leader.name);
+    const answers = await Promise.all([
+      get(agent, '/v1/members'),
+      get(agent, '/v1/operations'),
+      post(agent, JOIN, { name: other }),
+      post(agent, LEAVE, { name: 'etcd-9' }),
+      post(agent, PROMOTE, { name: other }),
+      post(agent, TRANSFER, { to: other }),
+    ]);
+
+    expect(answers.map((a) => `${a.status} ${a.json.outcome ?? a.json.error?.code ?? ''}`.trim())).toEqual([
+      '200',
+      '200',
+      '200 already-member',
+      '200 already-absent',
+      '200 already-member',
+      expect.stringMatching(/^200 (transferred|already-leader)$/),
+    ]);
+  }, 30_000);
+});
+
+describe('wait: true through a quorum loss', () => {
+  const cluster = withCluster(3);
+  let agent: RunningAgent;
+  let etcd3: MemberSpec;
+
+  beforeAll(async () => {
+    const started = Date.now();
+    agent = await startMemberAgent(cluster(), 'etcd-0');
+    etcd3 = await cluster().reserveMember('etcd-3');
+    await settle(started);
+    // A started learner, which a join with wait: true promotes once a quorum can decide it.
+    const added = await post(agent, JOIN, { name: 'etcd-3', peerURLs: [etcd3.peerURL] });
+    expect(added.status).toBe(202);
+    await cluster().addMemberProcess('etcd-3', { wait: false });
+  }, 30_000);
+
+  afterAll(async () => {
+    await agent?.stop(100);
+  });
+
+  it('when a 5 s quorum loss comes and goes, then a join with wait: true succeeds once the quorum is back, and one whose deadline ends first answers unavailable with the figures', async () => {
+    await Promise.all([cluster().kill('etcd-1'), cluster().kill('etcd-2')]);
+    const lost = Date.now();
+
+    const short = timed(() => post(agent, JOIN, { name: 'etcd-3', peerURLs: [etcd3.peerURL], wait: true, timeoutSeconds: 3 }));
+    const long = timed(() => post(agent, JOIN, { name: 'etcd-3', peerURLs: [etcd3.peerURL], wait: true, timeoutSeconds: 40 }));
+    await sleep(Math.max(0, lost + 5000 - Date.now()));
+    await Promise.all([cluster().restart('etcd-1', { wait: false }), cluster().restart('etcd-2', { wait: false })]);
+    const back = Date.now() - lost;
+
+    const outlasted = await short;
+    expect(outlasted.answer.status).toBe(503);
+    expect(outlasted.answer.json.error).toEqual({
+      code: 'unavailable',
+      message: expect.stringContaining('no quorum: 1 of 3 voters answer, 2 needed'),
+      retryable: true,
+      details: { voters: 3, healthyVoters: 1, required: 2 },
+    });
+    // It waited for the quorum inside its deadline, and answered by it.
+    expect(outlasted.ms).toBeGreaterThan(1500);
+    expect(outlasted.ms).toBeLessThan(3500);
+
+    const recovered = await long;
+    expect(recovered.answer.status).toBe(200);
+    expect(recovered.answer.json).toMatchObject({ outcome: 'promoted', complete: true, phase: 'voter', member: { name: 'etcd-3', isLearner: false } });
+    expect(recovered.ms).toBeGreaterThan(back);
+  }, 60_000);
+});
