@@ -19,6 +19,9 @@ commands:
   members
   health
   transfer-leader [--to NAME]
+  defragment [--compact-retain N|DURATION] [--force] [--wait]
+                        compact, defragment the members one at a time (the leader last) and
+                        clear NOSPACE (defragment --help says more)
   kube-inject -f FILE   add the agent sidecar to Kubernetes YAML
   prepare --data-dir DIR [--initial-cluster N=URL,...] [--flags-file FILE]
                         decide how this pod's etcd starts (an init container); exit 0 once decided

@@ -36,6 +36,7 @@ import { failureLine } from '../etcd/errors';
 import { recordClusterHealth, recordUnknownHealth } from './health-metrics';
 import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
+import type { MaintenanceView } from '../proto/maintenance';
 import type { Member, OperationRecord } from '../proto/types';
 import { canonicalUrl, classify } from './classify';
 import { classifyLocal } from './classify-local';
@@ -49,6 +50,8 @@ export interface HealthObserverDeps {
   metrics: Metrics;
   logger: Logger;
   operations?: (deadline: Deadline) => Promise<OperationRecord[]>;
+  /** The defragmentation this agent runs now, if any (the maintenance service's view). */
+  maintenance?: () => MaintenanceView | undefined;
 }
 
 /** One finished observation: what it saw and how that classifies. */
@@ -181,7 +184,9 @@ export class HealthObserver {
       memberList = { members: known.members, fresh: false, readAt: known.readAt };
     }
     const [answers, alarms, records] = await Promise.all([Promise.all(probes.values()), alarming, recording]);
+    const maintenance = this.deps.maintenance?.();
     const facts: ObservedFacts = {
+      ...(maintenance === undefined ? {} : { maintenance }),
       memberList,
       probes: answers,
       ...(list.ok ? {} : { memberListError: list.error }),

@@ -3,6 +3,7 @@
  * `/v1/health/local` (CONTRACT §4), without the request's own fields. Shapes only, no logic.
  */
 import type { Alarm } from '../etcd/wire';
+import type { MaintenanceView } from '../proto/maintenance';
 import type { Member, MemberStatus, OperationRecord } from '../proto/types';
 
 /** The contract's health states. */
@@ -28,6 +29,8 @@ export interface ObservedFacts {
   /** Operation records; undefined when not asked for or not read (`operationsError`). */
   operations?: OperationRecord[];
   operationsError?: string;
+  /** The defragmentation this agent is running, if any (POST /v1/maintenance/defragment). */
+  maintenance?: MaintenanceView;
 }
 
 /** One member as `/v1/health` shows it; the numbers are null when it did not answer. */
@@ -42,6 +45,7 @@ export interface MemberHealth {
   raftIndex: number | null;
   raftAppliedIndex: number | null;
   dbSizeBytes: number | null;
+  dbSizeInUseBytes: number | null;
   latencyMs: number | null;
   errors: string[];
 }
@@ -73,6 +77,8 @@ export interface ClusterHealth {
   errors: string[];
   expected?: { missing: string[]; unexpected: string[] };
   operations?: OperationRecord[];
+  /** The defragmentation this agent is running (POST /v1/maintenance/defragment); absent when none. */
+  maintenance?: MaintenanceView;
 }
 
 /** `/v1/health/local`: this pod's member, its role, and whether it is ready (200) or not (503). */

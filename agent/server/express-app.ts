@@ -7,12 +7,14 @@ import type { RequestListener } from 'node:http';
 import type { Config } from '../config';
 import type { EtcdCluster } from '../etcd/cluster-client';
 import type { HealthObserver } from '../health/observer';
+import type { MaintenanceService } from '../maintenance/service';
 import type { MembershipService } from '../membership/service';
 import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
 import { createApp } from './app';
 import { healthRouter } from './health-routes';
 import { kbAgentErrorHandler, kbAgentRouter } from './kbagent-routes';
+import { maintenanceRouter } from './maintenance-routes';
 import { requestGuard } from './request-guard';
 import { roleRouter } from './role-routes';
 import { v1Router } from './v1-routes';
@@ -24,12 +26,13 @@ export interface ExpressAppDeps {
   metrics: Metrics;
   cluster: EtcdCluster;
   membership: MembershipService;
+  maintenance: MaintenanceService;
   health: HealthObserver;
 }
 
 /** Builds the app: methods, query strings and charsets are checked before any route sees them (request-guard.ts). */
 export function expressApp(deps: ExpressAppDeps): RequestListener {
-  const { config, logger, metrics, cluster, membership, health } = deps;
+  const { config, logger, metrics, cluster, membership, maintenance, health } = deps;
   // roleProbe (kbagent's and GET /v1/role) names the leader by the same rule as /v1/health, from the
   // same shared observation.
   const leader = async (): Promise<{ known: boolean; id?: string }> => {
@@ -43,6 +46,7 @@ export function expressApp(deps: ExpressAppDeps): RequestListener {
     routers: [
       requestGuard(),
       v1Router(membership),
+      maintenanceRouter(maintenance),
       healthRouter(health),
       // kbagent's wire format (CONTRACT §5): an adapter over the same membership service.
       kbAgentRouter({ config, cluster, membership, logger, leader }),

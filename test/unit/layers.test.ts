@@ -12,6 +12,7 @@ const RANKS: Readonly<Record<string, number>> = {
   proto: 0,
   'deadline.ts': 1,
   'poll.ts': 1,
+  'cron.ts': 1,
   'timings.ts': 1,
   'settings.ts': 1,
   'host-network.ts': 1,
@@ -21,11 +22,12 @@ const RANKS: Readonly<Record<string, number>> = {
   etcd: 4,
   membership: 5,
   health: 6,
-  prepare: 7,
-  server: 8,
-  cli: 9,
-  'agent.ts': 10,
-  'main.ts': 11,
+  maintenance: 7,
+  prepare: 8,
+  server: 9,
+  cli: 10,
+  'agent.ts': 11,
+  'main.ts': 12,
 };
 
 /** The layer of an agent/ path ("membership/join.ts" → "membership", "config.ts" → "config.ts"). */
