@@ -51,13 +51,15 @@ quota less the margin. The run goes on in the agent after the call answers.
 options:
   --compact-retain N|DURATION   compact first, keeping the last N revisions (10000) or the last period
                                 (90s, 30m, 6h, 2d) (default: ETCD_AGENT_DEFRAG_COMPACT_RETAIN of the agent)
-  --no-compact                  no compaction, whatever the agent's setting says
+  --no-compact                  no compaction, whatever the agent's setting says (also --compact-retain none)
   --min-fragmentation F         only members whose (dbSize - dbSizeInUse) / dbSize is at least F, 0 < F <= 1
                                 (default: ETCD_AGENT_DEFRAG_MIN_FRAGMENTATION, 0.45)
   --min-db-size BYTES           only members whose database is at least this big
                                 (default: ETCD_AGENT_DEFRAG_MIN_DB_SIZE_BYTES, 104857600)
   --force                       also when the cluster would not keep a quorum without the member (one or two members)
-  --wait                        call again until the run has ended
+  --wait                        call again until the run has ended: also while another agent's run, or a
+                                membership change, holds the cluster (busy), and under NOSPACE while the
+                                runner's agent clears it (so it may run on every member at once)
   plus --agent, --token-file, --timeout-seconds, --json, --summary (see etcd-lifecycle-agent --help)
 
 exit codes: 0 done (or nothing to do), 3 still running (call again), 4 refused as unsafe or busy
@@ -118,7 +120,9 @@ function defragmentOptions(values: {
   const out: Pick<ParsedCommand, 'compact' | 'minFragmentation' | 'minDbSizeBytes'> = {};
   if (values['compact-retain'] !== undefined && values['no-compact'] === true) throw new UsageError('--compact-retain and --no-compact exclude each other');
   if (values['no-compact'] === true) out.compact = false;
-  if (values['compact-retain'] !== undefined) {
+  if (values['compact-retain'] === 'none') {
+    out.compact = false;
+  } else if (values['compact-retain'] !== undefined) {
     try {
       out.compact = parseRetention(values['compact-retain'], '--compact-retain');
     } catch (err) {

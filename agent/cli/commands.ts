@@ -68,6 +68,11 @@ export function exitCodeFor(answer: AgentAnswer): number {
   return code === 'unsafe' || code === 'busy' ? EXIT.refused : EXIT.failed;
 }
 
+/** `defragment --wait` calls again after an answer that says "still running" (202) or "another holds it" (409 busy). */
+export function waitAgain(answer: AgentAnswer): boolean {
+  return exitCodeFor(answer) === EXIT.inProgress || (answer.status === 409 && errorOf(answer.body).code === 'busy');
+}
+
 /** Runs a client command; resolves to its exit code, never rejects. */
 export async function runCommand(command: Command, argv: string[], io: CliIo, env: NodeJS.ProcessEnv = process.env): Promise<number> {
   let cmd: ParsedCommand;
@@ -89,8 +94,9 @@ export async function runCommand(command: Command, argv: string[], io: CliIo, en
   let answer: AgentAnswer;
   try {
     answer = request.method === 'GET' ? await client.get(request.path) : await client.post(request.path, request.body ?? {});
-    // `defragment --wait`: the run goes on in the agent; each further call waits for it again, up to its deadline.
-    while (cmd.wait && command === 'defragment' && exitCodeFor(answer) === EXIT.inProgress) {
+    // `defragment --wait`: the run goes on in the agent (or in another one: in progress there, or under NOSPACE
+    // the runner's, which makes this one busy); each further call waits for it again, up to its deadline.
+    while (cmd.wait && command === 'defragment' && waitAgain(answer)) {
       if (!cmd.json) io.stderr(`etcd-lifecycle-agent ${command}: ${summarize(cmd, answer.body)}; waiting\n`);
       await new Promise((resolve) => setTimeout(resolve, CLI_WAIT_AGAIN_MS));
       answer = await client.post(request.path, request.body ?? {});

@@ -386,6 +386,7 @@ export class DefragmentRun {
     const before: DbSizes = { dbSizeBytes: status.dbSizeBytes, dbSizeInUseBytes: status.dbSizeInUseBytes };
     this.recorder.assertHeld();
     this.defragmenting = member;
+    logger.info('defragmenting a member', { run: this.id, member: member.name, before, wasLeader: wasLeader || this.movedFrom === member.id, mode: this.mode, requestId: this.requestId });
     const started = performance.now();
     try {
       await cluster.defragment(url, DEFRAG_MEMBER_TIMEOUT_MS);

@@ -5,7 +5,7 @@
  * single absolute time: these machines are noisy.
  *
  *   BENCH_QUICK=1        short version for development (fewer rounds, shorter loads)
- *   BENCH_ONLY=a,b       only these sections: startup, join, scale, health, detection, soak
+ *   BENCH_ONLY=a,b       only these sections: startup, join, scale, health, detection, soak, defrag
  *   BENCH_KEEP=1         keep the scratch directory (agent logs, CPU profiles)
  *   BENCH_OUT=file       where the JSON goes (default ./bench-results.json)
  *   BENCH_NODES=a,b      node binaries to run the agent on (default: this node, then Node 24 from
@@ -19,6 +19,7 @@ import path from 'node:path';
 import { findEtcd, LocalEtcdCluster } from '../local-cluster';
 import { AgentProcess, MAIN_JS } from './agent-process';
 import type { BenchContext, ClusterUnderTest } from './context';
+import { measureDefrag } from './defrag';
 import { measureDetection } from './detection';
 import { measureHealth } from './health';
 import { measureIdempotentJoin } from './join-idempotent';
@@ -31,7 +32,7 @@ import { IDLE_MARGIN_MIB, measureStartup } from './startup';
 const PEAK_RATIO = 1.5;
 import { round } from './stats';
 
-const SECTIONS = ['startup', 'join', 'scale', 'health', 'detection', 'soak'] as const;
+const SECTIONS = ['startup', 'join', 'scale', 'health', 'detection', 'soak', 'defrag'] as const;
 type Section = (typeof SECTIONS)[number];
 
 async function main(): Promise<void> {
@@ -107,6 +108,19 @@ async function main(): Promise<void> {
       }
     }
     if (wanted('soak')) await measureSoak({ ...base, node: nodes[0].path, nodeVersion: nodes[0].version });
+    if (wanted('defrag')) {
+      // A cluster of its own: its data grows by design, which would skew the other sections' figures.
+      const cluster = await LocalEtcdCluster.start({ size: 3 });
+      const ctx: BenchContext = { ...base, node: nodes[0].path, nodeVersion: nodes[0].version };
+      const endpoints = cluster.clientURLs();
+      const agent = await AgentProcess.start({ endpoints, localEndpoint: endpoints[0], memberName: cluster.members[0].name, workDir, label: 'defrag-etcd-0', node: nodes[0].path });
+      try {
+        await measureDefrag(ctx, cluster, agent);
+      } finally {
+        await agent.stop();
+        await cluster.destroy();
+      }
+    }
   } finally {
     if (!process.env.BENCH_KEEP) fs.rmSync(workDir, { recursive: true, force: true });
     else base.log(`kept ${workDir}`);

@@ -1,6 +1,6 @@
 import { summarize } from '../../agent/cli/answer-text';
 import { parseCommand, UsageError } from '../../agent/cli/command-line';
-import { EXIT, exitCodeFor, requestFor } from '../../agent/cli/commands';
+import { EXIT, exitCodeFor, requestFor, waitAgain } from '../../agent/cli/commands';
 
 describe('CLI argument parsing (CONTRACT §7)', () => {
   it.each([
@@ -24,6 +24,7 @@ describe('CLI argument parsing (CONTRACT §7)', () => {
     ],
     ['defragment', ['--compact-retain', '6h'], { method: 'POST', path: '/v1/maintenance/defragment', body: { compact: { retainSeconds: 21600 } } }],
     ['defragment', ['--no-compact', '--wait'], { method: 'POST', path: '/v1/maintenance/defragment', body: { compact: false } }],
+    ['defragment', ['--compact-retain', 'none'], { method: 'POST', path: '/v1/maintenance/defragment', body: { compact: false } }],
   ] as const)('when %s %j is parsed, then it calls %j', (command, argv, expected) => {
     expect(requestFor(parseCommand(command, [...argv]))).toEqual(expected);
   });
@@ -114,5 +115,18 @@ describe('CLI exit codes and summaries', () => {
     ],
   ] as const)('when %s answers %j, then the summary reads "%s"', (command, body, line) => {
     expect(summarize({ command, name: 'etcd-3' }, body)).toBe(line);
+  });
+});
+
+describe('defragment --wait', () => {
+  it.each<[number, Record<string, unknown>, boolean]>([
+    [202, { outcome: 'in-progress', complete: false }, true],
+    [409, { error: { code: 'busy', details: { reason: 'nospace-runner' } } }, true],
+    [409, { error: { code: 'busy' } }, true],
+    [409, { error: { code: 'unsafe' } }, false],
+    [200, { outcome: 'defragmented', complete: true }, false],
+    [503, { error: { code: 'unavailable' } }, false],
+  ])('when the agent answers %i %j, then --wait calls again: %s', (status, body, again) => {
+    expect(waitAgain({ status, body })).toBe(again);
   });
 });

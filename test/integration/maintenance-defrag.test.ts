@@ -1,0 +1,379 @@
+/**
+ * POST /v1/maintenance/defragment against real etcd clusters (3.4–3.7): a cluster filled with churn
+ * (600 kB values written again and again to two keys, so its history fills the database), then
+ * compacted and defragmented member by member while a writer puts through every member, a watch
+ * asks every member for its Status and another agent lists the operations. What the members
+ * themselves log ("starting defragment" → "finished defragment") says when each one was out of
+ * service: never two at once, the leader last and only after leadership moved.
+ *
+ * Figures (printed as one `defrag figures` line per story): each member's defragmentation time and
+ * sizes, the longest write gap through the member being defragmented and, through the others,
+ * while it was (for the former leader that is the figure the move of leadership is for).
+ */
+import type { RunningAgent } from '../../agent/agent';
+import { HttpClient } from '../../scripts/bench/http';
+import { defragIntervals, overlapsBetween, StatusWatch, WriteLoad, writeKeys, type Interval } from '../../scripts/defrag-watch';
+import { ChildAgent, MAIN_JS } from '../helpers/child-agent';
+import { fillUntilNoSpace, startTestCluster, type LocalEtcdCluster } from '../helpers/etcd-cluster';
+import type { Answer } from '../helpers/http-call';
+import { get, leaderOf, post, startMemberAgent } from '../helpers/membership';
+
+const DEFRAG = '/v1/maintenance/defragment';
+const VALUE = Buffer.alloc(600_000, 'x').toString('base64');
+/** The thresholds of these tests: the databases are a few MB, far below the 100 MiB default. */
+const SMALL = { minFragmentation: 0.3, minDbSizeBytes: 0 };
+
+/** Writes `count` 600 kB values through `clientURL`, alternately to two keys: history that a compaction frees. */
+async function churn(clientURL: string, count: number, key = 'churn'): Promise<void> {
+  const client = new HttpClient(clientURL);
+  try {
+    for (let i = 0; i < count; i++) {
+      const answer = await client.post('/v3/kv/put', { key: Buffer.from(`${key}/${i % 2}`).toString('base64'), value: VALUE }, 10_000);
+      if (answer.status !== 200) throw new Error(`put ${i}: HTTP ${answer.status} ${JSON.stringify(answer.body).slice(0, 200)}`);
+    }
+  } finally {
+    client.close();
+  }
+}
+
+/**
+ * 10,000 keys of 1 kB written twice: 20 MB of writes, half of it history. A member's defragmentation
+ * then takes long enough to be seen (etcd copies the live keys one by one: 0.5–3 s on this project's
+ * machine, depending on its load).
+ */
+const LOAD = { keys: 10_000, bytes: 1000, passes: 2 };
+/** A story that writes the load and defragments three members: seconds when the machine is quiet, more under load. */
+const SLOW_STORY_MS = 180_000;
+/** A compaction to the revision before the current one: it frees the first pass (the writers' puts are revisions too). */
+const KEEP_LAST_PASS = { retainRevisions: 1 };
+
+/** A put through `clientURL`'s gateway: its HTTP status. */
+async function putStatus(clientURL: string): Promise<number> {
+  const client = new HttpClient(clientURL);
+  try {
+    return (await client.post('/v3/kv/put', { key: Buffer.from('probe').toString('base64'), value: Buffer.from('1').toString('base64') }, 5000)).status;
+  } finally {
+    client.close();
+  }
+}
+
+/** Fails with the answer's body when its status is not `status`. */
+function expectStatus(reply: Answer, status: number): void {
+  if (reply.status !== status) throw new Error(`expected HTTP ${status}, got ${reply.status}: ${reply.text.slice(0, 2000)}`);
+}
+
+/** Each member's defragmentations since `since`, from its own log. */
+function intervalsOf(cluster: LocalEtcdCluster, since: number): Map<string, Interval[]> {
+  return new Map(cluster.members.map((m) => [m.name, defragIntervals(m.logFile).filter((i) => i.to >= since)]));
+}
+
+/** The members in the order their defragmentations began. */
+function order(intervals: Map<string, Interval[]>): string[] {
+  return [...intervals].flatMap(([name, list]) => list.map((i) => ({ name, from: i.from }))).sort((a, b) => a.from - b.from).map((e) => e.name);
+}
+
+/** GET /v1/operations of `agent` every 25 ms: each distinct step seen, with the time it was first seen. */
+class OperationsWatch {
+  readonly steps: Array<{ at: number; action: string; step: string; member: string }> = [];
+  private running = true;
+  private readonly loop: Promise<void>;
+
+  constructor(agent: RunningAgent | string) {
+    this.loop = (async () => {
+      while (this.running) {
+        const answer = await get(agent, '/v1/operations').catch(() => undefined);
+        for (const op of (answer?.json?.operations ?? []) as Array<{ action: string; step: string; member: { name: string } }>) {
+          if (this.steps.at(-1)?.step !== op.step) this.steps.push({ at: Date.now(), action: op.action, step: op.step, member: op.member.name });
+        }
+        await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+    })();
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    await this.loop;
+  }
+}
+
+/** The figures of one story, printed for the README. */
+function figures(story: string, cluster: LocalEtcdCluster, reply: Answer, load: WriteLoad, intervals: Map<string, Interval[]>, formerLeader: string): Record<string, unknown> {
+  const members = (reply.json.members as Array<{ name: string; durationMs: number; wasLeader: boolean; before: { dbSizeBytes: number }; after: { dbSizeBytes: number } }>).map((m) => {
+    const window = intervals.get(m.name)?.at(-1) ?? { from: 0, to: 0 };
+    const others = [...load.answered.keys()].filter((n) => n !== m.name);
+    return {
+      member: m.name,
+      wasLeader: m.wasLeader,
+      defragMs: m.durationMs,
+      mb: `${(m.before.dbSizeBytes / 1e6).toFixed(1)}→${(m.after.dbSizeBytes / 1e6).toFixed(1)}`,
+      gapThroughItMs: load.longestGap(m.name, window),
+      gapThroughOthersMs: Math.max(...others.map((n) => load.longestGap(n, window))),
+      putsThroughOthersDuringIt: others.reduce((sum, n) => sum + load.countIn(n, window), 0),
+    };
+  });
+  const line = { story, etcd: cluster.etcd.version, formerLeader, members };
+  process.stdout.write(`defrag figures ${JSON.stringify(line)}\n`);
+  return line;
+}
+
+describe('a rolling defragmentation of a 3-member cluster under a writer', () => {
+  let cluster: LocalEtcdCluster;
+  let runner: RunningAgent;
+  let observer: RunningAgent;
+
+  beforeAll(async () => {
+    cluster = await startTestCluster(3);
+    runner = await startMemberAgent(cluster, 'etcd-0');
+    observer = await startMemberAgent(cluster, 'etcd-2');
+  }, 30_000);
+
+  afterAll(async () => {
+    await runner?.stop(100);
+    await observer?.stop(100);
+    await cluster?.destroy();
+  });
+
+  it('when one call compacts and defragments, then each member is done alone, the leader last after leadership moved, and writes go on through the others meanwhile', async () => {
+    await writeKeys(cluster.members[0].clientURL, LOAD);
+    const leaderBefore = (await leaderOf(cluster)).name;
+    const since = Date.now();
+    const load = new WriteLoad(cluster.members);
+    const watch = new StatusWatch(cluster.members);
+    const operations = new OperationsWatch(observer);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+
+    let reply: Answer;
+    try {
+      reply = await post(runner, DEFRAG, { ...SMALL, compact: KEEP_LAST_PASS, timeoutSeconds: 60 });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+    } finally {
+      await Promise.all([load.stop(), watch.stop(), operations.stop()]);
+    }
+    expectStatus(reply, 200);
+    expect(reply.json).toMatchObject({ action: 'defragment', outcome: 'defragmented', complete: true, leaderTransferred: true, run: { mode: 'lock' } });
+    expect(reply.json.compaction.revision).toBeGreaterThan(0);
+    const done = reply.json.members as Array<{ name: string; wasLeader: boolean; before: { dbSizeBytes: number }; after: { dbSizeBytes: number } }>;
+    expect(done.map((m) => m.name).sort()).toEqual(['etcd-0', 'etcd-1', 'etcd-2']);
+    for (const m of done) expect(m.after.dbSizeBytes).toBeLessThan(m.before.dbSizeBytes * 0.8);
+    // The leader last, and only after leadership moved away from it.
+    expect(done.at(-1)).toMatchObject({ name: leaderBefore, wasLeader: true });
+    expect(done.slice(0, -1).every((m) => !m.wasLeader)).toBe(true);
+    expect((await leaderOf(cluster)).name).not.toBe(leaderBefore);
+
+    // What the members say: three defragmentations, one at a time, the former leader's last.
+    const intervals = intervalsOf(cluster, since);
+    expect([...intervals.values()].map((l) => l.length)).toEqual([1, 1, 1]);
+    expect(overlapsBetween(intervals)).toEqual([]);
+    expect(order(intervals).at(-1)).toBe(leaderBefore);
+    // What a watch of their Status saw: never two silent at once.
+    expect(overlapsBetween(watch.outOfService())).toEqual([]);
+    // What another agent's GET /v1/operations showed: the member being defragmented, the leader's turn after the move.
+    const defragSteps = operations.steps.filter((s) => s.action === 'defragment' && s.step.startsWith('defragmenting'));
+    expect([...new Set(defragSteps.map((s) => s.member))]).toEqual(order(intervals));
+    const moved = operations.steps.findIndex((s) => s.step.startsWith('moving leadership') || s.step.startsWith('sending move-leader'));
+    expect(moved).toBeGreaterThan(-1);
+    expect(operations.steps.findIndex((s) => s.step.startsWith(`defragmenting ${leaderBefore}`))).toBeGreaterThan(moved);
+
+    const line = figures('rolling', cluster, reply, load, intervals, leaderBefore);
+    // While the former leader was defragmented, writes through the other members were answered.
+    const former = (line.members as Array<{ member: string; putsThroughOthersDuringIt: number }>).find((m) => m.member === leaderBefore);
+    expect(former?.putsThroughOthersDuringIt).toBeGreaterThan(0);
+    expect([...load.failures.values()].reduce((a, b) => a + b, 0)).toBe(0);
+  }, SLOW_STORY_MS);
+
+  it('when the same call is made again, then nothing is over the thresholds and the answer says what the last run did', async () => {
+    const first = await get(observer, '/v1/health');
+    expect(first.json.members.every((m: { dbSizeInUseBytes: number | null }) => typeof m.dbSizeInUseBytes === 'number')).toBe(true);
+
+    const reply = await post(runner, DEFRAG, { ...SMALL, compact: false });
+
+    expectStatus(reply, 200);
+    expect(reply.json).toMatchObject({ outcome: 'nothing-to-do', complete: true, members: [] });
+    expect(reply.json.skipped.map((s: { reason: string }) => s.reason)).toEqual([
+      expect.stringMatching(/^fragmentation .* is below 30 %$/),
+      expect.stringMatching(/^fragmentation .* is below 30 %$/),
+      expect.stringMatching(/^fragmentation .* is below 30 %$/),
+    ]);
+    expect(reply.json.lastRun).toMatchObject({ outcome: 'defragmented', agent: 'etcd-0' });
+    expect(reply.json.lastRun.members).toHaveLength(3);
+  });
+
+  it('when the agent running it is killed mid-run, then the next call continues where it stopped, never two members at once', async () => {
+    const env = {
+      ETCD_AGENT_ENDPOINTS: cluster.clientURLs().join(','),
+      ETCD_AGENT_LOCAL_ENDPOINT: cluster.member('etcd-1').clientURL,
+      ETCD_AGENT_MEMBER_NAME: 'etcd-1',
+    };
+    await writeKeys(cluster.members[1].clientURL, LOAD);
+    const since = Date.now();
+    let child = await ChildAgent.start(MAIN_JS, env);
+    const watch = new StatusWatch(cluster.members);
+    // Killed once its second Defragment is sent: etcd goes on with it, without the agent.
+    let seen = 0;
+    let killedDuring = '';
+    const killed = new Promise<void>((resolve) => {
+      const onLine = (line: Record<string, unknown>): void => {
+        if (++seen < 2) return child.onLine((l) => l.message === 'defragmenting a member', onLine);
+        killedDuring = String(line.member);
+        setTimeout(() => void child.kill('SIGKILL').then(resolve), 30);
+      };
+      child.onLine((l) => l.message === 'defragmenting a member', onLine);
+    });
+    const first = post(child.url, DEFRAG, { ...SMALL, compact: KEEP_LAST_PASS, timeoutSeconds: 60 }).then(
+      (answer) => `answered ${answer.status}`,
+      () => 'died',
+    );
+    await killed;
+    expect(await first).toBe('died'); // the call died with its agent
+    const firstRun = child.lines.find((l) => l.message === 'defragmentation run started')?.run;
+
+    child = await ChildAgent.start(MAIN_JS, env);
+    try {
+      const reply = await post(child.url, DEFRAG, { ...SMALL, compact: KEEP_LAST_PASS, timeoutSeconds: 60 });
+      await watch.stop();
+
+      expectStatus(reply, 200);
+      expect(reply.json).toMatchObject({ outcome: 'defragmented', run: { continues: firstRun } });
+      const members = reply.json.members as Array<{ name: string; earlierRun?: boolean }>;
+      // The member done before the kill is reported as the earlier run's; the one killed mid-way was finished by etcd and waited for.
+      expect(members.filter((m) => m.earlierRun === true)).toHaveLength(1);
+      expect(new Set(members.map((m) => m.name)).size).toBe(members.length);
+      const intervals = intervalsOf(cluster, since);
+      expect(overlapsBetween(intervals)).toEqual([]);
+      expect(overlapsBetween(watch.outOfService())).toEqual([]);
+      expect(intervals.get(killedDuring)?.length).toBe(1);
+      // Every member is below the threshold now.
+      const health = (await get(observer, '/v1/health')).json;
+      for (const m of health.members) expect((m.dbSizeBytes - m.dbSizeInUseBytes) / m.dbSizeBytes).toBeLessThan(0.3);
+      process.stdout.write(`defrag figures ${JSON.stringify({ story: 'killed mid-run', etcd: cluster.etcd.version, killedDuring, defragmentations: order(intervals), waited: child.lines.some((l) => String(l.message).includes('waiting')) })}\n`);
+    } finally {
+      await watch.stop();
+      await child.kill('SIGTERM');
+    }
+  }, SLOW_STORY_MS);
+
+  it('when a member does not answer, then the call is refused as unsafe with the figures, and nothing is touched', async () => {
+    await churn(cluster.members[0].clientURL, 20);
+    const since = Date.now();
+    const follower = cluster.members.find((m) => m.name !== 'etcd-0' && m.name !== 'etcd-2')?.name ?? 'etcd-1';
+    cluster.pause(follower);
+    try {
+      const reply = await post(runner, DEFRAG, { ...SMALL, compact: { retainRevisions: 5 } });
+
+      expectStatus(reply, 409);
+      expect(reply.json.error).toMatchObject({ code: 'unsafe', retryable: true, details: { reason: 'unhealthy', voters: 3, healthyVoters: 2 } });
+      expect(reply.json.error.message).toContain(`${follower} (`);
+      expect(reply.json.error.details.members).toHaveLength(3);
+    } finally {
+      cluster.resume(follower);
+    }
+    expect([...intervalsOf(cluster, since).values()].flat()).toEqual([]);
+  });
+});
+
+describe('NOSPACE cleared by one call', () => {
+  let cluster: LocalEtcdCluster;
+  const agents = new Map<string, RunningAgent>();
+
+  beforeAll(async () => {
+    cluster = await startTestCluster(3, { extraArgs: ['--quota-backend-bytes=8000000'] });
+    for (const m of cluster.members) agents.set(m.name, await startMemberAgent(cluster, m.name));
+  }, 30_000);
+
+  afterAll(async () => {
+    for (const agent of agents.values()) await agent.stop(100);
+    await cluster?.destroy();
+  });
+
+  it('when the cluster is filled with churn until NOSPACE, then the runner compacts, defragments member by member, disarms the alarm, and writes work again', async () => {
+    const client = new HttpClient(cluster.members[0].clientURL);
+    let i = 0;
+    const refused = await fillUntilNoSpace(async (_key, value) => {
+      const answer = await client.post('/v3/kv/put', { key: Buffer.from(`churn/${i++ % 2}`).toString('base64'), value: value.toString('base64') }, 10_000);
+      if (answer.status !== 200) throw new Error(JSON.stringify(answer.body));
+    });
+    client.close();
+    expect(String(refused)).toMatch(/database space exceeded/);
+    const listed = await cluster.listMembers();
+    const runnerMember = [...listed].sort((a, b) => (BigInt(`0x${a.id}`) < BigInt(`0x${b.id}`) ? -1 : 1))[0];
+    const other = listed.find((m) => m.id !== runnerMember.id) as { name: string };
+
+    // Health says what is happening and who clears it; a leave says to call this.
+    const health = (await get(agents.get(other.name) as RunningAgent, '/v1/health')).json;
+    expect(health.alarms.map((a: { alarm: string }) => a.alarm)).toContain('NOSPACE');
+    expect(health.errors.join(' ')).toContain(`POST /v1/maintenance/defragment to the agent of ${runnerMember.name}`);
+    const leave = await post(agents.get(other.name) as RunningAgent, '/v1/members/leave', { name: 'etcd-9' });
+    // etcd-9 is absent: nothing to remove, no lock needed. A join needs the lock, which etcd refuses.
+    expect(leave.status).toBe(200);
+    const join = await post(agents.get(other.name) as RunningAgent, '/v1/members/join', { name: 'etcd-9', peerURLs: ['http://127.0.0.1:9'] });
+    expect(join.status).toBe(503);
+    expect(join.json.error.details.remedy.join(' ')).toContain('POST /v1/maintenance/defragment');
+
+    // Another agent refuses: under NOSPACE only the runner's agent defragments.
+    const elsewhere = await post(agents.get(other.name) as RunningAgent, DEFRAG, { ...SMALL, compact: { retainRevisions: 2 } });
+    expect(elsewhere.status).toBe(409);
+    expect(elsewhere.json.error).toMatchObject({ code: 'busy', details: { alarm: 'NOSPACE', reason: 'nospace-runner', runner: runnerMember.name } });
+
+    const leaderBefore = (await leaderOf(cluster)).name;
+    const since = Date.now();
+    const load = new WriteLoad(cluster.members);
+    let reply: Answer;
+    let answeredAt = 0;
+    try {
+      reply = await post(agents.get(runnerMember.name) as RunningAgent, DEFRAG, { ...SMALL, compact: { retainRevisions: 2 }, timeoutSeconds: 60 });
+      answeredAt = Date.now();
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    } finally {
+      await load.stop();
+    }
+    expectStatus(reply, 200);
+    expect(reply.json).toMatchObject({ outcome: 'defragmented', run: { mode: 'nospace' }, alarm: { noSpace: true, disarmed: true } });
+    expect(reply.json.members.map((m: { name: string }) => m.name).sort()).toEqual(['etcd-0', 'etcd-1', 'etcd-2']);
+    expect(reply.json.members.at(-1)).toMatchObject({ name: leaderBefore, wasLeader: true });
+    const intervals = intervalsOf(cluster, since);
+    expect(overlapsBetween(intervals)).toEqual([]);
+    expect(order(intervals).at(-1)).toBe(leaderBefore);
+    expect(await cluster.etcdctl(['alarm', 'list'])).toBe('');
+    expect(await putStatus(cluster.members[1].clientURL)).toBe(200);
+    // The writer was refused while NOSPACE lasted and answered once it was disarmed.
+    for (const m of cluster.members) expect(load.countIn(m.name, { from: Date.now() - 1000, to: Date.now() })).toBeGreaterThan(0);
+    // Figures: how long each member took, and when writes were answered again (relative to the call's answer).
+    const firstPut = Math.min(...[...load.answered.values()].flatMap((l) => l.map(([, at]) => at)));
+    const members = (reply.json.members as Array<{ name: string; durationMs: number; before: { dbSizeBytes: number }; after: { dbSizeBytes: number } }>).map(
+      (m) => `${m.name} ${m.durationMs} ms ${(m.before.dbSizeBytes / 1e6).toFixed(1)}→${(m.after.dbSizeBytes / 1e6).toFixed(1)} MB`,
+    );
+    const line = { story: 'nospace', etcd: cluster.etcd.version, callMs: reply.json.durationMs, members, writesRefusedMs: firstPut - load.startedAt, firstWriteAfterAnswerMs: firstPut - answeredAt };
+    process.stdout.write(`defrag figures ${JSON.stringify(line)}\n`);
+  });
+});
+
+describe('a cluster that would lose its quorum', () => {
+  let cluster: LocalEtcdCluster;
+  let agent: RunningAgent;
+
+  beforeAll(async () => {
+    cluster = await startTestCluster(1);
+    agent = await startMemberAgent(cluster, 'etcd-0');
+  }, 30_000);
+
+  afterAll(async () => {
+    await agent?.stop(100);
+    await cluster?.destroy();
+  });
+
+  it('when its only member would be defragmented, then it is refused unless forced, and forced it is done', async () => {
+    await churn(cluster.members[0].clientURL, 20);
+    const since = Date.now();
+
+    const refused = await post(agent, DEFRAG, { ...SMALL, compact: { retainRevisions: 2 } });
+
+    expectStatus(refused, 409);
+    expect(refused.json.error).toMatchObject({ code: 'unsafe', details: { reason: 'single-member', forceable: true, voters: 1 } });
+    expect(defragIntervals(cluster.members[0].logFile).filter((i) => i.to >= since)).toEqual([]);
+
+    const forced = await post(agent, DEFRAG, { ...SMALL, compact: { retainRevisions: 2 }, force: true });
+
+    expectStatus(forced, 200);
+    expect(forced.json).toMatchObject({ outcome: 'defragmented', leaderTransferred: false, members: [{ name: 'etcd-0', wasLeader: true }] });
+  });
+});
