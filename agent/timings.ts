@@ -91,6 +91,17 @@ export const DEFRAG_MEMBER_TIMEOUT_MS = 600_000;
 export const DEFRAG_WAIT_POLL_MS = 250;
 /** A member just defragmented must have applied its backlog within this, or the run stops (unavailable). */
 export const DEFRAG_CATCH_UP_MAX_MS = 120_000;
+/**
+ * Deadline of a member's Status call in a run: longer than `ETCD_AGENT_STATUS_TIMEOUT_MS` (which keeps
+ * /v1/health's answers fresh), because a run can wait and a loaded machine's etcd answers late; a
+ * member that is defragmenting does not answer at all, and is recognised by its own gauge instead.
+ */
+export const DEFRAG_STATUS_TIMEOUT_MS = 2000;
+/**
+ * A run refuses (or stops) for an unhealthy cluster only once the looks have found it so for this
+ * long: one slow Status on a loaded machine is not a cluster that cannot spare a member.
+ */
+export const DEFRAG_UNHEALTHY_CONFIRM_MS = 5000;
 /** Deadline of one read of a member's own /metrics page (about 170 KB). */
 export const DEFRAG_METRICS_TIMEOUT_MS = 2000;
 /** Deadline of each etcd read or write of a run (member list, alarms, the record, a compaction's answer). */

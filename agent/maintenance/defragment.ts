@@ -55,7 +55,9 @@ import {
   DEFRAG_MEMBER_TIMEOUT_MS,
   DEFRAG_METRICS_TIMEOUT_MS,
   DEFRAG_MOVE_LEADER_MS,
+  DEFRAG_STATUS_TIMEOUT_MS,
   DEFRAG_STEP_TIMEOUT_MS,
+  DEFRAG_UNHEALTHY_CONFIRM_MS,
   DEFRAG_WAIT_POLL_MS,
   LOCK_MAX_WAIT_MS,
 } from '../timings';
@@ -123,6 +125,7 @@ export class DefragmentRun {
   private readonly done = new Map<string, { catchUpIndex: number }>();
   private readonly failures = new Map<string, number>();
   private waiting?: { why: string; since: number };
+  private unhealthySince?: number;
   private recorder: LockSteps | LocalSteps = new LocalSteps(this);
   private held?: HeldLock;
   private stopping = false;
@@ -188,7 +191,15 @@ export class DefragmentRun {
       for (;;) {
         if (this.stopping) throw shuttingDownError();
         const seen = await this.look();
-        const decision = decideDefrag(seen.input);
+        let decision: DefragDecision;
+        try {
+          decision = decideDefrag(seen.input);
+          this.unhealthySince = undefined;
+        } catch (err) {
+          if (!this.lookAgain(err)) throw err;
+          await delay(DEFRAG_WAIT_POLL_MS * 2);
+          continue;
+        }
         if (decision.kind === 'done') return await this.finish(decision.outcome, seen);
         // The alarm is gone (this run disarmed it, or someone did) and work is left: from now on, under the lock.
         if (this.mode === 'nospace' && !seen.input.noSpace) await this.takeLock();
@@ -202,6 +213,19 @@ export class DefragmentRun {
       this.defragmenting = undefined;
       await this.held?.release();
     }
+  }
+
+  /**
+   * True while an `unhealthy` refusal has lasted less than DEFRAG_UNHEALTHY_CONFIRM_MS: one slow Status
+   * on a loaded machine is not a cluster that cannot spare a member, so the run looks again first.
+   */
+  private lookAgain(err: unknown): boolean {
+    if (!isAgentError(err, 'unsafe') || err.details?.reason !== 'unhealthy') return false;
+    const now = Date.now();
+    this.unhealthySince ??= now;
+    if (now - this.unhealthySince >= DEFRAG_UNHEALTHY_CONFIRM_MS) return false;
+    this.step = `looking again: ${err.message}`;
+    return true;
   }
 
   /** The lock, or under NOSPACE the runner rule; throws busy (or RunningElsewhere) when another has it. */
@@ -266,7 +290,7 @@ export class DefragmentRun {
     const deadline = Deadline.in(DEFRAG_STEP_TIMEOUT_MS);
     const list = await cluster.listMembers(deadline);
     const [probe, metrics, alarms] = await Promise.all([
-      probeMembers(cluster, list.members, config.statusTimeoutMs),
+      probeMembers(cluster, list.members, Math.max(config.statusTimeoutMs, DEFRAG_STATUS_TIMEOUT_MS)),
       this.readMetrics(list.members),
       cluster.alarms(deadline),
     ]);

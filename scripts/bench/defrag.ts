@@ -105,7 +105,7 @@ async function oneRound(ctx: BenchContext, cluster: LocalEtcdCluster, agent: Age
 export async function measureDefrag(ctx: BenchContext, cluster: LocalEtcdCluster, agent: AgentProcess): Promise<void> {
   const section = 'rolling defragmentation';
   const rounds = pick(ctx, 3, 1);
-  const load = pick(ctx, { keys: 60_000, bytes: 1000 }, { keys: 20_000, bytes: 1000 });
+  const load = pick(ctx, { keys: 40_000, bytes: 1000 }, { keys: 15_000, bytes: 1000 });
   const results: Round[] = [];
   for (let i = 0; i < rounds; i++) {
     for (const how of ['agent', 'etcdctl'] as const) {

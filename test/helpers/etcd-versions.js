@@ -15,6 +15,7 @@ const VERSION_DEPENDENT = [
   'membership-crash.test.ts',
   'membership-lost-reply.test.ts',
   'membership-nospace.test.ts',
+  'maintenance-defrag.test.ts',
   'prepare.test.ts',
   'health.test.ts',
   'health-learner.test.ts',

@@ -11,6 +11,7 @@ const path = require('node:path');
 const Sequencer = require('@jest/test-sequencer').default;
 
 const SECONDS = {
+  'maintenance-defrag.test.ts': 60,
   'prepare.test.ts': 47,
   'prometheus-alerts.test.ts': 46,
   'kbagent-conformance.test.ts': 45,
