@@ -3,8 +3,13 @@
  * `defrag` section watch while members are defragmented, from outside the agent:
  * - `WriteLoad`: one writer per member, each putting through that member's own JSON gateway
  *   (`POST /v3/kv/put`, etcd 3.4–3.7) one key after the other; the longest time between two
- *   answered puts is a write gap (a write stalls while the member it goes through is defragmented,
- *   and every write stalls while the leader is);
+ *   answered puts is a write gap. A write stalls while the member it goes through is defragmented
+ *   (that member applies nothing meanwhile); writes through the others go on, even while the leader
+ *   is defragmented in place (measured on 3.4 and 3.6: its raft loop still commits);
+ * - `KeepAliveLoad`: the same with lease keep-alives. etcd renews a lease on the leader only once the
+ *   leader has applied everything committed, so while the leader is defragmented in place every
+ *   keep-alive of the cluster stalls, through any member (1.4–1.5 s of a 1.3–1.5 s defragmentation on
+ *   3.4 and 3.6): what moving leadership away first spares;
  * - `StatusWatch`: each member's Status (`POST /v3/maintenance/status`) every few ms; a member
  *   defragmenting answers no Status until it is done (measured on 3.4–3.7), so a stretch of
  *   unanswered (or late) calls is the member out of service;
@@ -14,6 +19,8 @@
  * Times are epoch milliseconds (Date.now()), the clock etcd's log lines use.
  */
 import fs from 'node:fs';
+import { noop } from 'cockatiel';
+import { Etcd3 } from 'etcd3';
 import { HttpClient } from './bench/http';
 
 /** A stretch of time, epoch ms. */
@@ -94,17 +101,115 @@ export async function writeKeys(clientURL: string, opts: { keys: number; bytes: 
   }
 }
 
-/** One writer per member: puts one after the other through that member, and when each was answered. */
-export class WriteLoad {
-  /** Answered puts, by member name: [sent, answered] epoch ms. */
+/**
+ * The longest stretch between two answers (or between `start`/`stop` and one) that falls inside
+ * `window`, counting only the part inside it.
+ */
+function longestGapIn(times: readonly number[], start: number, stop: number, window: Interval): number {
+  const points = [start, ...[...times].sort((a, b) => a - b), stop];
+  let longest = 0;
+  for (let i = 1; i < points.length; i++) {
+    const inside = Math.min(points[i], window.to) - Math.max(points[i - 1], window.from);
+    longest = Math.max(longest, inside);
+  }
+  return longest;
+}
+
+/** Calls answered through each member, and the gaps between them. */
+abstract class MemberLoad {
+  /** Answered calls, by member name: [sent, answered] epoch ms. */
   readonly answered = new Map<string, Array<[number, number]>>();
   readonly failures = new Map<string, number>();
-  private running = true;
-  private readonly loops: Array<Promise<void>> = [];
+  protected running = true;
+  protected readonly loops: Array<Promise<void>> = [];
   readonly startedAt = Date.now();
   stoppedAt?: number;
 
+  protected record(name: string, sent: number): void {
+    this.answered.get(name)?.push([sent, Date.now()]);
+  }
+
+  protected fail(name: string): void {
+    this.failures.set(name, (this.failures.get(name) ?? 0) + 1);
+  }
+
+  /** Stops the loops once their calls in flight are answered. */
+  async stop(): Promise<void> {
+    this.running = false;
+    await Promise.all(this.loops);
+    this.stoppedAt = Date.now();
+  }
+
+  private get whole(): Interval {
+    return { from: this.startedAt, to: this.stoppedAt ?? Date.now() };
+  }
+
+  /** The longest stretch inside `window` (the whole run by default) without an answer through `member`. */
+  longestGap(member: string, window: Interval = this.whole): number {
+    return longestGapIn((this.answered.get(member) ?? []).map(([, at]) => at), this.whole.from, this.whole.to, window);
+  }
+
+  /** The longest stretch inside `window` without an answer through any member: the cluster as a whole served none. */
+  longestClusterGap(window: Interval = this.whole): number {
+    return longestGapIn([...this.answered.values()].flatMap((l) => l.map(([, at]) => at)), this.whole.from, this.whole.to, window);
+  }
+
+  /** Calls answered through `member` within `window`. */
+  countIn(member: string, window: Interval): number {
+    return (this.answered.get(member) ?? []).filter(([, at]) => at >= window.from && at <= window.to).length;
+  }
+}
+
+/** One lease per member, kept alive through that member one keep-alive after the other (etcd3 client, no retries). */
+export class KeepAliveLoad extends MemberLoad {
+  constructor(members: ReadonlyArray<{ name: string; clientURL: string }>) {
+    super();
+    for (const m of members) {
+      this.answered.set(m.name, []);
+      this.failures.set(m.name, 0);
+      this.loops.push(this.loop(m.name, m.clientURL));
+    }
+  }
+
+  private async loop(name: string, url: string): Promise<void> {
+    const client = new Etcd3({ hosts: [url], faultHandling: { global: noop, host: () => noop } });
+    try {
+      const { ID } = await client.leaseClient.leaseGrant({ TTL: 60 }, { deadline: new Date(Date.now() + 10_000) });
+      while (this.running) {
+        const sent = Date.now();
+        try {
+          const stream = await client.leaseClient.leaseKeepAlive();
+          await new Promise<void>((resolve, reject) => {
+            const timer = setTimeout(() => reject(new Error('no keep-alive answer within 20 s')), 20_000);
+            stream.on('data', () => {
+              clearTimeout(timer);
+              resolve();
+            });
+            stream.on('error', (err: Error) => {
+              clearTimeout(timer);
+              reject(err);
+            });
+            stream.write({ ID });
+          });
+          stream.end();
+          this.record(name, sent);
+        } catch {
+          this.fail(name);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    } catch {
+      this.fail(name);
+    } finally {
+      client.close();
+    }
+  }
+}
+
+/** One writer per member: puts one after the other through that member, and when each was answered. */
+export class WriteLoad extends MemberLoad {
   constructor(members: ReadonlyArray<{ name: string; clientURL: string }>, private readonly putTimeoutMs = 20_000) {
+    super();
     for (const m of members) {
       this.answered.set(m.name, []);
       this.failures.set(m.name, 0);
@@ -118,56 +223,14 @@ export class WriteLoad {
       const sent = Date.now();
       try {
         const answer = await client.post('/v3/kv/put', { key, value: Buffer.from(String(i)).toString('base64') }, this.putTimeoutMs);
-        if (answer.status === 200) this.answered.get(name)?.push([sent, Date.now()]);
+        if (answer.status === 200) this.record(name, sent);
         else throw new Error(`HTTP ${answer.status}`);
       } catch {
-        this.failures.set(name, (this.failures.get(name) ?? 0) + 1);
+        this.fail(name);
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
     }
     client.close();
-  }
-
-  /** Stops the writers once their puts in flight are answered. */
-  async stop(): Promise<void> {
-    this.running = false;
-    await Promise.all(this.loops);
-    this.stoppedAt = Date.now();
-  }
-
-  /**
-   * The longest stretch without an answered put through `member` that overlaps `window` (the whole
-   * run by default): from one answer to the next, or from the window's edge.
-   */
-  longestGap(member: string, window: Interval = { from: this.startedAt, to: this.stoppedAt ?? Date.now() }): number {
-    const times = (this.answered.get(member) ?? []).map(([, at]) => at);
-    const points = [this.startedAt, ...times, this.stoppedAt ?? Date.now()];
-    let longest = 0;
-    for (let i = 1; i < points.length; i++) {
-      const gap = { from: points[i - 1], to: points[i] };
-      if (overlaps(gap, window)) longest = Math.max(longest, gap.to - gap.from);
-    }
-    return longest;
-  }
-
-  /**
-   * The longest stretch overlapping `window` in which no put was answered through any member: the
-   * cluster as a whole took no write (what a defragmentation of the leader in place does).
-   */
-  longestClusterGap(window: Interval = { from: this.startedAt, to: this.stoppedAt ?? Date.now() }): number {
-    const times = [...this.answered.values()].flatMap((l) => l.map(([, at]) => at)).sort((a, b) => a - b);
-    const points = [this.startedAt, ...times, this.stoppedAt ?? Date.now()];
-    let longest = 0;
-    for (let i = 1; i < points.length; i++) {
-      const gap = { from: points[i - 1], to: points[i] };
-      if (overlaps(gap, window)) longest = Math.max(longest, gap.to - gap.from);
-    }
-    return longest;
-  }
-
-  /** Puts answered through `member` within `window`. */
-  countIn(member: string, window: Interval): number {
-    return (this.answered.get(member) ?? []).filter(([, at]) => at >= window.from && at <= window.to).length;
   }
 }
 

@@ -12,7 +12,7 @@
  */
 import type { RunningAgent } from '../../agent/agent';
 import { HttpClient } from '../../scripts/bench/http';
-import { defragIntervals, overlapsBetween, StatusWatch, WriteLoad, writeKeys, type Interval } from '../../scripts/defrag-watch';
+import { defragIntervals, KeepAliveLoad, overlapsBetween, StatusWatch, WriteLoad, writeKeys, type Interval } from '../../scripts/defrag-watch';
 import { ChildAgent, MAIN_JS } from '../helpers/child-agent';
 import { fillUntilNoSpace, startTestCluster, type LocalEtcdCluster } from '../helpers/etcd-cluster';
 import type { Answer } from '../helpers/http-call';
@@ -129,7 +129,15 @@ class OperationsWatch {
 }
 
 /** The figures of one story, printed for the README. */
-function figures(story: string, cluster: LocalEtcdCluster, reply: Answer, load: WriteLoad, intervals: Map<string, Interval[]>, formerLeader: string): Record<string, unknown> {
+function figures(
+  story: string,
+  cluster: LocalEtcdCluster,
+  reply: Answer,
+  load: WriteLoad,
+  keepAlives: KeepAliveLoad,
+  intervals: Map<string, Interval[]>,
+  formerLeader: string,
+): Record<string, unknown> {
   const members = (reply.json.members as Array<{ name: string; durationMs: number; wasLeader: boolean; before: { dbSizeBytes: number }; after: { dbSizeBytes: number } }>).map((m) => {
     const window = intervals.get(m.name)?.at(-1) ?? { from: 0, to: 0 };
     const others = [...load.answered.keys()].filter((n) => n !== m.name);
@@ -138,13 +146,22 @@ function figures(story: string, cluster: LocalEtcdCluster, reply: Answer, load: 
       wasLeader: m.wasLeader,
       defragMs: m.durationMs,
       mb: `${(m.before.dbSizeBytes / 1e6).toFixed(1)}→${(m.after.dbSizeBytes / 1e6).toFixed(1)}`,
-      gapThroughItMs: load.longestGap(m.name, window),
-      gapThroughOthersMs: Math.max(...others.map((n) => load.longestGap(n, window))),
+      writeGapThroughItMs: load.longestGap(m.name, window),
+      writeGapThroughOthersMs: Math.max(...others.map((n) => load.longestGap(n, window))),
       putsThroughOthersDuringIt: others.reduce((sum, n) => sum + load.countIn(n, window), 0),
+      keepAliveGapThroughOthersMs: Math.max(...others.map((n) => keepAlives.longestGap(n, window))),
+      keepAlivesThroughOthersDuringIt: others.reduce((sum, n) => sum + keepAlives.countIn(n, window), 0),
     };
   });
   // A put refused (not late) is one etcd dropped while leadership moved ("leader changed"): counted, not hidden.
-  const line = { story, etcd: cluster.etcd.version, formerLeader, members, putsFailed: [...load.failures.values()].reduce((a, b) => a + b, 0) };
+  const line = {
+    story,
+    etcd: cluster.etcd.version,
+    formerLeader,
+    members,
+    putsFailed: [...load.failures.values()].reduce((a, b) => a + b, 0),
+    keepAlivesFailed: [...keepAlives.failures.values()].reduce((a, b) => a + b, 0),
+  };
   process.stdout.write(`defrag figures ${JSON.stringify(line)}\n`);
   return line;
 }
@@ -171,6 +188,7 @@ describe('a rolling defragmentation of a 3-member cluster under a writer', () =>
     const leaderBefore = (await leaderOf(cluster)).name;
     const since = Date.now();
     const load = new WriteLoad(cluster.members);
+    const keepAlives = new KeepAliveLoad(cluster.members);
     const watch = new StatusWatch(cluster.members);
     const operations = new OperationsWatch(observer, runner);
     await new Promise((resolve) => setTimeout(resolve, 300));
@@ -180,7 +198,7 @@ describe('a rolling defragmentation of a 3-member cluster under a writer', () =>
       reply = await post(runner, DEFRAG, { ...SMALL, compact: KEEP_LAST_PASS, timeoutSeconds: 60 });
       await new Promise((resolve) => setTimeout(resolve, 300));
     } finally {
-      await Promise.all([load.stop(), watch.stop(), operations.stop()]);
+      await Promise.all([load.stop(), keepAlives.stop(), watch.stop(), operations.stop()]);
     }
     expectStatus(reply, 200);
     expect(reply.json).toMatchObject({ action: 'defragment', outcome: 'defragmented', complete: true, leaderTransferred: true, run: { mode: 'lock' } });
@@ -211,11 +229,16 @@ describe('a rolling defragmentation of a 3-member cluster under a writer', () =>
     expect(moved).toBeGreaterThan(-1);
     expect(operations.steps.findIndex((s) => s.step.startsWith(`defragmenting ${leaderBefore}`))).toBeGreaterThan(moved);
 
-    const line = figures('rolling', cluster, reply, load, intervals, leaderBefore);
+    const line = figures('rolling', cluster, reply, load, keepAlives, intervals, leaderBefore);
     process.stdout.write(`defrag figures ${JSON.stringify({ story: 'rolling status watch', etcd: cluster.etcd.version, ...saw })}\n`);
-    // While the former leader was defragmented, writes through the other members were answered.
-    const former = (line.members as Array<{ member: string; putsThroughOthersDuringIt: number }>).find((m) => m.member === leaderBefore);
+    // While the former leader was defragmented, writes through the other members were answered, and so
+    // were lease keep-alives: etcd renews a lease on the leader once it has applied everything, which a
+    // leader defragmenting in place cannot do (every keep-alive of the cluster then stalls).
+    const former = (line.members as Array<{ member: string; putsThroughOthersDuringIt: number; keepAlivesThroughOthersDuringIt: number }>).find(
+      (m) => m.member === leaderBefore,
+    );
     expect(former?.putsThroughOthersDuringIt).toBeGreaterThan(0);
+    expect(former?.keepAlivesThroughOthersDuringIt).toBeGreaterThan(0);
   }, SLOW_STORY_MS);
 
   it('when the same call is made again, then nothing is over the thresholds and the answer says what the last run did', async () => {
