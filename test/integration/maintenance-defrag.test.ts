@@ -74,13 +74,15 @@ function intervalsOf(cluster: LocalEtcdCluster, since: number): Map<string, Inte
  * answers late together (those stretches are counted, `silentTogetherMs`, not asserted).
  */
 function watchSaw(watch: StatusWatch, intervals: Map<string, Interval[]>): { seen: string[]; missed: string[]; silentTogetherMs: number } {
+  // A stall of this process only adds silence: whether a member was seen silent reads the raw watch.
+  const raw = watch.silent;
   const silent = watch.outOfService();
   const seen: string[] = [];
   const missed: string[] = [];
   for (const [name, list] of intervals) {
     for (const i of list) {
       if (i.to - i.from < 600) continue;
-      const covered = (silent.get(name) ?? []).reduce((sum, s) => sum + Math.max(0, Math.min(s.to, i.to) - Math.max(s.from, i.from)), 0);
+      const covered = (raw.get(name) ?? []).reduce((sum, s) => sum + Math.max(0, Math.min(s.to, i.to) - Math.max(s.from, i.from)), 0);
       (covered >= 0.5 * (i.to - i.from) ? seen : missed).push(`${name} ${i.to - i.from} ms`);
     }
   }
