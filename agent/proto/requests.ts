@@ -109,7 +109,7 @@ const retention = z.union([
 export const defragmentRequestSchema = z
   .object({
     minFragmentation: z.number().gt(0, 'must be above 0 (a member just defragmented is near 0)').max(1).optional(),
-    minDbSizeBytes: z.number().int('must be a whole number').min(0).optional(),
+    minDbSizeBytes: z.number().int('must be a whole number').min(0).max(Number.MAX_SAFE_INTEGER).optional(),
     compact: z.union([z.literal(false), retention]).optional(),
     force: z.boolean().optional(),
     timeoutSeconds: timeoutSeconds.optional(),
