@@ -10,11 +10,13 @@ import { EtcdCluster } from './etcd/cluster-client';
 import { connectionOptions } from './etcd/connection-options';
 import { HealthObserver } from './health/observer';
 import { readStartNote } from './health/start-note';
+import { DefragSchedule } from './maintenance/schedule';
+import { MaintenanceService } from './maintenance/service';
 import { QuorumGate } from './membership/quorum-gate';
 import { MembershipService } from './membership/service';
 import type { Logger } from './observability/logger';
 import { createMetrics, Metrics } from './observability/metrics';
-import type { OperationRecord } from './proto/types';
+import type { MemberStatus, OperationRecord } from './proto/types';
 import type * as ExpressApp from './server/express-app';
 import { mutationAuthWarnings } from './server/auth';
 import { fastRoutes } from './server/fast-routes';
@@ -35,10 +37,15 @@ export interface Agent extends Pick<ExpressApp.ExpressAppDeps, 'config' | 'logge
 export function createAgent(config: Config, deps: { logger: Logger; metrics?: Metrics }): Agent {
   const metrics = deps.metrics ?? createMetrics();
   const { logger } = deps;
+  // Status answers also feed the maintenance service's revision history (a compaction retention given as a duration).
+  let sawStatus: (status: MemberStatus) => void = () => undefined;
   const cluster = new EtcdCluster(
     connectionOptions(config, logger),
     (kind, result) => metrics.membershipChanges.inc({ kind, result }),
-    (result) => metrics.statusRpcs.inc({ result }),
+    (result, status) => {
+      metrics.statusRpcs.inc({ result });
+      if (status !== undefined) sawStatus(status);
+    },
   );
   // Said at start, though the express app that enforces them is built later (below).
   for (const warning of mutationAuthWarnings(config)) logger.warn(warning);
@@ -51,13 +58,23 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
   const membership = new MembershipService({ cluster, config, logger, metrics, gate });
   // close() stops the auto-promotion loop too.
   membership.startAutoPromotion();
+  // Maintenance (POST /v1/maintenance/defragment, ETCD_AGENT_DEFRAG_SCHEDULE): runs under the same cluster lock.
+  const maintenance = new MaintenanceService({ cluster, config, logger, metrics, lock: membership.lock });
+  sawStatus = (status) => maintenance.sawStatus(status);
+  const schedule = config.defragSchedule === undefined ? undefined : new DefragSchedule({ schedule: config.defragSchedule, service: maintenance, logger, metrics });
+  schedule?.start();
+  // Stopped before membership, whose close releases the locks a stopped run still holds.
+  stoppers.push(async () => {
+    await schedule?.stop();
+    await maintenance.close();
+  });
   stoppers.push(() => membership.close());
-  // Health (CONTRACT §4): shared bounded-age observations, with the membership changes in flight.
+  // Health (CONTRACT §4): shared bounded-age observations, with the membership changes in flight and this agent's run.
   const operations = (d: Deadline): Promise<OperationRecord[]> => membership.operationRecords(d);
   // What the etcd container's start script said when it refused to start etcd (prepare/version-gate.ts).
   const noteFile = config.startNoteFile;
   const startNote = noteFile === undefined ? undefined : (): Promise<string | undefined> => readStartNote(noteFile);
-  const observer = new HealthObserver({ cluster, config, logger, metrics, operations, startNote });
+  const observer = new HealthObserver({ cluster, config, logger, metrics, operations, startNote, maintenance: () => maintenance.view() });
   built.health = observer;
   stoppers.push(() => observer.close());
   // The v1 routes, the health routes with a query, GET /v1/role, GET /v1/available and kbagent's wire format
@@ -66,7 +83,7 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
   let slow: RequestListener | undefined;
   const app = fastRoutes({ observer, metrics, logger }, () => {
     // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on first use, see above
-    slow ??= (require('./server/express-app') as typeof ExpressApp).expressApp({ config, logger, metrics, membership, health: observer });
+    slow ??= (require('./server/express-app') as typeof ExpressApp).expressApp({ config, logger, metrics, membership, maintenance, health: observer });
     return slow;
   });
   return {

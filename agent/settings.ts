@@ -8,7 +8,9 @@
  * throws a ConfigError naming its variable; the same variable, flag, default and message as before.
  */
 import * as os from 'node:os';
+import { parseCron, type CronSchedule } from './cron';
 import { unreadableFile } from './paths';
+import { parseRetention, type Retention } from './proto/maintenance';
 import { isDnsSubdomain } from './proto/names';
 import { peerUrlFromTemplate, validatePeerUrl } from './proto/urls';
 import type { UsageOption } from './usage';
@@ -166,6 +168,34 @@ const logLevel: Parser<LogLevel> = (value = '', variable) => {
   return level;
 };
 
+function fraction(min: number, max: number, minOpen = false): Parser<number> {
+  return (value, variable) => {
+    const n = value === undefined || !/^\d*\.?\d+$/.test(value) ? NaN : Number(value);
+    if (!(minOpen ? n > min : n >= min) || n > max) {
+      throw new ConfigError(variable, `"${value}" must be a number ${minOpen ? 'above' : 'from'} ${min} ${minOpen ? 'and at most' : 'to'} ${max}`);
+    }
+    return n;
+  };
+}
+
+const cronSchedule: Parser<CronSchedule | undefined> = (value, variable) => {
+  if (value === undefined) return undefined;
+  try {
+    return parseCron(value);
+  } catch (err) {
+    throw new ConfigError(variable, `not a cron schedule: ${err instanceof Error ? err.message : String(err)}`);
+  }
+};
+
+const retention: Parser<Retention | undefined> = (value, variable) => {
+  if (value === undefined) return undefined;
+  try {
+    return parseRetention(value, variable);
+  } catch {
+    throw new ConfigError(variable, `"${value}" is neither a number of revisions (e.g. 10000) nor a duration (e.g. 90s, 30m, 6h, 2d)`);
+  }
+};
+
 const ETCD_TLS = 'TLS (and client certificate) to etcd';
 const ETCD_AUTH = 'etcd authentication';
 const AGENT_TLS = 'HTTPS for the agent itself; with a client CA, mutual TLS';
@@ -218,6 +248,17 @@ export const SETTINGS = [
     doc: "this pod's member's peer URL: where a learner's agent reads the member list (`GET <peer URL>/members`) to find the voters" }),
   row({ variable: 'ETCD_AGENT_START_NOTE_FILE', key: 'startNoteFile', parse: absolutePath,
     doc: "where the etcd container's start script leaves the line with which it refused to start etcd (an etcd older than its data, see \"Upgrading etcd\"); `/v1/health/local` and this member in `/v1/health` name it while its etcd is down. `prepare` writes the path into that script; kube-inject sets it" }),
+  // Maintenance (README "Maintenance"): the schedule and the defaults of POST /v1/maintenance/defragment.
+  row({ variable: 'ETCD_AGENT_DEFRAG_SCHEDULE', key: 'defragSchedule', parse: cronSchedule,
+    doc: 'when this agent defragments the cluster by itself: a cron expression in UTC (`0 3 * * 0`, `@daily`); every sidecar may have it, the cluster lock lets one run at a time, and a run with nothing to do or an unhealthy cluster is skipped (logged, `etcd_agent_defrag_schedule_skips_total`)' }),
+  row({ variable: 'ETCD_AGENT_DEFRAG_MIN_FRAGMENTATION', key: 'defragMinFragmentation', default: '0.45', parse: fraction(0, 1, true),
+    doc: "a member is defragmented when its fragmentation, (dbSize − dbSizeInUse) / dbSize, is at least this (OpenShift's 45 %)" }),
+  row({ variable: 'ETCD_AGENT_DEFRAG_MIN_DB_SIZE_BYTES', key: 'defragMinDbSizeBytes', default: '104857600', parse: integer(0, Number.MAX_SAFE_INTEGER),
+    doc: "and its database is at least this big (OpenShift's 100 MiB); under NOSPACE every member over its quota less the margin is defragmented whatever its size" }),
+  row({ variable: 'ETCD_AGENT_DEFRAG_COMPACT_RETAIN', key: 'defragCompactRetain', parse: retention,
+    doc: 'compact the key history first, keeping the last N revisions (`10000`) or the last period (`90s`, `30m`, `6h`, `2d`); none: no compaction' }),
+  row({ variable: 'ETCD_AGENT_DEFRAG_QUOTA_MARGIN', key: 'defragQuotaMargin', default: '0.1', parse: fraction(0, 0.9),
+    doc: "NOSPACE is disarmed only when every voter's database is below its quota by at least this fraction of the quota" }),
 ] as const;
 
 /** The settings whose value is the path of a file the agent reads. */

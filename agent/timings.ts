@@ -64,3 +64,38 @@ export const CLI_READ_SECONDS = 10;
 export const CLI_CHANGE_SECONDS = 60;
 /** Beyond the call's deadline, how long the client waits, so the agent can say itself that it ran out. */
 export const CLI_ANSWER_MARGIN_SECONDS = 5;
+/** `defragment --wait`: the pause before calling again after an `in-progress` answer (each call itself waits up to its deadline). */
+export const CLI_WAIT_AGAIN_MS = 1000;
+
+// ── Maintenance: defragmentation (maintenance/) ─────────────────────────────
+
+/**
+ * Deadline of one member's Defragment RPC. etcd copies the whole database while the member serves
+ * nothing, about 50–100 MB/s on this project's machine (a 40 MB database took 0.8–3 s under load);
+ * ten minutes covers an 8 GiB database (etcd's largest recommended quota) on a slow disk. etcd goes
+ * on defragmenting after the client gives up, which the run waits out (etcd_disk_defrag_inflight).
+ */
+export const DEFRAG_MEMBER_TIMEOUT_MS = 600_000;
+/** Pause between two looks while a run waits (a member defragmenting, or catching up after its turn). */
+export const DEFRAG_WAIT_POLL_MS = 250;
+/** A member just defragmented must have applied its backlog within this, or the run stops (unavailable). */
+export const DEFRAG_CATCH_UP_MAX_MS = 120_000;
+/**
+ * Deadline of a member's Status call in a run: longer than `ETCD_AGENT_STATUS_TIMEOUT_MS` (which keeps
+ * /v1/health's answers fresh), because a run can wait and a loaded machine's etcd answers late; a
+ * member that is defragmenting does not answer at all, and is recognised by its own gauge instead.
+ */
+export const DEFRAG_STATUS_TIMEOUT_MS = 2000;
+/**
+ * A run refuses (or stops) for an unhealthy cluster only once the looks have found it so for this
+ * long: one slow Status on a loaded machine is not a cluster that cannot spare a member.
+ */
+export const DEFRAG_UNHEALTHY_CONFIRM_MS = 5000;
+/** Deadline of one read of a member's own /metrics page (about 170 KB). */
+export const DEFRAG_METRICS_TIMEOUT_MS = 2000;
+/** Deadline of each etcd read or write of a run (member list, alarms, the record, a compaction's answer). */
+export const DEFRAG_STEP_TIMEOUT_MS = 30_000;
+/** How long a leadership move of a run may take in all (MoveLeader and the successor taking over). */
+export const DEFRAG_MOVE_LEADER_MS = 15_000;
+/** The quota gauges (etcd_agent_member_db_quota_bytes) are read again at a scrape at most this often. */
+export const QUOTA_REFRESH_MS = 300_000;

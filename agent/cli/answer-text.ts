@@ -48,11 +48,30 @@ export function summarize(cmd: Pick<ParsedCommand, 'command' | 'name'>, body: Re
       const leader = record(body.leader);
       return leader.name === undefined ? outcome : `${outcome} (leader: ${str(leader.name) || str(leader.id)})`;
     }
+    case 'defragment':
+      return summarizeDefragment(body);
     case 'members':
       return summarizeMembers(body);
     case 'health':
       return summarizeHealth(body);
   }
+}
+
+function summarizeDefragment(body: Record<string, unknown>): string {
+  const run = record(body.run);
+  const members = Array.isArray(body.members) ? body.members.map(record) : [];
+  const alarm = record(body.alarm);
+  const done = members.map((m) => {
+    const before = record(m.before);
+    const after = record(m.after);
+    const mb = (v: unknown): string => `${Math.round(Number(v) / 100_000) / 10} MB`;
+    return `${str(m.name)}${m.wasLeader === true ? ' (leader, after leadership moved)' : ''} ${mb(before.dbSizeBytes)} → ${mb(after.dbSizeBytes)} in ${str(m.durationMs)} ms`;
+  });
+  const head =
+    str(body.outcome) === 'in-progress'
+      ? `in progress in the agent of ${str(run.agent)}: ${str(run.step)} (call again)`
+      : `${str(body.outcome)}${alarm.disarmed === true ? ', NOSPACE disarmed' : ''}`;
+  return [head, ...done.map((d) => `  ${d}`)].join('\n');
 }
 
 function summarizeMembers(body: Record<string, unknown>): string {

@@ -4,14 +4,14 @@
  * code 2). No call is made here.
  */
 import { parseArgs } from 'node:util';
+import { parseRetention, type Retention } from '../proto/maintenance';
 import type { CommandUsage, UsageOption } from '../usage';
 
 /** The agent's address when neither `--agent` nor `ETCD_AGENT_URL` names one. */
 export const DEFAULT_AGENT_URL = 'http://127.0.0.1:3501';
 
 /** A client command's name. */
-export type Command = 'join' | 'leave' | 'promote' | 'members' | 'health' | 'transfer-leader';
-
+export type Command = 'join' | 'leave' | 'promote' | 'members' | 'health' | 'transfer-leader' | 'defragment';
 
 /** True when `name` is one of the client commands. */
 export function isClientCommand(name: string | undefined): name is Command {
@@ -22,10 +22,14 @@ interface CommandSpec {
   /** Takes exactly one positional NAME. */
   named: boolean;
   /** Command-specific options, beyond the common ones. */
-  options: ReadonlyArray<'peer-url' | 'wait' | 'force' | 'to'>;
+  options: ReadonlyArray<CommandOption>;
   /** What `--help` says of it (usage.ts); the common flags are added to its options. */
   usage: Omit<CommandUsage, 'name' | 'options' | 'notes'> & { options: UsageOption[] };
 }
+
+/** The options only some commands take. */
+type CommandOption = 'peer-url' | 'wait' | 'force' | 'to' | 'compact-retain' | 'no-compact' | 'min-fragmentation' | 'min-db-size';
+const COMMAND_OPTIONS: readonly CommandOption[] = ['peer-url', 'wait', 'force', 'to', 'compact-retain', 'no-compact', 'min-fragmentation', 'min-db-size'];
 
 /** Exit codes of the client commands (CONTRACT §7), as their help states them. */
 export const EXIT_CODES_NOTE =
@@ -89,6 +93,40 @@ const SPECS: Readonly<Record<Command, CommandSpec>> = {
       options: [{ flag: '--to NAME', meaning: 'the voter to hand leadership to' }],
     },
   },
+  defragment: {
+    named: false,
+    options: ['compact-retain', 'no-compact', 'min-fragmentation', 'min-db-size', 'force', 'wait'],
+    usage: {
+      synopsis: '[--compact-retain N|DURATION | --no-compact] [--min-fragmentation F] [--min-db-size BYTES] [--force] [--wait]',
+      summary:
+        'compact, then defragment the members over the thresholds one at a time (the leader last, after leadership moved) and disarm NOSPACE once there is room (exit 3: still running, call again)',
+      details: [
+        'POST /v1/maintenance/defragment: each member only while the cluster is healthy and keeps a quorum without it; under NOSPACE the alarm is disarmed once every database is under its quota less the margin. The run goes on in the agent after the call answers.',
+      ],
+      options: [
+        {
+          flag: '--compact-retain N|DURATION',
+          variable: 'ETCD_AGENT_DEFRAG_COMPACT_RETAIN',
+          default: "the agent's",
+          meaning: 'compact first, keeping the last N revisions (10000) or the last period (90s, 30m, 6h, 2d); none: no compaction',
+        },
+        { flag: '--no-compact', meaning: "no compaction, whatever the agent's setting says (also --compact-retain none)" },
+        {
+          flag: '--min-fragmentation F',
+          variable: 'ETCD_AGENT_DEFRAG_MIN_FRAGMENTATION',
+          default: "the agent's (0.45)",
+          meaning: 'only members whose (dbSize - dbSizeInUse) / dbSize is at least F, 0 < F <= 1',
+        },
+        { flag: '--min-db-size BYTES', variable: 'ETCD_AGENT_DEFRAG_MIN_DB_SIZE_BYTES', default: "the agent's (104857600)", meaning: 'only members whose database is at least this big' },
+        { flag: '--force', meaning: 'also when the cluster would not keep a quorum without the member (one or two members)' },
+        {
+          flag: '--wait',
+          meaning:
+            'call again until the run has ended: also while another run or a membership change holds the cluster (busy), and under NOSPACE while the runner clears it',
+        },
+      ],
+    },
+  },
 };
 
 /** The usage of client command `command` (usage.ts): its own flags, then the common ones, then the exit codes. */
@@ -105,7 +143,7 @@ export function clientUsage(command: Command): CommandUsage {
 }
 
 /** Every client command, in the order the overview lists them. */
-export const CLIENT_COMMANDS: readonly Command[] = ['join', 'leave', 'promote', 'members', 'health', 'transfer-leader'];
+export const CLIENT_COMMANDS: readonly Command[] = ['join', 'leave', 'promote', 'members', 'health', 'transfer-leader', 'defragment'];
 
 /** A parsed command line. */
 export interface ParsedCommand {
@@ -115,11 +153,48 @@ export interface ParsedCommand {
   wait: boolean;
   force: boolean;
   to?: string;
+  /** defragment: the compaction's retention, `false` for none (--no-compact), absent for the agent's setting. */
+  compact?: Retention | false;
+  minFragmentation?: number;
+  minDbSizeBytes?: number;
   agent: string;
   tokenFile?: string;
   timeoutSeconds?: number;
   json: boolean;
   help: boolean;
+}
+
+/** `defragment`'s own options → the request's fields; throws UsageError. */
+function defragmentOptions(values: {
+  'compact-retain'?: string;
+  'no-compact'?: boolean;
+  'min-fragmentation'?: string;
+  'min-db-size'?: string;
+}): Pick<ParsedCommand, 'compact' | 'minFragmentation' | 'minDbSizeBytes'> {
+  const out: Pick<ParsedCommand, 'compact' | 'minFragmentation' | 'minDbSizeBytes'> = {};
+  if (values['compact-retain'] !== undefined && values['no-compact'] === true) throw new UsageError('--compact-retain and --no-compact exclude each other');
+  if (values['no-compact'] === true) out.compact = false;
+  if (values['compact-retain'] === 'none') {
+    out.compact = false;
+  } else if (values['compact-retain'] !== undefined) {
+    try {
+      out.compact = parseRetention(values['compact-retain'], '--compact-retain');
+    } catch (err) {
+      throw new UsageError(err instanceof Error ? err.message : String(err));
+    }
+  }
+  const fragmentation = values['min-fragmentation'];
+  if (fragmentation !== undefined) {
+    const f = /^\d*\.?\d+$/.test(fragmentation) ? Number(fragmentation) : NaN;
+    if (!(f > 0 && f <= 1)) throw new UsageError(`--min-fragmentation "${fragmentation}" must be a number above 0 and at most 1`);
+    out.minFragmentation = f;
+  }
+  const size = values['min-db-size'];
+  if (size !== undefined) {
+    if (!/^\d{1,15}$/.test(size)) throw new UsageError(`--min-db-size "${size}" must be a whole number of bytes`);
+    out.minDbSizeBytes = Number(size);
+  }
+  return out;
 }
 
 /** A command line that cannot be run (exit code 2). */
@@ -154,6 +229,10 @@ export function parseCommand(command: Command, argv: string[], env: NodeJS.Proce
         wait: { type: 'boolean' },
         force: { type: 'boolean' },
         to: { type: 'string' },
+        'compact-retain': { type: 'string' },
+        'no-compact': { type: 'boolean' },
+        'min-fragmentation': { type: 'string' },
+        'min-db-size': { type: 'string' },
       },
     });
   } catch (err) {
@@ -161,7 +240,7 @@ export function parseCommand(command: Command, argv: string[], env: NodeJS.Proce
   }
   const { values, positionals } = parsed;
   const help = values.help === true;
-  for (const option of ['peer-url', 'wait', 'force', 'to'] as const) {
+  for (const option of COMMAND_OPTIONS) {
     if (values[option] !== undefined && !spec.options.includes(option)) {
       throw new UsageError(`${command} does not take --${option}`);
     }
@@ -185,6 +264,7 @@ export function parseCommand(command: Command, argv: string[], env: NodeJS.Proce
   }
   return {
     command,
+    ...defragmentOptions(values),
     name: positionals[0],
     peerURLs: values['peer-url'] ?? [],
     wait: values.wait === true,

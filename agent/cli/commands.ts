@@ -1,6 +1,6 @@
 /**
  * The client commands of CONTRACT §7: `join`, `leave`, `promote`, `members`,
- * `health`, `transfer-leader`. Each is one call to a running agent; the exit
+ * `health`, `transfer-leader`, and `defragment` (README "Maintenance"). Each is one call to a running agent; the exit
  * code says what a script should do next (0 done, 3 call again, 4 call again
  * later, 1 failed, 2 usage), and the output is the agent's JSON answer or, with
  * `--summary` or on a terminal, one line a person reads. Here a parsed command
@@ -10,7 +10,7 @@ import { describeError, errorOf, isNoQuorum, summarize } from './answer-text';
 import { AgentAnswer, AgentCallError, AgentClient } from './client';
 import { clientUsage, Command, ParsedCommand, parseCommand, UsageError } from './command-line';
 import { renderUsage, renderUsageError } from '../usage';
-import { CLI_ANSWER_MARGIN_SECONDS, CLI_CHANGE_SECONDS, CLI_READ_SECONDS } from '../timings';
+import { CLI_ANSWER_MARGIN_SECONDS, CLI_CHANGE_SECONDS, CLI_READ_SECONDS, CLI_WAIT_AGAIN_MS } from '../timings';
 
 /** Exit codes of the client commands (CONTRACT §7). */
 export const EXIT = Object.freeze({
@@ -42,6 +42,18 @@ export function requestFor(cmd: ParsedCommand): { method: 'GET' | 'POST'; path: 
       return { method: 'POST', path: '/v1/members/promote', body: { name: cmd.name, ...deadline } };
     case 'transfer-leader':
       return { method: 'POST', path: '/v1/leader/transfer', body: { ...(cmd.to === undefined ? {} : { to: cmd.to }), ...deadline } };
+    case 'defragment':
+      return {
+        method: 'POST',
+        path: '/v1/maintenance/defragment',
+        body: {
+          ...(cmd.compact === undefined ? {} : { compact: cmd.compact }),
+          ...(cmd.minFragmentation === undefined ? {} : { minFragmentation: cmd.minFragmentation }),
+          ...(cmd.minDbSizeBytes === undefined ? {} : { minDbSizeBytes: cmd.minDbSizeBytes }),
+          ...(cmd.force ? { force: true } : {}),
+          ...deadline,
+        },
+      };
     case 'members':
       return { method: 'GET', path: '/v1/members' };
     case 'health':
@@ -55,6 +67,11 @@ export function exitCodeFor(answer: AgentAnswer): number {
   if (answer.status >= 200 && answer.status < 300) return answer.body.complete === false ? EXIT.inProgress : EXIT.complete;
   const code = errorOf(answer.body).code;
   return code === 'unsafe' || code === 'busy' || isNoQuorum(answer.body) ? EXIT.refused : EXIT.failed;
+}
+
+/** `defragment --wait` calls again after an answer that says "still running" (202) or "another holds it" (409 busy). */
+export function waitAgain(answer: AgentAnswer): boolean {
+  return exitCodeFor(answer) === EXIT.inProgress || (answer.status === 409 && errorOf(answer.body).code === 'busy');
 }
 
 /** Runs a client command; resolves to its exit code, never rejects. */
@@ -78,6 +95,13 @@ export async function runCommand(command: Command, argv: string[], io: CliIo, en
   let answer: AgentAnswer;
   try {
     answer = request.method === 'GET' ? await client.get(request.path) : await client.post(request.path, request.body ?? {});
+    // `defragment --wait`: the run goes on in the agent (or in another one: in progress there, or under NOSPACE
+    // the runner's, which makes this one busy); each further call waits for it again, up to its deadline.
+    while (cmd.wait && command === 'defragment' && waitAgain(answer)) {
+      if (!cmd.json) io.stderr(`etcd-lifecycle-agent ${command}: ${summarize(cmd, answer.body)}; waiting\n`);
+      await new Promise((resolve) => setTimeout(resolve, CLI_WAIT_AGAIN_MS));
+      answer = await client.post(request.path, request.body ?? {});
+    }
   } catch (err) {
     if (!(err instanceof AgentCallError)) throw err;
     io.stderr(`etcd-lifecycle-agent ${command}: ${err.message}\n`);

@@ -9,12 +9,14 @@
 import pRetry from 'p-retry';
 import type { Etcd3, IStatusResponse, Lease } from 'etcd3';
 import { Deadline } from '../deadline';
+import { AgentError } from '../proto/errors';
 import type { Member, MemberList, MemberStatus } from '../proto/types';
 import type { EtcdConnectionOptions } from './connection-options';
 import { EndpointClients } from './endpoint-clients';
 import { EndpointCall, EndpointSet, isWrongEndpoint } from './endpoints';
 import { etcdRefusal, GuardedRpc, permissionRefusal, retryTransient, toAgentError } from './errors';
 import { MemberDiscovery } from './member-discovery';
+import { fetchMemberMetrics, type MemberMetrics } from './member-metrics';
 import type { Unpin } from './retiring-clients';
 import { hasLinearizableMemberList, ServerVersions } from './server-version';
 import { StatusToken } from './status-token';
@@ -29,8 +31,11 @@ export type ChangeKind = 'add' | 'remove' | 'promote' | 'move-leader';
 /** Called when each membership RPC sent has its answer: `ok`, or the AgentError code it failed with. */
 export type ChangeListener = (kind: ChangeKind, result: string) => void;
 
-/** Called when each Status call has its answer: `ok`, or the AgentError code it failed with. */
-export type StatusListener = (result: string) => void;
+/**
+ * Called when each Status call has its answer: `ok` with the status (its revision feeds the
+ * maintenance run's revision history), or the AgentError code it failed with.
+ */
+export type StatusListener = (result: string, status?: MemberStatus) => void;
 
 /** A lease granted for the membership lock, and the pin that keeps its client open across a TLS rotation. */
 export interface GrantedLease {
@@ -238,9 +243,10 @@ export class EtcdCluster {
         this.statusToken.renew();
         res = await ask();
       }
-      this.onStatusCall('ok');
       this.versions.learn(clientURL, res.version);
-      return toMemberStatus(res, latencyMs);
+      const status = toMemberStatus(res, latencyMs);
+      this.onStatusCall('ok', status);
+      return status;
     } catch (err) {
       const error = permissionRefusal(err, 'status', this.options.username);
       this.onStatusCall(error.code);
@@ -276,6 +282,64 @@ export class EtcdCluster {
         const res = await client.maintenance.alarm({ action: 'Get', memberID: 0, alarm: 'None' }, { deadline: at });
         return toAlarms(res);
       }),
+    );
+  }
+
+  /**
+   * Maintenance.Defragment of one member, at its own client URL as etcd requires (it defragments
+   * the member it is sent to), within `timeoutMs`: long enough for a big database, since etcd goes on
+   * defragmenting whatever the client does. Never retried here: after a failure the caller looks at
+   * the member (`memberMetrics`) before anything else.
+   */
+  async defragment(clientURL: string, timeoutMs: number): Promise<void> {
+    try {
+      await this.endpointClient(clientURL).maintenance.defragment({ deadline: new Date(Date.now() + timeoutMs) });
+    } catch (err) {
+      throw toAgentError(err);
+    }
+  }
+
+  /**
+   * The member's own `/metrics` gauges (member-metrics.ts): whether it is defragmenting now, and
+   * its backend quota. Within `timeoutMs`, no retries.
+   */
+  async memberMetrics(clientURL: string, timeoutMs: number): Promise<MemberMetrics> {
+    try {
+      return await fetchMemberMetrics(clientURL, timeoutMs, { caFile: this.options.caFile, certFile: this.options.certFile, keyFile: this.options.keyFile });
+    } catch (err) {
+      throw new AgentError('unavailable', `the metrics page of ${clientURL} could not be read: ${err instanceof Error ? err.message : String(err)}`, {
+        cause: err,
+      });
+    }
+  }
+
+  /**
+   * The key-value store's current revision, from the header of a linearizable range (a count of
+   * the barrier key): what a compaction's target is counted back from.
+   */
+  async currentRevision(deadline: Deadline): Promise<number> {
+    return this.read(deadline, async (client, at) => {
+      const res = await client.kv.range({ key: this.barrierKey, count_only: true }, { deadline: at });
+      return Number(res.header.revision);
+    });
+  }
+
+  /**
+   * Compacts the key-value history up to `revision`, `physical` (the answer waits until the member
+   * asked has removed it). Safe to repeat: etcd answers a repeat "required revision has been
+   * compacted" (`etcdRefusal` 'compacted'), which the caller reads as done.
+   */
+  async compact(revision: number, deadline: Deadline, attemptMs = 60_000): Promise<void> {
+    await this.write(deadline, (client, at) => client.kv.compact({ revision, physical: true }, { deadline: at }), attemptMs);
+  }
+
+  /**
+   * Disarms the NOSPACE alarm of member `memberId` (hex), and nothing else: no other alarm type is
+   * ever sent. Repeatable (disarming an alarm that is gone changes nothing).
+   */
+  async disarmNoSpace(memberId: string, deadline: Deadline): Promise<void> {
+    await this.write(deadline, (client, at) =>
+      client.maintenance.alarm({ action: 'Deactivate', memberID: wireId(memberId), alarm: 'Nospace' }, { deadline: at }),
     );
   }
 

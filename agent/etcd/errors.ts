@@ -30,6 +30,8 @@ export type EtcdRefusal =
   | 'learner-rpc'
   | 'invalid-token'
   | 'user-required'
+  | 'compacted'
+  | 'future-revision'
   | 'tls';
 
 interface MessageRule {
@@ -52,10 +54,18 @@ const MESSAGE_RULES: readonly MessageRule[] = [
     code: 'unavailable',
     say:
       'etcd has raised a NOSPACE alarm (mvcc: database space exceeded) and accepts no writes, so the agent cannot ' +
-      'write its membership lock and no membership change can be made. Reclaim space first: compact the key history ' +
-      '(etcdctl compact <revision>), defragment every member (etcdctl defrag), then disarm the alarm (etcdctl alarm disarm); ' +
-      'or raise --quota-backend-bytes',
-    details: { alarm: 'NOSPACE', remedy: ['etcdctl compact <current revision>', 'etcdctl defrag (every member)', 'etcdctl alarm disarm'] },
+      'write its membership lock and no membership change can be made. Reclaim space first: ' +
+      'POST /v1/maintenance/defragment {"compact": {"retainRevisions": N}} (CLI: etcd-lifecycle-agent defragment ' +
+      '--compact-retain N) compacts the key history, defragments every member one at a time (the leader last) and disarms ' +
+      'the alarm once every database is under the quota; by hand: etcdctl compact <revision>, etcdctl defrag on every member, ' +
+      'etcdctl alarm disarm; or raise --quota-backend-bytes',
+    details: {
+      alarm: 'NOSPACE',
+      remedy: [
+        'POST /v1/maintenance/defragment {"compact": {"retainRevisions": N}}',
+        'by hand: etcdctl compact <current revision>; etcdctl defrag (every member, the leader last); etcdctl alarm disarm',
+      ],
+    },
   },
   { text: 'unhealthy cluster', refusal: 'unhealthy-cluster', code: 'unsafe', say: 'etcd refused the change: the cluster is unhealthy' },
   {
@@ -102,6 +112,9 @@ const MESSAGE_RULES: readonly MessageRule[] = [
   // Sent with gRPC code 14 (Unavailable) by etcd 3.4 and 3.5, with 9 (FailedPrecondition) from 3.6;
   // the same words on every version (see `isLearnerRefusal`).
   { text: 'rpc not supported for learner', refusal: 'learner-rpc', code: 'unavailable', say: 'the member asked is a learner' },
+  // A compaction at or below the revision already compacted: what it asked for is done.
+  { text: 'required revision has been compacted', refusal: 'compacted', code: 'conflict', say: 'etcd has compacted that revision already' },
+  { text: 'required revision is a future revision', refusal: 'future-revision', code: 'bad-request', say: 'the revision asked for is beyond the current one' },
   // TLS handshakes that fail on configuration, not on the network (grpc-js/OpenSSL wording).
   ...['alert bad certificate', 'alert certificate required', 'alert unknown ca'].map((text) => ({
     text,

@@ -12,8 +12,19 @@ import { LEASE_REVOKE_MS, LOCK_ATTEMPT_MS } from '../timings';
 // Why the timing has its value: timings.ts.
 const ATTEMPT_MS = LOCK_ATTEMPT_MS;
 
+/**
+ * What an operation records its steps through: a held lock (its operation record in etcd), or,
+ * where no lock can be written (etcd's NOSPACE alarm), a record kept by the agent alone.
+ */
+export interface StepRecorder {
+  /** Throws `unavailable` when the right to act is gone (the lock's lease expired), so no change is sent without it. */
+  assertHeld(): void;
+  /** Records the step reached, before the RPC it names. */
+  setStep(step: string, deadline: Deadline): Promise<void>;
+}
+
 /** A taken lock: its operation record, `setStep` to say how far the operation got, and `release`. */
-export class HeldLock {
+export class HeldLock implements StepRecorder {
   private released = false;
   private lost = false;
 

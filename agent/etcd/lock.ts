@@ -14,7 +14,7 @@ import { randomUUID } from 'node:crypto';
 import type { Deadline } from '../deadline';
 import { pollUntil } from '../poll';
 import { AgentError } from '../proto/errors';
-import type { ActionName, OperationRecord } from '../proto/types';
+import type { OperationAction, OperationRecord } from '../proto/types';
 import type { Logger } from '../observability/logger';
 import type { EtcdCluster, GrantedLease } from './cluster-client';
 import { isTransient, toAgentError } from './errors';
@@ -38,7 +38,7 @@ export interface MembershipLockOptions {
 
 /** What an operation is about to do, recorded before it does it. */
 export interface OperationIntent {
-  action: ActionName;
+  action: OperationAction;
   member: { name: string; peerURLs: string[] };
 }
 
@@ -216,6 +216,25 @@ export class MembershipLock {
     } catch (err) {
       throw toAgentError(err);
     }
+  }
+
+  /**
+   * Who holds the lock now: its operation record (or, without one, the lock's own value), or
+   * undefined when it is free. A read: it works under etcd's NOSPACE alarm, which refuses every put,
+   * so no lock can be taken then and one taken before is still there.
+   */
+  async holder(deadline: Deadline): Promise<{ operationId: string; agent: string; record?: OperationRecord } | undefined> {
+    let value: string | null;
+    try {
+      value = await this.cluster.read(deadline, (raw, at) => raw.get(this.lockKey).options({ deadline: at }).string(), ATTEMPT_MS);
+    } catch (err) {
+      throw toAgentError(err);
+    }
+    if (value === null) return undefined;
+    const lock = parseJson<LockValue>(value);
+    if (lock === undefined) return { operationId: '', agent: '' };
+    const record = await this.readRecord(lock.operationId, deadline);
+    return { operationId: lock.operationId, agent: lock.agent, ...(record === undefined ? {} : { record }) };
   }
 
   /** True when `holder` is an operation this very process is running now. */

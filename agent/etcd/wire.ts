@@ -53,6 +53,9 @@ export function toMemberStatus(res: IStatusResponse, latencyMs: number): MemberS
     raftIndex: Number(res.raftIndex),
     raftAppliedIndex: Number(res.raftAppliedIndex),
     dbSizeBytes: Number(res.dbSize),
+    // etcd 3.4 and later report it; an older member (or a field the client dropped) reads as all in use.
+    dbSizeInUseBytes: res.dbSizeInUse === undefined ? Number(res.dbSize) : Number(res.dbSizeInUse),
+    revision: Number(res.header.revision),
     isLearner: res.isLearner === true,
     version: res.version,
     errors: res.errors ?? [],

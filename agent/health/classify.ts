@@ -18,6 +18,7 @@
  */
 import type { Alarm } from '../etcd/wire';
 import { electLeader } from '../membership/leader';
+import { noSpaceRunner } from '../membership/nospace-runner';
 import { faultTolerance, quorumOf } from '../membership/quorum';
 import type { Member, MemberStatus } from '../proto/types';
 import { canonicalUrl } from '../proto/urls';
@@ -33,7 +34,10 @@ export function classify(facts: ObservedFacts): ClusterHealth {
   if (facts.alarmsError !== undefined) errors.push(`alarm list: ${facts.alarmsError}`);
   if (facts.operationsError !== undefined) errors.push(`operation records: ${facts.operationsError}`);
   const answered = facts.probes.filter((p): p is StatusProbe & { status: MemberStatus } => p.status !== undefined);
-  const optional = facts.operations === undefined ? {} : { operations: facts.operations };
+  const optional = {
+    ...(facts.operations === undefined ? {} : { operations: facts.operations }),
+    ...(facts.maintenance === undefined ? {} : { maintenance: facts.maintenance }),
+  };
 
   const list = facts.memberList;
   if (list === undefined) {
@@ -85,6 +89,9 @@ export function classify(facts: ObservedFacts): ClusterHealth {
         errors.push(`${m.name}: ${facts.startNote.text}`);
       }
       memberErrors.push(whyNoAnswer(m, facts.probes));
+      // etcd answers no Status while it defragments: say so, when a run of the agents is doing it.
+      const defrag = defragmentingNow(m, facts);
+      if (defrag !== undefined) memberErrors.push(defrag);
     } else {
       // etcd's own words (an alarm, "no leader"): shown as they are and never parsed, but a member
       // that reports any is not healthy.
@@ -108,6 +115,7 @@ export function classify(facts: ObservedFacts): ClusterHealth {
     };
   });
   const alarms = collectAlarms(facts.alarms ?? [], list.members);
+  if (alarms.some((a) => a.alarm === 'NOSPACE')) errors.push(noSpaceHint(list.members, facts.maintenance));
 
   let status: HealthStatus;
   if (answered.length === 0) {
@@ -147,12 +155,13 @@ export function withExpected(health: ClusterHealth, expected: readonly string[])
 /** The numbers of a member's status answer as `MemberHealth` shows them: null when it did not answer. */
 export function statusNumbers(
   status: MemberStatus | undefined,
-): Pick<MemberHealth, 'raftTerm' | 'raftIndex' | 'raftAppliedIndex' | 'dbSizeBytes' | 'latencyMs'> {
+): Pick<MemberHealth, 'raftTerm' | 'raftIndex' | 'raftAppliedIndex' | 'dbSizeBytes' | 'dbSizeInUseBytes' | 'latencyMs'> {
   return {
     raftTerm: status?.raftTerm ?? null,
     raftIndex: status?.raftIndex ?? null,
     raftAppliedIndex: status?.raftAppliedIndex ?? null,
     dbSizeBytes: status?.dbSizeBytes ?? null,
+    dbSizeInUseBytes: status?.dbSizeInUseBytes ?? null,
     latencyMs: status?.latencyMs ?? null,
   };
 }
@@ -190,6 +199,24 @@ function collectAlarms(listed: Alarm[], members: Member[]): AlarmHealth[] {
     seen.set(key, { memberId, name: members.find((m) => m.id === memberId)?.name ?? '', alarm });
   }
   return [...seen.values()];
+}
+
+/**
+ * What `/v1/health` says while NOSPACE is raised: that etcd takes only reads and deletes, and what
+ * clears it (POST /v1/maintenance/defragment, run by one agent while the lock cannot be written).
+ */
+function noSpaceHint(members: Member[], running: ObservedFacts['maintenance']): string {
+  if (running !== undefined) return `NOSPACE: etcd takes only reads and deletes; this agent is clearing it (${running.step})`;
+  const runner = noSpaceRunner(members);
+  const who = runner === undefined ? '' : ` to the agent of ${runner.name} (while the alarm is raised, the agent of the started voter with the lowest id runs it)`;
+  return `NOSPACE: etcd takes only reads and deletes; POST /v1/maintenance/defragment${who} compacts, defragments every member one at a time and disarms it`;
+}
+
+/** Why `member` says nothing, when a defragmentation of the agents is on it (this agent's run, or another's operation record). */
+function defragmentingNow(member: Member, facts: ObservedFacts): string | undefined {
+  if (facts.maintenance?.defragmenting?.id === member.id) return `being defragmented by this agent (run ${facts.maintenance.runId})`;
+  const op = (facts.operations ?? []).find((o) => o.action === 'defragment' && o.member.name !== '' && o.member.name === member.name);
+  return op === undefined ? undefined : `being defragmented by the agent of ${op.agent} (operation ${op.id}: ${op.step})`;
 }
 
 function sameUrl(a: string, b: string): boolean {

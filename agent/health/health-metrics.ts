@@ -29,6 +29,8 @@ export function recordClusterHealth(metrics: Metrics, health: ClusterHealth, now
   metrics.quorumHasQuorum.set(quorum.hasQuorum ? 1 : 0);
 
   metrics.memberReachable.reset();
+  metrics.memberDbSize.reset();
+  metrics.memberDbSizeInUse.reset();
   if (health.members.length === 0) {
     // No member list was known: counting members as 0 would be a claim, not an observation.
     metrics.clusterMembers.remove();
@@ -36,7 +38,13 @@ export function recordClusterHealth(metrics: Metrics, health: ClusterHealth, now
   } else {
     metrics.clusterMembers.set(health.members.length);
     metrics.clusterLearners.set(health.members.filter((m) => m.isLearner).length);
-    for (const m of health.members) metrics.memberReachable.set({ member: m.name || m.id }, m.reachable ? 1 : 0);
+    for (const m of health.members) {
+      const member = m.name || m.id;
+      metrics.memberReachable.set({ member }, m.reachable ? 1 : 0);
+      // A member that did not answer has no size in this observation: absent, not 0.
+      if (m.dbSizeBytes !== null) metrics.memberDbSize.set({ member }, m.dbSizeBytes);
+      if (m.dbSizeInUseBytes !== null) metrics.memberDbSizeInUse.set({ member }, m.dbSizeInUseBytes);
+    }
   }
 
   metrics.clusterAlarms.reset();
@@ -63,6 +71,8 @@ export function recordUnknownHealth(metrics: Metrics): void {
   metrics.clusterLearners.remove();
   metrics.clusterAlarms.reset();
   metrics.memberReachable.reset();
+  metrics.memberDbSize.reset();
+  metrics.memberDbSizeInUse.reset();
   metrics.operationsInFlight.remove();
   metrics.operationsOldestAge.remove();
 }

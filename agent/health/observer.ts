@@ -39,6 +39,7 @@ import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
 import { hasQuorum } from '../membership/quorum';
 import type { QuorumEvidence } from '../membership/quorum-verdict';
+import type { MaintenanceView } from '../proto/maintenance';
 import type { Member, OperationRecord } from '../proto/types';
 import { canonicalUrl, classify } from './classify';
 import { classifyLocal, type LocalOptions } from './classify-local';
@@ -54,6 +55,8 @@ export interface HealthObserverDeps {
   operations?: (deadline: Deadline) => Promise<OperationRecord[]>;
   /** The note this pod's etcd container left when it refused to start etcd (ETCD_AGENT_START_NOTE_FILE), if any. */
   startNote?: () => Promise<string | undefined>;
+  /** The defragmentation this agent runs now, if any (the maintenance service's view). */
+  maintenance?: () => MaintenanceView | undefined;
 }
 
 /** One finished observation: what it saw and how that classifies. */
@@ -239,7 +242,9 @@ export class HealthObserver {
       }
     }
     const [answers, alarms, records, note] = await Promise.all([Promise.all(probes.values()), alarming, recording, noting]);
+    const maintenance = this.deps.maintenance?.();
     const facts: ObservedFacts = {
+      ...(maintenance === undefined ? {} : { maintenance }),
       memberList,
       probes: answers,
       ...(list.ok ? {} : { memberListError: list.error }),

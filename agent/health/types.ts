@@ -4,6 +4,7 @@
  */
 import type { Alarm } from '../etcd/wire';
 import type { Role } from '../membership/leader';
+import type { MaintenanceView } from '../proto/maintenance';
 import type { Member, MemberStatus, OperationRecord } from '../proto/types';
 
 /** The contract's health states. */
@@ -31,6 +32,8 @@ export interface ObservedFacts {
   operationsError?: string;
   /** The line with which this pod's etcd container refused to start its etcd (health/start-note.ts), and that member's name. */
   startNote?: { member: string; text: string };
+  /** The defragmentation this agent is running, if any (POST /v1/maintenance/defragment). */
+  maintenance?: MaintenanceView;
 }
 
 /** One member as `/v1/health` shows it; the numbers are null when it did not answer. */
@@ -45,6 +48,7 @@ export interface MemberHealth {
   raftIndex: number | null;
   raftAppliedIndex: number | null;
   dbSizeBytes: number | null;
+  dbSizeInUseBytes: number | null;
   latencyMs: number | null;
   errors: string[];
 }
@@ -76,6 +80,8 @@ export interface ClusterHealth {
   errors: string[];
   expected?: { missing: string[]; unexpected: string[] };
   operations?: OperationRecord[];
+  /** The defragmentation this agent is running (POST /v1/maintenance/defragment); absent when none. */
+  maintenance?: MaintenanceView;
 }
 
 /** This pod's role as the observation reads it (role.ts), or why there is none, as a fact. */

@@ -9,7 +9,7 @@
 import type { Config } from '../config';
 import type { Deadline } from '../deadline';
 import type { ChangeKind, EtcdCluster } from '../etcd/cluster-client';
-import type { HeldLock } from '../etcd/held-lock';
+import type { HeldLock, StepRecorder } from '../etcd/held-lock';
 import type { MembershipLock, OperationIntent } from '../etcd/lock';
 import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
@@ -183,7 +183,7 @@ export class ActionRun {
    * Sends one membership RPC under `held`: records the step first (so `GET /v1/operations` shows
    * what is being done), then logs one line with the result. `member` is what the line names.
    */
-  async send<T>(held: HeldLock, kind: ChangeKind, member: LoggedMember, rpc: () => Promise<T>): Promise<T> {
+  async send<T>(held: StepRecorder, kind: ChangeKind, member: LoggedMember, rpc: () => Promise<T>): Promise<T> {
     held.assertHeld();
     this.begin(`sending ${kind}`);
     await this.throughQuorum((d) => held.setStep(`sending ${kind}`, d));

@@ -39,6 +39,11 @@ export class MembershipService {
     this.deps = { ...deps, lock, gate: deps.gate ?? new QuorumGate({ cluster: deps.cluster, config: deps.config, logger: deps.logger }) };
   }
 
+  /** The cluster's membership lock, which maintenance runs take too (agent/maintenance/). */
+  get lock(): MembershipLock {
+    return this.deps.lock;
+  }
+
   /** Makes `req.name` a voting member (202 `added`/`in-progress`, 200 `promoted`/`already-member`). */
   join(req: JoinRequest, context?: CallContext): Promise<ActionResult> {
     return this.execute('memberJoin', req, req.timeoutSeconds, context, (run) => join(run, req));

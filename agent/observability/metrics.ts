@@ -34,10 +34,19 @@ export interface Metrics {
   operationsInFlight: Gauge;
   operationsOldestAge: Gauge;
   buildInfo: Gauge<'version' | 'node_version'>;
+  memberDbSize: Gauge<'member'>;
+  memberDbSizeInUse: Gauge<'member'>;
+  memberDbQuota: Gauge<'member'>;
+  defrags: Counter<'member' | 'result'>;
+  defragDbSize: Gauge<'member' | 'when'>;
+  defragDbSizeInUse: Gauge<'member' | 'when'>;
+  defragDuration: Gauge<'member'>;
+  defragRunning: Gauge;
+  defragScheduleSkips: Counter<'reason'>;
   /**
-   * Registers what brings the cluster gauges up to date when a scrape reads them (the health
-   * observer does), so a scrape shows a fresh observation, never a stale "healthy"; answers the
-   * function that unregisters it. One at a time: a later registration replaces an earlier one.
+   * Registers what brings gauges up to date when a scrape reads them (the health observer does, so
+   * a scrape shows a fresh observation, never a stale "healthy"; the maintenance service refreshes
+   * the quota gauges); answers the function that unregisters it. Every registration runs at each scrape.
    */
   onScrape(refresh: () => Promise<void>): () => void;
 }
@@ -47,10 +56,11 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
   const registry = new Registry();
   if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
   const registers = [registry];
-  const idle = async (): Promise<void> => undefined;
-  let refresh = idle;
-  // Each gauge awaits the refresh itself: prom-client reads all metrics of a scrape in parallel.
-  const collect = (): Promise<void> => refresh();
+  const refreshers = new Set<() => Promise<void>>();
+  // Each gauge awaits the refreshes itself: prom-client reads all metrics of a scrape in parallel.
+  const collect = async (): Promise<void> => {
+    await Promise.all([...refreshers].map((refresh) => refresh()));
+  };
   return {
     registry,
     actionsTotal: new Counter({
@@ -179,10 +189,66 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       collect,
     }),
     buildInfo: buildInfo(registers),
-    onScrape: (next) => {
-      refresh = next;
+    memberDbSize: new Gauge({
+      name: 'etcd_agent_member_db_size_bytes',
+      help: "Size of the member's database file (etcd's dbSize), in the last observation; absent while it is unknown.",
+      labelNames: ['member'] as const,
+      registers,
+      collect,
+    }),
+    memberDbSizeInUse: new Gauge({
+      name: 'etcd_agent_member_db_size_in_use_bytes',
+      help: "Part of the member's database file in use (etcd's dbSizeInUse), in the last observation; absent while it is unknown.",
+      labelNames: ['member'] as const,
+      registers,
+      collect,
+    }),
+    memberDbQuota: new Gauge({
+      name: 'etcd_agent_member_db_quota_bytes',
+      help: "The member's backend quota (--quota-backend-bytes, from its own etcd_server_quota_backend_bytes), read at most every 5 minutes.",
+      labelNames: ['member'] as const,
+      registers,
+      collect,
+    }),
+    defrags: new Counter({
+      name: 'etcd_agent_defrags_total',
+      help: 'Defragment RPCs this agent sent, by member and result (ok or the error code).',
+      labelNames: ['member', 'result'] as const,
+      registers,
+    }),
+    defragDbSize: new Gauge({
+      name: 'etcd_agent_defrag_db_size_bytes',
+      help: "The member's database size just before (when=before) and after (when=after) this agent's last defragmentation of it.",
+      labelNames: ['member', 'when'] as const,
+      registers,
+    }),
+    defragDbSizeInUse: new Gauge({
+      name: 'etcd_agent_defrag_db_size_in_use_bytes',
+      help: "The member's database size in use just before (when=before) and after (when=after) this agent's last defragmentation of it.",
+      labelNames: ['member', 'when'] as const,
+      registers,
+    }),
+    defragDuration: new Gauge({
+      name: 'etcd_agent_defrag_duration_seconds',
+      help: "How long this agent's last defragmentation of the member took (its Defragment RPC).",
+      labelNames: ['member'] as const,
+      registers,
+    }),
+    defragRunning: new Gauge({
+      name: 'etcd_agent_defrag_running',
+      help: '1 while this agent runs a defragmentation (POST /v1/maintenance/defragment or the schedule), else 0.',
+      registers,
+    }),
+    defragScheduleSkips: new Counter({
+      name: 'etcd_agent_defrag_schedule_skips_total',
+      help: 'Scheduled defragmentations (ETCD_AGENT_DEFRAG_SCHEDULE) that did not defragment, by reason.',
+      labelNames: ['reason'] as const,
+      registers,
+    }),
+    onScrape: (refresh) => {
+      refreshers.add(refresh);
       return () => {
-        if (refresh === next) refresh = idle;
+        refreshers.delete(refresh);
       };
     },
   };

@@ -96,6 +96,26 @@ export const transferRequestSchema = z
   })
   .strict();
 
+/** A compaction retention in a body: the last N revisions, or the last N seconds (exactly one). */
+const retention = z.union([
+  z.object({ retainRevisions: z.number().int('must be a whole number').min(1).max(Number.MAX_SAFE_INTEGER) }).strict(),
+  z.object({ retainSeconds: z.number().int('must be a whole number').min(1).max(366 * 86_400) }).strict(),
+]);
+
+/**
+ * `POST /v1/maintenance/defragment`. Every field is optional: absent, the settings
+ * (`ETCD_AGENT_DEFRAG_*`) decide; `compact: false` skips a compaction the settings ask for.
+ */
+export const defragmentRequestSchema = z
+  .object({
+    minFragmentation: z.number().gt(0, 'must be above 0 (a member just defragmented is near 0)').max(1).optional(),
+    minDbSizeBytes: z.number().int('must be a whole number').min(0).max(Number.MAX_SAFE_INTEGER).optional(),
+    compact: z.union([z.literal(false), retention]).optional(),
+    force: z.boolean().optional(),
+    timeoutSeconds: timeoutSeconds.optional(),
+  })
+  .strict();
+
 /** A parsed join request, as the membership service takes it. */
 export type JoinRequest = Omit<z.infer<typeof joinRequestSchema>, 'requireComplete'>;
 /** A parsed leave request, as the membership service takes it. */
@@ -104,6 +124,9 @@ export type LeaveRequest = Omit<z.infer<typeof leaveRequestSchema>, 'requireComp
 export type PromoteRequest = Omit<z.infer<typeof promoteRequestSchema>, 'requireComplete'>;
 /** A parsed leader-transfer request, as the membership service takes it. */
 export type TransferRequest = Omit<z.infer<typeof transferRequestSchema>, 'requireComplete'>;
+
+/** A parsed defragment request. */
+export type DefragmentRequest = z.infer<typeof defragmentRequestSchema>;
 
 /** One problem of a refused body, as listed in `details.issues`. */
 export interface RequestIssue {

@@ -4,6 +4,7 @@ export const ROUTES: ReadonlyArray<{ method: 'GET' | 'POST'; path: string; mutat
   { method: 'POST', path: '/v1/members/leave', mutating: true },
   { method: 'POST', path: '/v1/members/promote', mutating: true },
   { method: 'POST', path: '/v1/leader/transfer', mutating: true },
+  { method: 'POST', path: '/v1/maintenance/defragment', mutating: true },
   { method: 'POST', path: '/v1.0/action', mutating: true },
   { method: 'GET', path: '/v1/members', mutating: false },
   { method: 'GET', path: '/v1/operations', mutating: false },

@@ -42,7 +42,12 @@ export interface MemberStatus {
   raftTerm: number;
   raftIndex: number;
   raftAppliedIndex: number;
+  /** The database file's size (etcd's `dbSize`): what the backend quota and NOSPACE measure. */
   dbSizeBytes: number;
+  /** The part of the file in use (etcd's `dbSizeInUse`, 3.4 and later); the rest is free pages a defragmentation gives back. */
+  dbSizeInUseBytes: number;
+  /** The key-value store's revision when the member answered (its response header). */
+  revision: number;
   isLearner: boolean;
   version: string;
   /** Errors the member reports about itself (e.g. "NOSPACE" alarms seen by it). */
@@ -59,6 +64,9 @@ export interface MemberRef {
 
 /** The lifecycle actions the agent performs; used in results, metrics and operation records. */
 export type ActionName = 'memberJoin' | 'memberLeave' | 'memberPromote' | 'leaderTransfer';
+
+/** What holds the cluster lock: a membership action, or a maintenance run (POST /v1/maintenance/defragment). */
+export type OperationAction = ActionName | 'defragment';
 
 /** Outcomes of a successful mutating call (CONTRACT §4). */
 export type Outcome =
@@ -92,7 +100,7 @@ export interface ActionResult {
 /** An in-flight membership change, recorded in etcd under the key prefix (CONTRACT §4 GET /v1/operations). */
 export interface OperationRecord {
   id: string;
-  action: ActionName;
+  action: OperationAction;
   member: { name: string; peerURLs: string[] };
   agent: string;
   startedAt: string;

@@ -6,6 +6,7 @@
 import type { RequestListener } from 'node:http';
 import type { Config } from '../config';
 import type { HealthObserver } from '../health/observer';
+import type { MaintenanceService } from '../maintenance/service';
 import type { MembershipService } from '../membership/service';
 import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
@@ -13,6 +14,7 @@ import { createApp } from './app';
 import { availableRouter } from './available-routes';
 import { healthRouter } from './health-routes';
 import { kbAgentErrorHandler, kbAgentRouter } from './kbagent-routes';
+import { maintenanceRouter } from './maintenance-routes';
 import { requestGuard } from './request-guard';
 import { roleRouter } from './role-routes';
 import { v1Router } from './v1-routes';
@@ -23,12 +25,13 @@ export interface ExpressAppDeps {
   logger: Logger;
   metrics: Metrics;
   membership: MembershipService;
+  maintenance: MaintenanceService;
   health: HealthObserver;
 }
 
 /** Builds the app: methods, query strings and charsets are checked before any route sees them (request-guard.ts). */
 export function expressApp(deps: ExpressAppDeps): RequestListener {
-  const { config, logger, metrics, membership, health } = deps;
+  const { config, logger, metrics, membership, maintenance, health } = deps;
   return createApp({
     config,
     logger,
@@ -36,6 +39,7 @@ export function expressApp(deps: ExpressAppDeps): RequestListener {
     routers: [
       requestGuard(),
       v1Router(membership),
+      maintenanceRouter(maintenance),
       healthRouter(health),
       // kbagent's wire format (CONTRACT §5): an adapter over the same membership service.
       // roleProbe (kbagent's and GET /v1/role) reads the shared health observation, as /v1/health/local does.

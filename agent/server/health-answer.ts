@@ -76,6 +76,7 @@ function bodyOf(health: ClusterHealth): Omit<ClusterHealth, 'status'> {
     errors: health.errors,
     ...(health.expected === undefined ? {} : { expected: health.expected }),
     ...(health.operations === undefined ? {} : { operations: health.operations }),
+    ...(health.maintenance === undefined ? {} : { maintenance: health.maintenance }),
   };
 }
 

@@ -5,7 +5,7 @@
  * single absolute time: these machines are noisy.
  *
  *   BENCH_QUICK=1        short version for development (fewer rounds, shorter loads)
- *   BENCH_ONLY=a,b       only these sections: startup, join, scale, health, detection, soak
+ *   BENCH_ONLY=a,b       only these sections: startup, join, scale, health, detection, soak, defrag
  *   BENCH_KEEP=1         keep the scratch directory (agent logs, CPU profiles)
  *   BENCH_OUT=file       where the JSON goes (default ./bench-results.json)
  *   BENCH_NODES=a,b      node binaries to run the agent on (default: this node, then Node 24 from
@@ -22,6 +22,7 @@ import { etcdInstall } from '../etcd-version';
 import { LocalEtcdCluster } from '../local-cluster';
 import { AgentProcess, MAIN_JS } from './agent-process';
 import type { BenchContext, ClusterUnderTest } from './context';
+import { measureDefrag } from './defrag';
 import { measureDetection } from './detection';
 import { measureHealth } from './health';
 import { measureIdempotentJoin } from './join-idempotent';
@@ -34,7 +35,7 @@ import { IDLE_MARGIN_MIB, measureStartup } from './startup';
 const PEAK_RATIO = 1.5;
 import { round } from './stats';
 
-const SECTIONS = ['startup', 'join', 'scale', 'health', 'detection', 'soak'] as const;
+const SECTIONS = ['startup', 'join', 'scale', 'health', 'detection', 'soak', 'defrag'] as const;
 type Section = (typeof SECTIONS)[number];
 
 async function main(): Promise<void> {
@@ -113,6 +114,21 @@ async function main(): Promise<void> {
     if (wanted('soak')) {
       const first = results.rows.length;
       await measureSoak({ ...base, node: nodes[0].path, nodeVersion: nodes[0].version });
+      for (const row of results.rows.slice(first)) row.section = `${row.section} · etcd ${etcdVersion}`;
+    }
+    if (wanted('defrag')) {
+      // A cluster of its own: its data grows by design, which would skew the other sections' figures.
+      const first = results.rows.length;
+      const cluster = await LocalEtcdCluster.start({ size: 3 });
+      const ctx: BenchContext = { ...base, node: nodes[0].path, nodeVersion: nodes[0].version };
+      const endpoints = cluster.clientURLs();
+      const agent = await AgentProcess.start({ endpoints, localEndpoint: endpoints[0], memberName: cluster.members[0].name, workDir, label: 'defrag-etcd-0', node: nodes[0].path });
+      try {
+        await measureDefrag(ctx, cluster, agent);
+      } finally {
+        await agent.stop();
+        await cluster.destroy();
+      }
       for (const row of results.rows.slice(first)) row.section = `${row.section} · etcd ${etcdVersion}`;
     }
   } finally {

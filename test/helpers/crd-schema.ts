@@ -74,10 +74,12 @@ export function crdValidator(file: string, version: string): ValidateFunction {
   const crd = loadCrd(file);
   const served = crd.spec.versions.find((v) => v.name === version);
   if (served === undefined) throw new Error(`${file} has no version ${version}`);
-  const ajv = new Ajv({ allErrors: true, strict: false, code: { optimize: false } });
+  // Kubernetes checks `pattern` with Go's regexp syntax, where `\-` is a plain dash; JavaScript's `u` mode refuses it.
+  const ajv = new Ajv({ allErrors: true, strict: false, unicodeRegExp: false, code: { optimize: false } });
   for (const keyword of KUBERNETES_KEYWORDS) ajv.addKeyword(keyword);
   ajv.addFormat('int32', { type: 'number', validate: (n: number) => Number.isInteger(n) && n >= -(2 ** 31) && n < 2 ** 31 });
   ajv.addFormat('int64', { type: 'number', validate: (n: number) => Number.isInteger(n) });
+  ajv.addFormat('date-time', { type: 'string', validate: (t: string) => !Number.isNaN(Date.parse(t)) });
   return ajv.compile(closeObjects(served.schema.openAPIV3Schema) as Schema);
 }
 

@@ -16,6 +16,7 @@ const VERSION_DEPENDENT = [
   'membership-lost-reply.test.ts',
   'membership-nospace.test.ts',
   'membership-quorum.test.ts',
+  'maintenance-defrag.test.ts',
   'prepare.test.ts',
   'health.test.ts',
   'health-learner.test.ts',

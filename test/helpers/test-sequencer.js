@@ -14,6 +14,7 @@ const SECONDS = {
   // Measured alone (~60 s each) and side by side on a busy 2-core machine (~80 s each).
   'kbagent-e2e.test.ts': 80,
   'kbagent-e2e-tls.test.ts': 80,
+  'maintenance-defrag.test.ts': 60,
   'prepare.test.ts': 47,
   'prometheus-alerts.test.ts': 46,
   'kbagent-conformance.test.ts': 30,

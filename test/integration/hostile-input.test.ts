@@ -110,6 +110,16 @@ const POST_BODIES: Record<string, { base: Record<string, unknown>; fields: Recor
     base: { to: 'etcd-1' },
     fields: { to: BAD_NAMES, timeoutSeconds: BAD_TIMEOUTS },
   },
+  '/v1/maintenance/defragment': {
+    base: { minFragmentation: 0.5, compact: false },
+    fields: {
+      minFragmentation: [0, -0.1, 1.01, '0.5', null, true, [0.5], {}, Number.MAX_VALUE],
+      minDbSizeBytes: [-1, 1.5, '100', null, true, [1], {}, 2 ** 53 + 1],
+      compact: [true, {}, { retainRevisions: 0 }, { retainSeconds: 1.5 }, { retainRevisions: 1, retainSeconds: 1 }, { retain: 10 }, '1h', 10, null, []],
+      force: BAD_BOOLEANS,
+      timeoutSeconds: BAD_TIMEOUTS,
+    },
+  },
   [KBAGENT]: {
     base: { action: 'memberJoin', parameters: { KB_JOIN_MEMBER_POD_NAME: 'etcd-9' } },
     fields: {

@@ -44,9 +44,9 @@ describe('alert rules', () => {
     expect(code).toBe(0);
   });
 
-  it('when the rules are listed, then they are the eight the operator needs', () => {
+  it('when the rules are listed, then they are the nine the operator needs', () => {
     expect([...alerts].sort()).toEqual([
-      'EtcdAgentDown', 'EtcdAgentObservationUnknown', 'EtcdLearnerNotPromoted', 'EtcdMembershipCallsFailing',
+      'EtcdAgentDown', 'EtcdAgentObservationUnknown', 'EtcdDatabaseNearQuota', 'EtcdLearnerNotPromoted', 'EtcdMembershipCallsFailing',
       'EtcdMembershipChangeStuck', 'EtcdNoFaultTolerance', 'EtcdNoSpaceAlarm', 'EtcdQuorumLost',
     ]);
   });

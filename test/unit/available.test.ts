@@ -12,6 +12,7 @@ const voter = (name: string, reachable = true, isLearner = false): MemberHealth 
   raftIndex: reachable ? 10 : null,
   raftAppliedIndex: reachable ? 10 : null,
   dbSizeBytes: reachable ? 1 : null,
+  dbSizeInUseBytes: reachable ? 1 : null,
   latencyMs: reachable ? 1 : null,
   errors: reachable ? [] : ['did not answer'],
 });

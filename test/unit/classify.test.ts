@@ -57,6 +57,8 @@ function status(m: Member): MemberStatus {
     raftIndex: 1000,
     raftAppliedIndex: 1000,
     dbSizeBytes: 20480,
+    dbSizeInUseBytes: 16384,
+    revision: 7,
     isLearner: m.isLearner,
     version: '3.4.23',
     errors: [],
@@ -140,6 +142,7 @@ describe('classify: what it reports', () => {
       raftIndex: 999,
       raftAppliedIndex: 998,
       dbSizeBytes: 20480,
+      dbSizeInUseBytes: 16384,
       latencyMs: 3.5,
       errors: [],
     });
@@ -203,6 +206,34 @@ describe('classify: what it reports', () => {
     expect(health.alarms).toEqual([{ memberId: 'a1', name: 'etcd-1', alarm: 'NOSPACE' }]);
     expect(health.members.find((m) => m.id === 'a2')?.errors).toEqual(['memberID:162 alarm:CORRUPT ']);
     expect(health.status).toBe('degraded');
+  });
+
+  it('when NOSPACE is raised, then the errors say what clears it and which agent runs it', () => {
+    const health = classify(facts(three, {}, { alarms: [{ memberId: 'a1', alarm: 'NOSPACE' }] }));
+
+    expect(health.errors).toEqual([
+      'NOSPACE: etcd takes only reads and deletes; POST /v1/maintenance/defragment to the agent of etcd-0 (while the alarm is raised, the agent of the started voter with the lowest id runs it) compacts, defragments every member one at a time and disarms it',
+    ]);
+  });
+
+  it('when this agent is defragmenting a member that does not answer, then health says so and carries the run', () => {
+    const maintenance = {
+      action: 'defragment' as const, runId: 'r1', agent: 'etcd-0', mode: 'lock' as const, startedAt: '2026-12-01T00:00:00.000Z',
+      step: 'defragmenting etcd-2 (2 of 3)', defragmenting: { id: 'a2', name: 'etcd-2' },
+    };
+    const health = classify(facts(three, { a2: down }, { maintenance, alarms: [{ memberId: 'a1', alarm: 'NOSPACE' }] }));
+
+    expect(health.status).toBe('degraded');
+    expect(health.maintenance).toEqual(maintenance);
+    expect(health.members[2].errors).toEqual(['http://10.0.0.2:2379: no answer within 500 ms', 'being defragmented by this agent (run r1)']);
+    expect(health.errors).toContain('NOSPACE: etcd takes only reads and deletes; this agent is clearing it (defragmenting etcd-2 (2 of 3))');
+  });
+
+  it("when another agent's defragmentation record names a member that does not answer, then health names that agent", () => {
+    const operations = [{ id: 'o1', action: 'defragment' as const, member: { name: 'etcd-1', peerURLs: [] }, agent: 'etcd-2', startedAt: '2026-12-01T00:00:00.000Z', step: 'defragmenting etcd-1 (1 of 3)' }];
+    const health = classify(facts(three, { a1: down }, { operations }));
+
+    expect(health.members[1].errors[1]).toBe('being defragmented by the agent of etcd-2 (operation o1: defragmenting etcd-1 (1 of 3))');
   });
 
   it('when the alarm list cannot be read but every member answers without alarms, then it stays healthy and says so', () => {
@@ -347,6 +378,7 @@ describe('classifyLocal', () => {
         raftIndex: null,
         raftAppliedIndex: null,
         dbSizeBytes: null,
+        dbSizeInUseBytes: null,
         latencyMs: null,
         errors: ['http://127.0.0.1:2379 did not answer: etcd is unreachable'],
         listed: true,

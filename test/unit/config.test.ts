@@ -85,6 +85,11 @@ describe('loadConfig defaults', () => {
       logLevel: 'info',
       hostNetwork: false,
       hostNetworkAllowUnauthenticatedLoopback: false,
+      defragSchedule: undefined,
+      defragMinFragmentation: 0.45,
+      defragMinDbSizeBytes: 104857600,
+      defragCompactRetain: undefined,
+      defragQuotaMargin: 0.1,
     });
     expect(Object.isFrozen(config)).toBe(true);
   });
@@ -184,6 +189,15 @@ const GOOD: Array<[Env, Partial<Config>]> = [
     { ETCD_AGENT_MEMBER_NAME: 'etcd-2', ETCD_AGENT_PEER_URL_TEMPLATE: 'http://{name}.etcd-headless:2380' },
     { localPeerUrl: 'http://etcd-2.etcd-headless:2380' },
   ],
+  [{ ETCD_AGENT_DEFRAG_SCHEDULE: '0 3 * * sun' }, { defragSchedule: expect.objectContaining({ source: '0 3 * * sun' }) as never }],
+  [{ ETCD_AGENT_DEFRAG_SCHEDULE: '*/30 * * * *' }, { defragSchedule: expect.objectContaining({ source: '*/30 * * * *' }) as never }],
+  [{ ETCD_AGENT_DEFRAG_MIN_FRAGMENTATION: '0.2' }, { defragMinFragmentation: 0.2 }],
+  [{ ETCD_AGENT_DEFRAG_MIN_FRAGMENTATION: '1' }, { defragMinFragmentation: 1 }],
+  [{ ETCD_AGENT_DEFRAG_MIN_DB_SIZE_BYTES: '0' }, { defragMinDbSizeBytes: 0 }],
+  [{ ETCD_AGENT_DEFRAG_COMPACT_RETAIN: '10000' }, { defragCompactRetain: { retainRevisions: 10000 } }],
+  [{ ETCD_AGENT_DEFRAG_COMPACT_RETAIN: '6h' }, { defragCompactRetain: { retainSeconds: 21600 } }],
+  [{ ETCD_AGENT_DEFRAG_QUOTA_MARGIN: '0' }, { defragQuotaMargin: 0 }],
+  [{ ETCD_AGENT_DEFRAG_QUOTA_MARGIN: '0.25' }, { defragQuotaMargin: 0.25 }],
 ];
 
 /** `<x>` in an expected value is the temp file x. */
@@ -304,6 +318,14 @@ const BAD: Array<[Env, string, string]> = [
   [{ ETCD_AGENT_LOG_LEVEL: 'loud' }, 'ETCD_AGENT_LOG_LEVEL', 'is not one of'],
   [{ ETCD_AGENT_LOCAL_PEER_URL: 'http://127.0.0.1' }, 'ETCD_AGENT_LOCAL_PEER_URL', 'is not a peer URL'],
   [{ ETCD_AGENT_START_NOTE_FILE: 'etcd-start-note' }, 'ETCD_AGENT_START_NOTE_FILE', 'must be an absolute path'],
+  [{ ETCD_AGENT_DEFRAG_SCHEDULE: '0 3 * *' }, 'ETCD_AGENT_DEFRAG_SCHEDULE', 'not a cron schedule: "0 3 * *" has 4 fields'],
+  [{ ETCD_AGENT_DEFRAG_SCHEDULE: '0 0 30 2 *' }, 'ETCD_AGENT_DEFRAG_SCHEDULE', 'never fires'],
+  [{ ETCD_AGENT_DEFRAG_MIN_FRAGMENTATION: '0' }, 'ETCD_AGENT_DEFRAG_MIN_FRAGMENTATION', 'must be a number above 0 and at most 1'],
+  [{ ETCD_AGENT_DEFRAG_MIN_FRAGMENTATION: '45%' }, 'ETCD_AGENT_DEFRAG_MIN_FRAGMENTATION', 'must be a number above 0'],
+  [{ ETCD_AGENT_DEFRAG_MIN_DB_SIZE_BYTES: '100MB' }, 'ETCD_AGENT_DEFRAG_MIN_DB_SIZE_BYTES', 'must be a whole number'],
+  [{ ETCD_AGENT_DEFRAG_COMPACT_RETAIN: '0' }, 'ETCD_AGENT_DEFRAG_COMPACT_RETAIN', 'is neither a number of revisions'],
+  [{ ETCD_AGENT_DEFRAG_COMPACT_RETAIN: '1w' }, 'ETCD_AGENT_DEFRAG_COMPACT_RETAIN', 'is neither a number of revisions'],
+  [{ ETCD_AGENT_DEFRAG_QUOTA_MARGIN: '0.95' }, 'ETCD_AGENT_DEFRAG_QUOTA_MARGIN', 'must be a number from 0 to 0.9'],
 ];
 
 describe('loadConfig bad values', () => {

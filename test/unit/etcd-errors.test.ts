@@ -22,6 +22,7 @@ const GRPC_NAMES: Record<number, string> = {
   5: 'NOT_FOUND',
   8: 'RESOURCE_EXHAUSTED',
   9: 'FAILED_PRECONDITION',
+  11: 'OUT_OF_RANGE',
   14: 'UNAVAILABLE',
 };
 
@@ -200,6 +201,8 @@ describe('toAgentError: the NOSPACE alarm', () => {
 
     expect(error).toMatchObject({ code: 'unavailable', status: 503, retryable: true, details: { alarm: 'NOSPACE' } });
     expect(error.message).toMatch(/NOSPACE.*compact.*defrag.*alarm disarm/);
+    expect(error.message).toContain('POST /v1/maintenance/defragment');
+    expect(error.details?.remedy).toEqual(expect.arrayContaining([expect.stringContaining('/v1/maintenance/defragment')]));
   });
 });
 
@@ -243,6 +246,8 @@ describe('predicates', () => {
     ['an unavailable AgentError marked not retryable', new AgentError('unavailable', 'x', { retryable: false }), false, undefined],
     ['a NOSPACE refusal (mvcc: database space exceeded)', grpc(8, 'etcdserver: mvcc: database space exceeded'), false, 'nospace'],
     ['a mapped NOSPACE refusal', toAgentError(new Error('etcdserver: mvcc: database space exceeded')), false, 'nospace'],
+    ['a repeated compaction', grpc(11, 'etcdserver: mvcc: required revision has been compacted'), false, 'compacted'],
+    ['a compaction beyond the current revision', grpc(11, 'etcdserver: mvcc: required revision is a future revision'), false, 'future-revision'],
     ['a busy AgentError', new AgentError('busy', 'lock held'), false, undefined],
     ['a timeout AgentError', new AgentError('timeout', 'deadline'), false, undefined],
     ['a TypeError', new TypeError('x is not a function'), false, undefined],

@@ -13,6 +13,7 @@ const RANKS: Readonly<Record<string, number>> = {
   proto: 0,
   'deadline.ts': 1,
   'poll.ts': 1,
+  'cron.ts': 1,
   'timings.ts': 1,
   'settings.ts': 1,
   'usage.ts': 1,
@@ -24,12 +25,13 @@ const RANKS: Readonly<Record<string, number>> = {
   etcd: 4,
   membership: 5,
   health: 6,
-  prepare: 7,
-  server: 8,
-  cli: 9,
-  'agent.ts': 10,
-  'command-table.ts': 11,
-  'main.ts': 12,
+  maintenance: 7,
+  prepare: 8,
+  server: 9,
+  cli: 10,
+  'agent.ts': 11,
+  'command-table.ts': 12,
+  'main.ts': 13,
 };
 
 /** The layer of an agent/ path ("membership/join.ts" → "membership", "config.ts" → "config.ts"). */

@@ -31,7 +31,7 @@ describe('electLeader', () => {
 describe('one leader rule for the membership probe and /v1/health', () => {
   const member = (id: string): Member => ({ id, name: `etcd-${id}`, peerURLs: [`http://${id}:2380`], clientURLs: [`http://${id}:2379`], isLearner: false, started: true });
   const status = (memberId: string, leaderId: string, raftTerm: number): MemberStatus => ({
-    memberId, leaderId, raftTerm, raftIndex: 10, raftAppliedIndex: 10, dbSizeBytes: 1, isLearner: false, version: '3.4.23', errors: [], latencyMs: 1,
+    memberId, leaderId, raftTerm, raftIndex: 10, raftAppliedIndex: 10, dbSizeBytes: 1, dbSizeInUseBytes: 1, revision: 1, isLearner: false, version: '3.4.23', errors: [], latencyMs: 1,
   });
 
   it.each<[string, Array<[string, string, number]>, string | undefined]>([

@@ -29,6 +29,8 @@ function statusOf(url: string): MemberStatus {
     raftIndex: 10,
     raftAppliedIndex: 10,
     dbSizeBytes: 20480,
+    dbSizeInUseBytes: 16384,
+    revision: 7,
     isLearner: false,
     version: '3.4.23',
     errors: [],

@@ -6,7 +6,7 @@ function member(id: string, isLearner = false, started = true): Member {
 }
 
 function status(memberId: string, leaderId: string, raftTerm: number, raftIndex: number, raftAppliedIndex = raftIndex): MemberStatus {
-  return { memberId, leaderId, raftTerm, raftIndex, raftAppliedIndex, dbSizeBytes: 1, isLearner: false, version: '3.4.23', errors: [], latencyMs: 1 };
+  return { memberId, leaderId, raftTerm, raftIndex, raftAppliedIndex, dbSizeBytes: 1, dbSizeInUseBytes: 1, revision: 1, isLearner: false, version: '3.4.23', errors: [], latencyMs: 1 };
 }
 
 /** [id, isLearner, started, status as [leaderId, term, index, applied] or undefined (did not answer)] */

@@ -1,5 +1,6 @@
 import { AgentError } from '../../agent/proto/errors';
 import {
+  defragmentRequestSchema,
   joinRequestSchema,
   leaveRequestSchema,
   parseRequest,
@@ -96,5 +97,31 @@ describe('leave, promote and transfer bodies', () => {
 
     expect(err.code).toBe('bad-request');
     expect(err.message).toMatch(message);
+  });
+});
+
+describe('defragment bodies', () => {
+  it.each<[string, object]>([
+    ['nothing (the settings decide)', {}],
+    ['every field', { minFragmentation: 0.3, minDbSizeBytes: 0, compact: { retainRevisions: 1000 }, force: true, timeoutSeconds: 60 }],
+    ['a retention as a duration', { compact: { retainSeconds: 3600 } }],
+    ['no compaction', { compact: false }],
+  ])('when a defragment carries %s, then it is accepted as sent', (_what, body) => {
+    expect(parseRequest(defragmentRequestSchema, body)).toEqual(body);
+  });
+
+  it.each<[string, unknown, string]>([
+    ['a fragmentation of 0', { minFragmentation: 0 }, 'minFragmentation'],
+    ['a fragmentation above 1', { minFragmentation: 1.5 }, 'minFragmentation'],
+    ['a negative size', { minDbSizeBytes: -1 }, 'minDbSizeBytes'],
+    ['a size beyond 2^53', { minDbSizeBytes: 2 ** 53 }, 'minDbSizeBytes'],
+    ['both retentions', { compact: { retainRevisions: 1, retainSeconds: 1 } }, 'compact'],
+    ['a retention of 0', { compact: { retainRevisions: 0 } }, 'compact.retainRevisions'],
+    ['compact: true', { compact: true }, 'compact'],
+    ['an unknown field', { minFragmentaton: 0.3 }, ''],
+  ])('when a defragment carries %s (%j), then it is a bad-request naming "%s"', (_what, body, path) => {
+    const error = refusal(defragmentRequestSchema, body);
+    expect(error.code).toBe('bad-request');
+    expect((error.details?.issues as Array<{ path: string }>)[0].path).toBe(path);
   });
 });
