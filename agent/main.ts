@@ -19,6 +19,9 @@ commands:
   members
   health
   transfer-leader [--to NAME]
+  recovery              the recovery plan when the quorum is lost for good (read only)
+  recover --from NAME --cluster-id ID [--force]
+                        recover from NAME once the quorum is lost for good; call NAME's own agent
   kube-inject -f FILE   add the agent sidecar to Kubernetes YAML
   prepare --data-dir DIR [--initial-cluster N=URL,...] [--flags-file FILE]
                         decide how this pod's etcd starts (an init container); exit 0 once decided
@@ -41,6 +44,20 @@ async function serve(argv: string[]): Promise<number> {
     return 2;
   }
   const { config } = loaded;
+  // With prepare's data directory and flags file (kube-inject gives the sidecar both), the agent can
+  // restart and prepare its pod's etcd again: the recovery's act and a survivor's rejoin.
+  let prepareOptions;
+  if ((process.env.ETCD_AGENT_DATA_DIR ?? '').trim() !== '') {
+    try {
+      prepareOptions = (await import('./prepare/options')).loadPrepareOptions(process.env, []);
+    } catch (err) {
+      if (err instanceof ConfigError) {
+        process.stderr.write(`etcd-lifecycle-agent: invalid configuration: ${err.message}\n`);
+        return 2;
+      }
+      throw err;
+    }
+  }
   if (config.etcdCaFile !== undefined) {
     // Read once here so that files that do not load stop start-up as a bad value does (exit 2);
     // later rotations that do not load keep the previous credentials instead (etcd/credentials.ts).
@@ -64,7 +81,7 @@ async function serve(argv: string[]): Promise<number> {
   // without loading express, etcd3 and gRPC, in a third of the time.
   const [{ startAgent }, { createLogger }] = await Promise.all([import('./agent'), import('./observability/logger')]);
   const logger = createLogger({ level: config.logLevel });
-  const agent = await startAgent(config, { logger });
+  const agent = await startAgent(config, { logger, prepare: prepareOptions });
   return new Promise<number>((resolve) => {
     let stopping = false;
     const stop = (signal: string): void => {

@@ -210,6 +210,8 @@ export const SETTINGS = [
   row({ variable: 'ETCD_AGENT_LOCAL_PEER_URL', key: 'localPeerUrl', parse: peerUrl,
     defaultDoc: 'from `ETCD_AGENT_PEER_URL_TEMPLATE` and the member name, else none',
     doc: "this pod's member's peer URL: where a learner's agent reads the member list (`GET <peer URL>/members`) to find the voters" }),
+  row({ variable: 'ETCD_AGENT_RECOVERY_MIN_LOSS_SECONDS', key: 'recoveryMinLossSeconds', default: '300', parse: integer(1, 86_400),
+    doc: 'how long this agent must have seen the quorum lost, without a break, before `POST /v1/recovery` may act (see "When the quorum is lost")' }),
 ] as const;
 
 /** `ETCD_AGENT_HEALTH_MAX_AGE_MS` → `--health-max-age-ms`. */

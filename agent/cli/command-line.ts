@@ -17,6 +17,13 @@ commands (each calls a running agent):
   members                                  list the members
   health                                   the cluster's health
   transfer-leader [--to NAME]              move leadership away from the agent's member
+  recovery                                 the recovery plan when the quorum is lost for good: which members
+                                           answer, how far their logs reach, whom to recover from (read only)
+  recover --from NAME --cluster-id ID [--force]
+                                           restart NAME alone with --force-new-cluster, once the quorum has been
+                                           lost for ETCD_AGENT_RECOVERY_MIN_LOSS_SECONDS; send it to NAME's own
+                                           agent (--agent); refused with its figures unless every gate holds
+                                           (exit 4); --force passes over a more advanced survivor
 
 options:
   --agent URL            the agent (default $ETCD_AGENT_URL, else ${DEFAULT_AGENT_URL})
@@ -29,9 +36,9 @@ exit codes: 0 complete, 1 failed, 2 usage, 3 in progress (call again), 4 refused
 `;
 
 /** A client command's name. */
-export type Command = 'join' | 'leave' | 'promote' | 'members' | 'health' | 'transfer-leader';
+export type Command = 'join' | 'leave' | 'promote' | 'members' | 'health' | 'transfer-leader' | 'recovery' | 'recover';
 
-const COMMANDS: ReadonlySet<string> = new Set<Command>(['join', 'leave', 'promote', 'members', 'health', 'transfer-leader']);
+const COMMANDS: ReadonlySet<string> = new Set<Command>(['join', 'leave', 'promote', 'members', 'health', 'transfer-leader', 'recovery', 'recover']);
 
 /** True when `name` is one of the client commands. */
 export function isClientCommand(name: string | undefined): name is Command {
@@ -42,7 +49,7 @@ interface CommandSpec {
   /** Takes exactly one positional NAME. */
   named: boolean;
   /** Command-specific options, beyond the common ones. */
-  options: ReadonlyArray<'peer-url' | 'wait' | 'force' | 'to'>;
+  options: ReadonlyArray<'peer-url' | 'wait' | 'force' | 'to' | 'from' | 'cluster-id'>;
 }
 
 const SPECS: Readonly<Record<Command, CommandSpec>> = {
@@ -52,6 +59,8 @@ const SPECS: Readonly<Record<Command, CommandSpec>> = {
   members: { named: false, options: [] },
   health: { named: false, options: [] },
   'transfer-leader': { named: false, options: ['to'] },
+  recovery: { named: false, options: [] },
+  recover: { named: false, options: ['from', 'cluster-id', 'force'] },
 };
 
 /** A parsed command line. */
@@ -62,6 +71,8 @@ export interface ParsedCommand {
   wait: boolean;
   force: boolean;
   to?: string;
+  from?: string;
+  clusterId?: string;
   agent: string;
   tokenFile?: string;
   timeoutSeconds?: number;
@@ -101,6 +112,8 @@ export function parseCommand(command: Command, argv: string[], env: NodeJS.Proce
         wait: { type: 'boolean' },
         force: { type: 'boolean' },
         to: { type: 'string' },
+        from: { type: 'string' },
+        'cluster-id': { type: 'string' },
       },
     });
   } catch (err) {
@@ -108,7 +121,7 @@ export function parseCommand(command: Command, argv: string[], env: NodeJS.Proce
   }
   const { values, positionals } = parsed;
   const help = values.help === true;
-  for (const option of ['peer-url', 'wait', 'force', 'to'] as const) {
+  for (const option of ['peer-url', 'wait', 'force', 'to', 'from', 'cluster-id'] as const) {
     if (values[option] !== undefined && !spec.options.includes(option)) {
       throw new UsageError(`${command} does not take --${option}`);
     }
@@ -118,6 +131,9 @@ export function parseCommand(command: Command, argv: string[], env: NodeJS.Proce
     if (!spec.named && positionals.length > 0) throw new UsageError(`${command} takes no argument, got "${positionals[0]}"`);
   }
   if (values.to === '') throw new UsageError('--to needs a member name');
+  if (command === 'recover' && !help && (values.from === undefined || values.from === '' || values['cluster-id'] === undefined || values['cluster-id'] === '')) {
+    throw new UsageError('recover needs --from NAME and --cluster-id ID (both as GET /v1/recovery shows them)');
+  }
   if (values.json === true && values.summary === true) throw new UsageError('--json and --summary exclude each other');
 
   const agent = values.agent ?? (env.ETCD_AGENT_URL?.trim() || DEFAULT_AGENT_URL);
@@ -137,6 +153,8 @@ export function parseCommand(command: Command, argv: string[], env: NodeJS.Proce
     wait: values.wait === true,
     force: values.force === true,
     to: values.to,
+    from: values.from,
+    clusterId: values['cluster-id'],
     agent,
     tokenFile: values['token-file'] ?? (env.ETCD_AGENT_TOKEN_FILE?.trim() || undefined),
     timeoutSeconds,

@@ -28,9 +28,33 @@ export const FLAGS_FILE = `${START_MOUNT_PATH}/etcd-flags.sh`;
 /** The static shell the etcd command runs. */
 export const STATIC_SHELL = `${START_MOUNT_PATH}/sh`;
 
-/** The script etcd's command runs: source the flags prepare wrote, then become etcd with all arguments. */
+/**
+ * The script etcd's command runs (POSIX sh: Debian's static busybox in a pod, any sh in the tests).
+ * It runs etcd as its child with the flags prepare wrote (and, once, the one-shot flags of
+ * `etcd-flags-once.sh`, renamed before etcd starts so they are used at most once), and restarts it
+ * when the sidecar asks (prepare/etcd-control.ts): `etcd-restart` stops etcd and goes round again,
+ * `etcd-hold` keeps it stopped, saying `held <nonce>` in `etcd-state`, until the sidecar has prepared
+ * it again. SIGTERM and SIGINT are passed on to etcd, and the script exits with etcd's status; when
+ * etcd exits unasked, so does the script, and the kubelet restarts the container as it always did.
+ */
 export function etcdStartScript(flagsFile: string, binary: string): string {
-  return `. ${flagsFile} && exec ${binary} "$@"`;
+  const dir = flagsFile.replace(/\/[^/]*$/, '') || '/';
+  const f = (name: string): string => `${dir}/${name}`;
+  return [
+    `pid= stop=; trap 'stop=1; [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null' TERM INT`,
+    'while :; do',
+    `  rm -f ${f('etcd-restart')}`,
+    `  if [ -e ${f('etcd-hold')} ]; then read -r n < ${f('etcd-hold')}; echo "held $n" > ${f('etcd-state')}; [ -n "$stop" ] && exit 0; sleep 1; continue; fi`,
+    '  [ -n "$stop" ] && exit 0',
+    `  ( . ${flagsFile} && if [ -e ${f('etcd-flags-once.sh')} ]; then . ${f('etcd-flags-once.sh')} && mv -f ${f('etcd-flags-once.sh')} ${f('etcd-flags-once.sh.used')}; fi && exec ${binary} "$@" ) &`,
+    `  pid=$!; echo "running $pid" > ${f('etcd-state')}`,
+    `  ( while [ ! -e ${f('etcd-restart')} ]; do sleep 1; done; kill -TERM "$pid" ) & w=$!`,
+    '  wait "$pid"; rc=$?',
+    '  if [ -n "$stop" ]; then wait "$pid"; r=$?; [ "$r" = 127 ] || rc=$r; kill "$w" 2>/dev/null; exit "$rc"; fi',
+    '  kill "$w" 2>/dev/null; pid=',
+    `  [ -e ${f('etcd-restart')} ] || [ -e ${f('etcd-hold')} ] || exit "$rc"`,
+    'done',
+  ].join('\n');
 }
 
 /** What the init container shares with the sidecar. */
@@ -44,8 +68,14 @@ export interface PrepareInjection {
   resources: object;
 }
 
-/** Adds prepare to `podSpec` when `etcd` allows it (see the module comment); true when added. */
-export function injectPrepare(doc: Document, podSpec: YAMLMap, etcd: YAMLMap, inject: PrepareInjection): boolean {
+/**
+ * Adds prepare to `podSpec` when `etcd` allows it (see the module comment); true when added. The
+ * `sidecar` then gets what restarting and preparing etcd again takes (the recovery, a survivor's
+ * rejoin): prepare's settings, etcd's data volume and the start directory, both writable, and etcd's
+ * user, root as in etcd's image (the data directory is etcd's, mode 0700; moving it aside writes the
+ * volume's root), still without any capability.
+ */
+export function injectPrepare(doc: Document, podSpec: YAMLMap, etcd: YAMLMap, inject: PrepareInjection, sidecar?: YAMLMap): boolean {
   const command = etcd.get('command');
   if (!isSeq(command) || command.items.length === 0) return false;
   const commandWords = stringsOf(command);
@@ -90,6 +120,16 @@ export function injectPrepare(doc: Document, podSpec: YAMLMap, etcd: YAMLMap, in
     },
   });
   init.commentBefore = ' added by etcd-lifecycle-agent kube-inject: decides how etcd starts (join, lost disk, bootstrap)';
+  if (sidecar !== undefined) {
+    const prepareEnv = env.filter((e) => /^ETCD_AGENT_(DATA_DIR|INITIAL_CLUSTER|INITIAL_CLUSTER_TOKEN|PREPARE_FLAGS_FILE)$/.test((e as { name: string }).name));
+    for (const e of prepareEnv) seqAt(sidecar, 'env').add(doc.createNode(e));
+    for (const m of [...dataMounts.map((d) => d.toJSON() as object), { name: START_VOLUME, mountPath: START_MOUNT_PATH }]) seqAt(sidecar, 'volumeMounts').add(doc.createNode(m));
+    const security = sidecar.get('securityContext');
+    if (isMap(security)) {
+      security.set('runAsNonRoot', false);
+      security.set('runAsUser', 0);
+    }
+  }
   seqAt(podSpec, 'initContainers').add(init);
 
   // The command is replaced in place (same key, same position); etcd's `args` stay as they were.
@@ -99,7 +139,8 @@ export function injectPrepare(doc: Document, podSpec: YAMLMap, etcd: YAMLMap, in
     const note = ' etcd starts with the flags etcd-lifecycle-agent prepare decided (kube-inject)';
     if (isScalar(pair.key)) pair.key.commentBefore = pair.key.commentBefore === undefined || pair.key.commentBefore === null ? note : `${pair.key.commentBefore}\n${note}`;
   }
-  const mount = doc.createNode({ name: START_VOLUME, mountPath: START_MOUNT_PATH, readOnly: true });
+  // Writable: the start script says what it does there and renames a one-shot flags file once used.
+  const mount = doc.createNode({ name: START_VOLUME, mountPath: START_MOUNT_PATH });
   if (isSeq(etcd.get('volumeMounts'))) (etcd.get('volumeMounts') as YAMLSeq).add(mount);
   else etcd.set('volumeMounts', doc.createNode([mount]));
 

@@ -111,7 +111,7 @@ function injectPod(doc: Document, podSpec: YAMLMap, site: PodSite, options: Reso
   containers.add(sidecar);
   // The prepare init container and the etcd command that sources its decision (kube-inject-prepare.ts).
   if (etcd !== undefined) {
-    injectPrepare(doc, podSpec, etcd, { image: options.image, port: options.port, agentEnv: sidecarSpec.env, agentMounts: sidecarSpec.volumeMounts ?? [], resources: sidecarSpec.resources });
+    injectPrepare(doc, podSpec, etcd, { image: options.image, port: options.port, agentEnv: sidecarSpec.env, agentMounts: sidecarSpec.volumeMounts ?? [], resources: sidecarSpec.resources }, sidecar);
   }
 
   if (etcd !== undefined && !etcd.has('readinessProbe')) {

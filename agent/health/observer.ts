@@ -41,6 +41,7 @@ import { canonicalUrl, classify } from './classify';
 import { classifyLocal } from './classify-local';
 import type { ClusterHealth, LocalHealth, ObservedFacts, StatusProbe } from './types';
 import { Observed, SharedObservation } from './shared-observation';
+import { QuorumLossClock, QUORUM_LOSS_MAX_GAP_MS } from './quorum-loss';
 
 /** What the observer needs; `operations` lists the membership lock's records (GET /v1/operations). */
 export interface HealthObserverDeps {
@@ -84,6 +85,8 @@ export class HealthObserver {
   private refreshing?: Promise<void>;
   private closed = false;
   private readonly stopScrapes: () => void;
+  /** The stretch of observations that found no quorum (GET /v1/recovery's `quorumLostSince`). */
+  private readonly lossClock = new QuorumLossClock(QUORUM_LOSS_MAX_GAP_MS);
 
   constructor(private readonly deps: HealthObserverDeps) {
     this.maxAgeMs = deps.config.healthMaxAgeMs;
@@ -113,6 +116,19 @@ export class HealthObserver {
     const health = classifyLocal(probe, cluster?.value, this.deps.config.memberName);
     const oldest = [cluster, local].filter((o) => o !== undefined).sort((a, b) => a.startedAt - b.startedAt)[0];
     return { local: health, ...(oldest === undefined ? { observedAt: null, ageMs: null } : age(oldest)) };
+  }
+
+  /**
+   * Since when (wall-clock ms) this agent's observations have found the quorum lost without a break,
+   * or undefined when the last one found it, or nobody has looked for too long (quorum-loss.ts).
+   */
+  quorumLostSince(now = Date.now()): number | undefined {
+    return this.lossClock.since(now);
+  }
+
+  /** The last member list any observation read (fresh or not), or undefined before the first. */
+  lastMembers(): Member[] | undefined {
+    return this.lastList?.members;
   }
 
   /** Stops updating metrics; observations in flight end by their own deadlines. */
@@ -189,7 +205,12 @@ export class HealthObserver {
       ...(records === undefined ? {} : records.ok ? { operations: records.value } : { operationsError: records.error }),
     };
     const observation = { facts, health: classify(facts) };
-    this.record(observation, performance.now() - startedAt > this.maxAgeMs);
+    const late = performance.now() - startedAt > this.maxAgeMs;
+    this.lossClock.see({
+      at: Date.now() - (performance.now() - startedAt),
+      hasQuorum: late ? undefined : (observation.health.quorum?.hasQuorum ?? false),
+    });
+    this.record(observation, late);
     return observation;
   }
 

@@ -26,6 +26,7 @@ import { createMetrics } from '../observability/metrics';
 import { isAgentError } from '../proto/errors';
 import { askPeers, AnswerServer, serveAnswer } from './answer-server';
 import { BOOTSTRAP_MARKER, moveAside, readDataDir, writeFileAtomic } from './data-dir';
+import type { EtcdStartControl } from './etcd-control';
 import { BootstrapPlan, decidePrepare, initialClusterOf, PrepareFacts, PrepareStep, samePlan } from './decide';
 import type { PrepareOptions } from './options';
 
@@ -60,7 +61,6 @@ export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<
   const { config } = opts;
   const cluster = new EtcdCluster(connectionOptions(config, logger));
   const membership = new MembershipService({ cluster, config, logger, metrics: createMetrics({ defaultMetrics: false }) });
-  const plan: BootstrapPlan = { initialCluster: initialClusterOf(opts.initial), token: opts.token };
   let server: AnswerServer | undefined;
   try {
     // Without the answer (the port taken, e.g. prepare run beside a running sidecar) the peers read
@@ -76,39 +76,9 @@ export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<
       });
       return undefined;
     });
-    const end = Date.now() + opts.waitSeconds * 1000;
-    let lastReason = '';
-    let reason = '';
-    // A pass that acted goes on at once (its effect is read by the next pass); one that waits pauses.
-    const exitCode = await pollUntil({ until: end, pauseMs: () => (reason !== '' ? PASS_PAUSE_MS : 0) }, async () => {
-      const step = await nextStep(opts, cluster);
-      if (step.kind === 'start') {
-        if (step.state === 'new' && !samePlan(readMarker(opts.dataDir) ?? { initialCluster: '', token: '' }, plan)) {
-          writeFileAtomic(markerPath(opts.dataDir), `${JSON.stringify(plan)}\n`);
-        }
-        // Once etcd has written its WAL the marker has done its work: without it, a later loss of the
-        // member directory alone cannot pass for "decided, never started".
-        if (step.state === 'existing') fs.rmSync(markerPath(opts.dataDir), { force: true });
-        writeFileAtomic(opts.flagsFile, flagsFileContent(step, opts.token, opts.self.name, new Date()));
-        logger.info('prepared', { member: opts.self.name, state: step.state, initialCluster: step.initialCluster, reason: step.reason, flagsFile: opts.flagsFile });
-        if (step.state === 'new') await linger(opts, plan, logger);
-        return 0;
-      }
-      if (step.kind === 'wait') {
-        reason = step.reason;
-      } else {
-        logger.info('prepare step', { member: opts.self.name, step: step.kind, reason: 'reason' in step ? step.reason : '' });
-        reason = await act(step, opts, membership, logger);
-      }
-      if (reason !== '' && reason !== lastReason) logger.info('waiting', { member: opts.self.name, reason });
-      lastReason = reason || lastReason;
-      return undefined;
-    });
-    if (exitCode !== undefined) return exitCode;
-    logger.error('prepare cannot decide safely yet; exiting so the init container runs it again', {
-      member: opts.self.name,
-      reason: lastReason || 'the wait ran out',
-    });
+    const outcome = await preparePasses(opts, { cluster, membership, logger }, { until: Date.now() + opts.waitSeconds * 1000 });
+    if (outcome.prepared) return 0;
+    logger.error('prepare cannot decide safely yet; exiting so the init container runs it again', { member: opts.self.name, reason: outcome.reason });
     return 1;
   } finally {
     await server?.close();
@@ -117,8 +87,79 @@ export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<
   }
 }
 
+/** What prepare's passes need: the cluster client and membership service of the process running them. */
+export interface PrepareDeps {
+  cluster: EtcdCluster;
+  membership: MembershipService;
+  logger: Logger;
+}
+
+/** How far the passes went: flags written (`prepared`), or why not by `until`. */
+export type PassesOutcome = { prepared: true; step: Extract<PrepareStep, { kind: 'start' }> } | { prepared: false; reason: string };
+
+/**
+ * Prepare's passes until etcd's start flags are written or `until`: read the facts, take the one step
+ * decided, read again. Run by the init container (runPrepare), and by the sidecar while it holds its
+ * pod's etcd stopped (`sidecar`: it then never bootstraps a new cluster and asks no peers, and writes
+ * a decided one-shot flag, e.g. `--force-new-cluster` for an ordered `recovery`).
+ */
+export async function preparePasses(
+  opts: PrepareOptions,
+  deps: PrepareDeps,
+  run: { until: number; sidecar?: boolean; recovery?: { clusterId: string }; control?: EtcdStartControl },
+): Promise<PassesOutcome> {
+  const { logger } = deps;
+  const plan: BootstrapPlan = { initialCluster: initialClusterOf(opts.initial), token: opts.token };
+  let lastReason = '';
+  let reason = '';
+  let done: Extract<PrepareStep, { kind: 'start' }> | undefined;
+  // A pass that acted goes on at once (its effect is read by the next pass); one that waits pauses.
+  await pollUntil({ until: run.until, pauseMs: () => (reason !== '' ? PASS_PAUSE_MS : 0) }, async () => {
+    let step = await nextStep(opts, deps.cluster, run);
+    if (run.sidecar === true && (step.kind === 'ask-peers' || (step.kind === 'start' && step.state === 'new'))) {
+      step = { kind: 'wait', reason: 'no cluster answers; a running pod never bootstraps a new cluster (only its init container may)' };
+    }
+    if (step.kind === 'start') {
+      if (step.state === 'new' && !samePlan(readMarker(opts.dataDir) ?? { initialCluster: '', token: '' }, plan)) {
+        writeFileAtomic(markerPath(opts.dataDir), `${JSON.stringify(plan)}\n`);
+      }
+      // Once etcd has written its WAL the marker has done its work: without it, a later loss of the
+      // member directory alone cannot pass for "decided, never started".
+      if (step.state === 'existing') fs.rmSync(markerPath(opts.dataDir), { force: true });
+      if (step.once !== undefined) {
+        if (run.control === undefined) throw new Error(`a one-shot start (${step.once.join(' ')}) needs the start script's control files`);
+        run.control.writeOnce(step.once, step.reason);
+      } else {
+        run.control?.dropOnce();
+      }
+      writeFileAtomic(opts.flagsFile, flagsFileContent(step, opts.token, opts.self.name, new Date()));
+      logger.info('prepared', {
+        member: opts.self.name,
+        state: step.state,
+        initialCluster: step.initialCluster,
+        reason: step.reason,
+        flagsFile: opts.flagsFile,
+        ...(step.once === undefined ? {} : { once: step.once }),
+      });
+      if (step.state === 'new') await linger(opts, plan, logger);
+      done = step;
+      return true;
+    }
+    if (step.kind === 'wait') {
+      reason = step.reason;
+    } else {
+      logger.info('prepare step', { member: opts.self.name, step: step.kind, reason: 'reason' in step ? step.reason : '' });
+      reason = await act(step, opts, deps.membership, logger);
+    }
+    if (reason !== '' && reason !== lastReason) logger.info('waiting', { member: opts.self.name, reason });
+    lastReason = reason || lastReason;
+    return undefined;
+  });
+  return done !== undefined ? { prepared: true, step: done } : { prepared: false, reason: lastReason || 'the wait ran out' };
+}
+
 /** Reads the facts and decides, asking the peers only when the decision needs them. */
-async function nextStep(opts: PrepareOptions, cluster: EtcdCluster): Promise<PrepareStep> {
+async function nextStep(opts: PrepareOptions, cluster: EtcdCluster, run: { sidecar?: boolean; recovery?: { clusterId: string } }): Promise<PrepareStep> {
   const facts: PrepareFacts = {
     self: opts.self,
     dataDir: readDataDir(opts.dataDir),
@@ -126,9 +167,10 @@ async function nextStep(opts: PrepareOptions, cluster: EtcdCluster): Promise<Pre
     cluster: await readCluster(cluster),
     initial: opts.initial,
     token: opts.token,
+    ...(run.recovery === undefined ? {} : { recovery: run.recovery }),
   };
   const step = decidePrepare(facts);
-  if (step.kind !== 'ask-peers') return step;
+  if (step.kind !== 'ask-peers' || run.sidecar === true) return step;
   const others = opts.initial.filter((m) => m.name !== opts.self.name);
   return decidePrepare({ ...facts, peers: await askPeers(others, opts.config.listen.port, 1000) });
 }

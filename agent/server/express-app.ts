@@ -13,6 +13,8 @@ import type { Metrics } from '../observability/metrics';
 import { createApp } from './app';
 import { healthRouter } from './health-routes';
 import { kbAgentErrorHandler, kbAgentRouter } from './kbagent-routes';
+import type { RecoveryService } from '../recovery/service';
+import { recoveryRouter } from './recovery-routes';
 import { requestGuard } from './request-guard';
 import { roleRouter } from './role-routes';
 import { v1Router } from './v1-routes';
@@ -25,11 +27,12 @@ export interface ExpressAppDeps {
   cluster: EtcdCluster;
   membership: MembershipService;
   health: HealthObserver;
+  recovery: RecoveryService;
 }
 
 /** Builds the app: methods, query strings and charsets are checked before any route sees them (request-guard.ts). */
 export function expressApp(deps: ExpressAppDeps): RequestListener {
-  const { config, logger, metrics, cluster, membership, health } = deps;
+  const { config, logger, metrics, cluster, membership, health, recovery } = deps;
   // roleProbe (kbagent's and GET /v1/role) names the leader by the same rule as /v1/health, from the
   // same shared observation.
   const leader = async (): Promise<{ known: boolean; id?: string }> => {
@@ -44,6 +47,8 @@ export function expressApp(deps: ExpressAppDeps): RequestListener {
       requestGuard(),
       v1Router(membership),
       healthRouter(health),
+      // When the quorum is lost for good: the plan, the act, and this agent's own member.
+      recoveryRouter(recovery, config),
       // kbagent's wire format (CONTRACT §5): an adapter over the same membership service.
       kbAgentRouter({ config, cluster, membership, logger, leader }),
       // This pod's role as plain text, for roleProbe as a KubeBlocks HTTP action.

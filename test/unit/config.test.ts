@@ -83,6 +83,7 @@ describe('loadConfig defaults', () => {
       tlsKeyFile: undefined,
       tlsClientCaFile: undefined,
       logLevel: 'info',
+      recoveryMinLossSeconds: 300,
       hostNetwork: false,
       hostNetworkAllowUnauthenticatedLoopback: false,
     });
@@ -178,6 +179,7 @@ const GOOD: Array<[Env, Partial<Config>]> = [
   [{ ETCD_AGENT_LOG_LEVEL: 'debug' }, { logLevel: 'debug' }],
   [{ ETCD_AGENT_LOG_LEVEL: 'WARN' }, { logLevel: 'warn' }],
   [{ ETCD_AGENT_LOG_LEVEL: 'error' }, { logLevel: 'error' }],
+  [{ ETCD_AGENT_RECOVERY_MIN_LOSS_SECONDS: '5' }, { recoveryMinLossSeconds: 5 }],
   [{ ETCD_AGENT_LOCAL_PEER_URL: 'http://127.0.0.1:2380' }, { localPeerUrl: 'http://127.0.0.1:2380' }],
   [
     { ETCD_AGENT_MEMBER_NAME: 'etcd-2', ETCD_AGENT_PEER_URL_TEMPLATE: 'http://{name}.etcd-headless:2380' },
@@ -302,6 +304,7 @@ const BAD: Array<[Env, string, string]> = [
   [{ ETCD_AGENT_LOG_LEVEL: 'trace' }, 'ETCD_AGENT_LOG_LEVEL', '"trace" is not one of error, warn, info, http, verbose, debug, silly'],
   [{ ETCD_AGENT_LOG_LEVEL: 'loud' }, 'ETCD_AGENT_LOG_LEVEL', 'is not one of'],
   [{ ETCD_AGENT_LOCAL_PEER_URL: 'http://127.0.0.1' }, 'ETCD_AGENT_LOCAL_PEER_URL', 'is not a peer URL'],
+  [{ ETCD_AGENT_RECOVERY_MIN_LOSS_SECONDS: '0' }, 'ETCD_AGENT_RECOVERY_MIN_LOSS_SECONDS', 'must be a whole number from 1 to 86400'],
 ];
 
 describe('loadConfig bad values', () => {

@@ -4,7 +4,7 @@ import { parseAllDocuments } from 'yaml';
 import { kubeInject } from '../../agent/cli/kube-inject';
 import { runKubeInject } from '../../agent/cli/kube-inject-command';
 import { SIDECAR_NAME, TOKEN_MOUNT_PATH } from '../../agent/cli/kube-inject-sidecar';
-import { FLAGS_FILE, PREPARE_NAME, START_MOUNT_PATH, START_VOLUME, STATIC_SHELL } from '../../agent/cli/kube-inject-prepare';
+import { etcdStartScript, FLAGS_FILE, PREPARE_NAME, START_MOUNT_PATH, START_VOLUME, STATIC_SHELL } from '../../agent/cli/kube-inject-prepare';
 import { kubeInjectHarness } from '../helpers/kube-inject-io';
 
 const ROOT = join(__dirname, '..', '..');
@@ -184,8 +184,14 @@ describe('the injected sidecar', () => {
   const spec = podSpecs(parse(kubeInject(fixture('statefulset.yaml'))))[0];
   const sidecar = sidecarOf(spec);
 
+  it('when injected with prepare, then the sidecar runs as etcd (root, no capability) with the data volume and the start directory, to restart and prepare etcd again', () => {
+    expect(sidecar.securityContext).toMatchObject({ runAsNonRoot: false, runAsUser: 0, capabilities: { drop: ['ALL'] }, readOnlyRootFilesystem: true });
+    expect(sidecar.volumeMounts).toEqual(expect.arrayContaining([{ name: START_VOLUME, mountPath: START_MOUNT_PATH }, expect.objectContaining({ name: 'data' })]));
+    expect((sidecar.env as Array<{ name: string }>).map((e) => e.name)).toEqual(expect.arrayContaining(['ETCD_AGENT_DATA_DIR', 'ETCD_AGENT_PREPARE_FLAGS_FILE']));
+  });
+
   it('when injected with defaults, then it serves the lifecycle port with hardened defaults', () => {
-    expect(sidecar).toMatchObject({
+    expect({ ...sidecar, securityContext: { ...(sidecar.securityContext as object), runAsNonRoot: true, runAsUser: 65532 } }).toMatchObject({
       name: 'etcd-lifecycle-agent',
       image: 'etcd-lifecycle-agent:0.1.0',
       args: ['serve'],
@@ -264,9 +270,11 @@ describe('the injected prepare step', () => {
     expect(withToken.volumes).toContainEqual(expect.objectContaining({ name: 'etcd-lifecycle-agent-token' }));
   });
 
-  it("when injected, then etcd's command sources the flags file and execs the same binary with the same arguments", () => {
-    expect(etcd.command).toEqual([STATIC_SHELL, '-c', `. ${FLAGS_FILE} && exec /usr/local/bin/etcd "$@"`, '/usr/local/bin/etcd']);
-    expect(etcd.volumeMounts).toContainEqual({ name: START_VOLUME, mountPath: START_MOUNT_PATH, readOnly: true });
+  it("when injected, then etcd's command runs the start script, which sources the flags file and runs the same binary with the same arguments", () => {
+    expect(etcd.command).toEqual([STATIC_SHELL, '-c', etcdStartScript(FLAGS_FILE, '/usr/local/bin/etcd'), '/usr/local/bin/etcd']);
+    expect((etcd.command as string[])[2]).toContain(`. ${FLAGS_FILE} && `);
+    expect((etcd.command as string[])[2]).toContain('exec /usr/local/bin/etcd "$@"');
+    expect(etcd.volumeMounts).toContainEqual({ name: START_VOLUME, mountPath: START_MOUNT_PATH });
     expect(spec.volumes).toContainEqual({ name: START_VOLUME, emptyDir: {} });
   });
 

@@ -22,10 +22,11 @@ const RANKS: Readonly<Record<string, number>> = {
   membership: 5,
   health: 6,
   prepare: 7,
-  server: 8,
-  cli: 9,
-  'agent.ts': 10,
-  'main.ts': 11,
+  recovery: 8,
+  server: 9,
+  cli: 10,
+  'agent.ts': 11,
+  'main.ts': 12,
 };
 
 /** The layer of an agent/ path ("membership/join.ts" → "membership", "config.ts" → "config.ts"). */

@@ -1,0 +1,404 @@
+/**
+ * The recovery service: the plan (GET /v1/recovery), this agent's own member for the others' plans
+ * (GET /v1/recovery/local), the act (POST /v1/recovery), and two loops: one that keeps looking at the
+ * cluster once a second while the quorum is lost (so the loss clock has unbroken evidence), and one
+ * that rejoins this pod's member after a recovery removed it.
+ *
+ * The act restarts this pod's etcd through its start script (prepare/etcd-control.ts): hold it
+ * stopped, re-check the gates with etcd stopped, let prepare's passes write its flags and the
+ * one-shot `--force-new-cluster`, lift the hold, wait until the recovered cluster takes writes, and
+ * write the record of what was done into it. Every step is kept in an order file beside the flags
+ * file, so a restarted agent finishes (or calls off) what its predecessor began, and a repeated call
+ * answers the record.
+ *
+ * Invariants: etcd is started with `--force-new-cluster` only through a hold whose re-check found no
+ * quorum, and at most once per hold (the start script renames the one-shot file before it starts
+ * etcd); a survivor rejoins only when the recovered cluster's record names its member as removed.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import type { Config } from '../config';
+import { Deadline, delay } from '../deadline';
+import type { EtcdCluster } from '../etcd/cluster-client';
+import { readRecoveryRecord, writeRecoveryRecord } from '../etcd/recovery-record';
+import type { HealthObserver } from '../health/observer';
+import type { MembershipService } from '../membership/service';
+import type { Logger } from '../observability/logger';
+import { pollUntil } from '../poll';
+import { readDataDir, writeFileAtomic } from '../prepare/data-dir';
+import { EtcdStartControl } from '../prepare/etcd-control';
+import type { PrepareOptions } from '../prepare/options';
+import { preparePasses } from '../prepare/run';
+import { readWalState } from '../prepare/wal-state';
+import { AgentError } from '../proto/errors';
+import type { LocalRecoveryState, MemberLogState, RecoveryOrder, RecoveryPlan, RecoveryRecord } from '../proto/recovery';
+import type { Member, MemberStatus } from '../proto/types';
+import { decideRecovery, normalizeClusterId, RecoveryFacts } from './decision';
+import { buildPlan } from './plan';
+
+/** Pause of the loss keeper and the rejoin watch. */
+const KEEPER_PERIOD_MS = 1000;
+const REJOIN_PERIOD_MS = 2000;
+/** How long one agent's `GET /v1/recovery/local` may take. */
+const LOCAL_ASK_MS = 1500;
+
+/** What the service needs; `prepare` is absent where the agent has no data directory and start script. */
+export interface RecoveryDeps {
+  config: Config;
+  cluster: EtcdCluster;
+  health: HealthObserver;
+  membership: MembershipService;
+  logger: Logger;
+  prepare?: PrepareOptions;
+}
+
+/** POST /v1/recovery's success body (without the request id). */
+export interface RecoveryAnswer {
+  action: 'recovery';
+  outcome: 'recovered' | 'already-recovered' | 'in-progress';
+  complete: boolean;
+  step?: RecoveryOrder['step'];
+  record?: RecoveryRecord;
+  /** From the call to the recovered cluster's first write (the record). */
+  writableAfterMs?: number;
+  durationMs: number;
+}
+
+/** The recovery routes' domain (see the module comment). */
+export class RecoveryService {
+  private readonly control?: EtcdStartControl;
+  private readonly orderFile?: string;
+  private running?: Promise<unknown>;
+  private closed = false;
+  private readonly loops: Array<Promise<void>> = [];
+
+  constructor(private readonly deps: RecoveryDeps) {
+    if (deps.prepare !== undefined) {
+      this.control = new EtcdStartControl(deps.prepare.flagsFile);
+      this.orderFile = path.join(path.dirname(deps.prepare.flagsFile), 'recovery-order.json');
+    }
+  }
+
+  /** Starts the loss keeper, and (with a start script) the rejoin watch, which also resumes an interrupted hold. */
+  start(): void {
+    this.loops.push(this.loop(KEEPER_PERIOD_MS, () => this.keepLooking()));
+    if (this.control !== undefined) this.loops.push(this.loop(REJOIN_PERIOD_MS, () => this.watch()));
+  }
+
+  /** Stops the loops (a hold in force stays: the next agent finishes it). */
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.all(this.loops);
+  }
+
+  /** GET /v1/recovery/local. */
+  async local(): Promise<LocalRecoveryState> {
+    const { config, cluster, health } = this.deps;
+    let etcd: LocalRecoveryState['etcd'] = null;
+    let etcdError: string | null = null;
+    try {
+      const s = await cluster.memberStatus(config.localEndpoint, config.statusTimeoutMs);
+      etcd = { memberId: s.memberId, clusterId: s.clusterId ?? null, raftTerm: s.raftTerm, committedIndex: s.raftIndex, appliedIndex: s.raftAppliedIndex, isLearner: s.isLearner };
+    } catch (err) {
+      etcdError = err instanceof Error ? err.message : String(err);
+    }
+    const since = health.quorumLostSince();
+    return {
+      name: config.memberName,
+      etcd,
+      etcdError,
+      dataDir: this.readOwnDataDir(),
+      quorumLostSince: since === undefined ? null : new Date(since).toISOString(),
+      order: this.readOrder() ?? null,
+    };
+  }
+
+  /** GET /v1/recovery. */
+  async plan(): Promise<RecoveryPlan> {
+    const facts = await this.facts();
+    return buildPlan({ ...facts, agentOf: (name) => this.agentUrlOf(facts.list.find((m) => m.name === name)) });
+  }
+
+  /** POST /v1/recovery: one at a time per agent; a call meeting one in flight waits for it, then decides again. */
+  async recover(request: { from: string; clusterId: string; force: boolean }, deadline: Deadline): Promise<RecoveryAnswer> {
+    const previous = this.running ?? Promise.resolve();
+    const mine = previous.catch(() => undefined).then(() => this.recoverNow(request, deadline));
+    this.running = mine;
+    return mine;
+  }
+
+  private async recoverNow(request: { from: string; clusterId: string; force: boolean }, deadline: Deadline): Promise<RecoveryAnswer> {
+    const started = Date.now();
+    const { logger, config } = this.deps;
+    if (this.control === undefined || this.deps.prepare === undefined) {
+      throw new AgentError('bad-request', `${config.memberName}'s agent cannot restart its etcd: it has no data directory and start script (ETCD_AGENT_DATA_DIR, ETCD_AGENT_PREPARE_FLAGS_FILE; kube-inject sets them)`);
+    }
+    let order = this.readOrder();
+    const same = order !== undefined && order.clusterId === normalizeClusterId(request.clusterId) && order.from === request.from;
+    if (order === undefined || !same || order.step === 'done') {
+      const facts = await this.facts();
+      const decision = decideRecovery({ ...facts, request });
+      if (decision.kind === 'already-recovered') {
+        return { action: 'recovery', outcome: 'already-recovered', complete: true, record: decision.record, durationMs: Date.now() - started };
+      }
+      if (decision.kind === 'refuse') throw new AgentError(decision.code, decision.message, { details: decision.details });
+      order = {
+        id: randomUUID(),
+        from: decision.from.name,
+        fromId: decision.from.id,
+        clusterId: decision.clusterId,
+        force: decision.forced,
+        orderedAt: new Date().toISOString(),
+        quorumLostSince: facts.lostSinceMs === undefined ? null : new Date(facts.lostSinceMs).toISOString(),
+        committedIndex: decision.from.committedIndex,
+        raftTerm: decision.from.raftTerm,
+        removed: decision.removed,
+        step: 'ordered',
+      };
+      this.writeOrder(order);
+      logger.warn('recovery ordered: this member restarts once with --force-new-cluster', { order });
+    }
+    const reached = await this.carryOut(order, deadline);
+    const done = reached.step === 'done';
+    return {
+      action: 'recovery',
+      outcome: done ? 'recovered' : 'in-progress',
+      complete: done,
+      step: reached.step,
+      ...(reached.record === undefined ? {} : { record: reached.record, writableAfterMs: Date.parse(reached.record.writableAt) - started }),
+      durationMs: Date.now() - started,
+    };
+  }
+
+  /** Takes `order` from its step as far as `deadline` allows; a refusal at the re-check calls it off and throws. */
+  private async carryOut(order: RecoveryOrder, deadline: Deadline): Promise<{ step: RecoveryOrder['step']; record?: RecoveryRecord }> {
+    const control = this.control as EtcdStartControl;
+    const prepare = this.deps.prepare as PrepareOptions;
+    const { logger, cluster, membership, config } = this.deps;
+    if (order.step === 'ordered') {
+      control.hold(order.id);
+      const held = await pollUntil({ until: deadline.at - 200, pauseMs: 200 }, async () => (control.isHeld(order.id) ? true : undefined));
+      if (held === undefined) return { step: 'ordered' };
+      order = { ...order, step: 'held' };
+      this.writeOrder(order);
+      logger.info('recovery: etcd stopped and held', { id: order.id });
+    }
+    if (order.step === 'held') {
+      // The re-check, right before acting, with this member's etcd stopped: its log is read from its WAL.
+      const facts = await this.facts();
+      const ordered = order.quorumLostSince === null ? undefined : Date.parse(order.quorumLostSince);
+      const lostSinceMs = facts.lostSinceMs === undefined ? undefined : Math.min(facts.lostSinceMs, ordered ?? facts.lostSinceMs);
+      const decision = decideRecovery({ ...facts, lostSinceMs, request: { from: order.from, clusterId: order.clusterId, force: order.force } });
+      if (decision.kind !== 'recover') {
+        this.callOff(order, decision.kind === 'refuse' ? decision.message : 'already recovered');
+        if (decision.kind === 'already-recovered') return { step: 'done', record: decision.record };
+        throw new AgentError(decision.code, `called off at the re-check before acting: ${decision.message}`, { details: decision.details });
+      }
+      const outcome = await preparePasses(prepare, { cluster, membership, logger }, { until: deadline.at - 200, sidecar: true, recovery: { clusterId: order.clusterId }, control });
+      if (!outcome.prepared) return { step: 'held' };
+      if (outcome.step.once === undefined) {
+        // Prepare found the cluster answering after all: start as is, and call the recovery off.
+        control.release();
+        this.callOff(order, outcome.step.reason);
+        throw new AgentError('unsafe', `called off: ${outcome.step.reason}`);
+      }
+      order = { ...order, step: 'started' };
+      this.writeOrder(order);
+      control.release();
+      logger.warn('recovery: etcd starts once with --force-new-cluster', { id: order.id });
+    }
+    if (order.step === 'started') {
+      const record = await pollUntil({ until: deadline.at - 100, pauseMs: 100 }, async () => {
+        const status = await cluster.memberStatus(config.localEndpoint, 500).catch(() => undefined);
+        if (status === undefined || status.leaderId !== status.memberId) return undefined;
+        const rec: RecoveryRecord = {
+          id: order.id,
+          clusterId: order.clusterId,
+          from: { name: order.from, id: order.fromId, committedIndex: order.committedIndex, raftTerm: order.raftTerm },
+          removed: order.removed,
+          quorumLostSince: order.quorumLostSince,
+          orderedAt: order.orderedAt,
+          writableAt: new Date().toISOString(),
+          force: order.force,
+        };
+        try {
+          await writeRecoveryRecord(cluster, config.keyPrefix, rec, Deadline.in(1500));
+          return rec;
+        } catch {
+          return undefined;
+        }
+      });
+      if (record === undefined) return { step: 'started' };
+      order = { ...order, step: 'done' };
+      this.writeOrder(order);
+      logger.warn('recovery done: the cluster takes writes again', { record });
+      return { step: 'done', record };
+    }
+    const record = await readRecoveryRecord(cluster, config.keyPrefix, Deadline.in(2000)).catch(() => undefined);
+    return { step: order.step, ...(record === undefined ? {} : { record }) };
+  }
+
+  private callOff(order: RecoveryOrder, why: string): void {
+    this.control?.dropOnce();
+    this.control?.release();
+    if (this.orderFile !== undefined) fs.rmSync(this.orderFile, { force: true });
+    this.deps.logger.warn('recovery called off; etcd starts as it was', { id: order.id, reason: why });
+  }
+
+  /** The facts of the decision and the plan: a fresh observation, each member's log, the record. */
+  private async facts(): Promise<Omit<RecoveryFacts, 'request'> & { list: Member[] }> {
+    const { health, config, cluster } = this.deps;
+    const answer = await health.cluster();
+    const list = health.lastMembers() ?? [];
+    const q = answer.health.quorum;
+    const quorum = q === null || list.length === 0 ? null : { voters: q.voters, answering: q.healthyVoters, required: q.required, hasQuorum: q.hasQuorum };
+    const members = await Promise.all(list.map((m) => this.logStateOf(m)));
+    let record: RecoveryRecord | undefined;
+    if (quorum?.hasQuorum === true) record = await readRecoveryRecord(cluster, config.keyPrefix, Deadline.in(2000)).catch(() => undefined);
+    return {
+      self: config.memberName,
+      nowMs: Date.now(),
+      lostSinceMs: health.quorumLostSince(),
+      minLossSeconds: config.recoveryMinLossSeconds,
+      quorum,
+      members,
+      ...(record === undefined ? {} : { record }),
+      list,
+    };
+  }
+
+  /** One member's log: its Status, else its data directory through its agent (this agent's own, read here). */
+  private async logStateOf(m: Member): Promise<MemberLogState> {
+    const { cluster, config } = this.deps;
+    const errors: string[] = [];
+    const base = { name: m.name, id: m.id, lastIndex: null };
+    const own = m.name === config.memberName;
+    const url = own ? config.localEndpoint : m.clientURLs[0];
+    if (url !== undefined) {
+      try {
+        const s: MemberStatus = await cluster.memberStatus(url, config.statusTimeoutMs);
+        if (s.memberId === m.id) {
+          return { ...base, source: 'etcd', clusterId: s.clusterId ?? null, raftTerm: s.raftTerm, committedIndex: s.raftIndex, appliedIndex: s.raftAppliedIndex, isLearner: s.isLearner, errors };
+        }
+        errors.push(`${url} answers as member ${s.memberId}`);
+      } catch (err) {
+        errors.push(`etcd: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    }
+    const dir = own ? this.readOwnDataDir() : await this.askAgent(m).then(
+      (l) => l.dataDir,
+      (err: unknown) => ({ kind: 'unreadable' as const, reason: `agent: ${err instanceof Error ? err.message : String(err)}` }),
+    );
+    if (dir.kind === 'member' && dir.memberId === m.id) {
+      return { ...base, source: 'data-dir', clusterId: dir.clusterId, raftTerm: dir.raftTerm, committedIndex: dir.committedIndex, appliedIndex: null, lastIndex: dir.lastIndex, isLearner: m.isLearner, errors };
+    }
+    errors.push(dir.kind === 'member' ? `its data directory holds member ${dir.memberId}` : `data directory: ${dir.kind}${'reason' in dir && dir.reason !== undefined ? ` (${dir.reason})` : ''}`);
+    return { ...base, source: 'none', clusterId: null, raftTerm: null, committedIndex: null, appliedIndex: null, isLearner: m.isLearner, errors };
+  }
+
+  private readOwnDataDir(): LocalRecoveryState['dataDir'] {
+    const dataDir = this.deps.prepare?.dataDir;
+    if (dataDir === undefined) return { kind: 'not-configured' };
+    try {
+      const state = readDataDir(dataDir);
+      if (state.kind !== 'member') return state.kind === 'empty' ? { kind: 'empty' } : { kind: 'unusable', reason: state.reason };
+      const wal = readWalState(dataDir);
+      if (wal === undefined) return { kind: 'unusable', reason: 'its newest WAL segment does not read as a WAL' };
+      return { kind: 'member', memberId: wal.memberId, clusterId: wal.clusterId, raftTerm: wal.term, committedIndex: wal.commit, lastIndex: wal.lastIndex, segment: path.basename(wal.segment) };
+    } catch (err) {
+      return { kind: 'unreadable', reason: err instanceof Error ? err.message : String(err) };
+    }
+  }
+
+  /** `http://<host of the member's peer URL>:<this agent's port>`, as prepare reaches its peers. */
+  private agentUrlOf(m: Member | undefined): string | null {
+    const peer = m?.peerURLs[0];
+    if (peer === undefined) return null;
+    const host = new URL(peer).host.replace(/:\d+$/, '');
+    return `http://${host}:${this.deps.config.listen.port}`;
+  }
+
+  private async askAgent(m: Member): Promise<LocalRecoveryState> {
+    const base = this.agentUrlOf(m);
+    if (base === null) throw new Error('no peer URL to find its agent by');
+    const res = await fetch(`${base}/v1/recovery/local`, { signal: AbortSignal.timeout(LOCAL_ASK_MS) });
+    if (!res.ok) throw new Error(`${base} answers HTTP ${res.status}`);
+    const body = (await res.json()) as LocalRecoveryState;
+    if (body.name !== m.name) throw new Error(`${base} answers as ${String(body.name)}`);
+    return body;
+  }
+
+  private readOrder(): RecoveryOrder | undefined {
+    if (this.orderFile === undefined) return undefined;
+    try {
+      return JSON.parse(fs.readFileSync(this.orderFile, 'utf8')) as RecoveryOrder;
+    } catch {
+      return undefined;
+    }
+  }
+
+  private writeOrder(order: RecoveryOrder): void {
+    if (this.orderFile !== undefined) writeFileAtomic(this.orderFile, `${JSON.stringify(order)}\n`);
+  }
+
+  /** While the quorum is seen lost, look again once a second, so the loss clock's stretch stays unbroken. */
+  private async keepLooking(): Promise<void> {
+    if (this.deps.health.quorumLostSince() !== undefined) await this.deps.health.cluster();
+  }
+
+  /**
+   * Resumes a hold a previous agent left, and rejoins this pod's member once a recovery removed it:
+   * when its etcd does not answer or knows no leader, and the cluster that answers keeps a recovery
+   * record naming the member its data directory holds, hold etcd, let prepare's passes move the data
+   * aside and join a learner, and lift the hold.
+   */
+  private async watch(): Promise<void> {
+    const control = this.control as EtcdStartControl;
+    const prepare = this.deps.prepare as PrepareOptions;
+    const { cluster, config, logger, membership } = this.deps;
+    if (this.running !== undefined && !(await isSettled(this.running))) return;
+    const order = this.readOrder();
+    if (order !== undefined && order.step !== 'done') {
+      // An order a previous agent left half done: finish it (or call it off) now.
+      this.running = this.carryOut(order, Deadline.in(30_000)).catch((err: unknown) => logger.warn('recovery resume failed', { error: err instanceof Error ? err.message : String(err) }));
+      await this.running;
+      return;
+    }
+    const held = control.heldBy();
+    if (held === undefined) {
+      const dir = readDataDir(prepare.dataDir);
+      if (dir.kind !== 'member') return;
+      const status = await cluster.memberStatus(config.localEndpoint, config.statusTimeoutMs).catch(() => undefined);
+      if (status !== undefined && status.leaderId !== '0') return;
+      const record = await readRecoveryRecord(cluster, config.keyPrefix, Deadline.in(1500)).catch(() => undefined);
+      if (record === undefined || record.clusterId !== dir.clusterId || record.from.id === dir.memberId) return;
+      if (!record.removed.some((r) => r.id === dir.memberId)) return;
+      logger.warn('this member was removed by a recovery: holding etcd to move its data aside and rejoin as a learner', { member: dir.memberId, recovery: record.id });
+      control.hold(`rejoin-${record.id}`);
+    }
+    const nonce = control.heldBy() as string;
+    if (!control.isHeld(nonce)) return;
+    const outcome = await preparePasses(prepare, { cluster, membership, logger }, { until: Date.now() + 20_000, sidecar: true, control });
+    if (!outcome.prepared) return;
+    control.release();
+    logger.info('etcd prepared again and released', { nonce, state: outcome.step.state, reason: outcome.step.reason });
+  }
+
+  private async loop(periodMs: number, body: () => Promise<void>): Promise<void> {
+    while (!this.closed) {
+      try {
+        await body();
+      } catch (err) {
+        this.deps.logger.debug('recovery loop', { error: err instanceof Error ? err.message : String(err) });
+      }
+      for (let waited = 0; waited < periodMs && !this.closed; waited += 100) await delay(100);
+    }
+  }
+}
+
+async function isSettled(p: Promise<unknown>): Promise<boolean> {
+  const marker = Symbol('pending');
+  const winner = await Promise.race([p.then(() => true, () => true), Promise.resolve(marker)]);
+  return winner !== marker;
+}
