@@ -126,6 +126,11 @@ export class HealthObserver {
     return this.lossClock.since(now);
   }
 
+  /** Whether the last observation that counted found the quorum lost: the recovery service then keeps looking. */
+  lastSawQuorumLoss(): boolean {
+    return this.lossClock.lastSawLoss();
+  }
+
   /** The last member list any observation read (fresh or not), or undefined before the first. */
   lastMembers(): Member[] | undefined {
     return this.lastList?.members;

@@ -45,6 +45,11 @@ export class QuorumLossClock {
     }
   }
 
+  /** Whether the last observation that counted found the quorum lost (however long ago). */
+  lastSawLoss(): boolean {
+    return this.lostSince !== undefined;
+  }
+
   /** Since when the quorum has been seen lost without a break (wall-clock ms), or undefined when it is not lost. */
   since(now: number): number | undefined {
     if (this.lostSince === undefined || this.lastSeen === undefined) return undefined;

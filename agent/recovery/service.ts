@@ -21,6 +21,7 @@ import { randomUUID } from 'node:crypto';
 import type { Config } from '../config';
 import { Deadline, delay } from '../deadline';
 import type { EtcdCluster } from '../etcd/cluster-client';
+import { fetchPeerMembers } from '../etcd/peer-members';
 import { readRecoveryRecord, writeRecoveryRecord } from '../etcd/recovery-record';
 import type { HealthObserver } from '../health/observer';
 import type { MembershipService } from '../membership/service';
@@ -250,9 +251,19 @@ export class RecoveryService {
   private async facts(): Promise<Omit<RecoveryFacts, 'request'> & { list: Member[] }> {
     const { health, config, cluster } = this.deps;
     const answer = await health.cluster();
-    const list = health.lastMembers() ?? [];
+    // Without a quorum no member list can be read through one; every member serves its own to its
+    // peers, so an agent that never read one (restarted during the loss) asks its own member's.
+    const peerURL = this.deps.prepare?.self.peerURL ?? config.localPeerUrl;
+    const list =
+      health.lastMembers() ?? (peerURL === undefined ? [] : await fetchPeerMembers(peerURL, config.statusTimeoutMs * 2).catch(() => []));
     const q = answer.health.quorum;
-    const quorum = q === null || list.length === 0 ? null : { voters: q.voters, answering: q.healthyVoters, required: q.required, hasQuorum: q.hasQuorum };
+    const counted = q !== null && q.voters > 0;
+    const voterCount = list.filter((m) => !m.isLearner).length;
+    const quorum = counted
+      ? { voters: q.voters, answering: q.healthyVoters, required: q.required, hasQuorum: q.hasQuorum }
+      : list.length === 0
+        ? null
+        : { voters: voterCount, answering: 0, required: Math.floor(voterCount / 2) + 1, hasQuorum: false };
     const members = await Promise.all(list.map((m) => this.logStateOf(m)));
     let record: RecoveryRecord | undefined;
     if (quorum?.hasQuorum === true) record = await readRecoveryRecord(cluster, config.keyPrefix, Deadline.in(2000)).catch(() => undefined);
@@ -344,7 +355,7 @@ export class RecoveryService {
 
   /** While the quorum is seen lost, look again once a second, so the loss clock's stretch stays unbroken. */
   private async keepLooking(): Promise<void> {
-    if (this.deps.health.quorumLostSince() !== undefined) await this.deps.health.cluster();
+    if (this.deps.health.lastSawQuorumLoss()) await this.deps.health.cluster();
   }
 
   /**

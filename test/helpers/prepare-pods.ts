@@ -16,6 +16,7 @@ import path from 'node:path';
 import { RunningAgent, startAgent } from '../../agent/agent';
 import { etcdStartScript } from '../../agent/cli/kube-inject-prepare';
 import { loadConfig } from '../../agent/config';
+import { loadPrepareOptions } from '../../agent/prepare/options';
 import { createLogger } from '../../agent/observability/logger';
 import { createMetrics } from '../../agent/observability/metrics';
 import { findEtcd, findEtcdctl } from '../../scripts/local-cluster';
@@ -36,6 +37,8 @@ export interface Pod {
   etcd?: ChildProcess;
   etcdExited?: Promise<void>;
   agent?: RunningAgent;
+  /** Play the kubelet: start the etcd container again when its script exits unasked. */
+  restartOnExit?: boolean;
 }
 
 /** What one run of prepare did. */
@@ -169,7 +172,11 @@ export class PodSet {
     throw new Error(`prepare of ${name} never exited 0: ${JSON.stringify(last.lines.slice(-3))} ${last.stderr}`);
   }
 
-  /** Starts pod `name`'s etcd through the wrapper that sources the flags file. */
+  /**
+   * Starts pod `name`'s etcd container: the start script kube-inject writes (Debian's static busybox
+   * when it is installed, as in the pod, else /bin/sh), which runs etcd as its child. With
+   * `restartOnExit` set on the pod, a script that exits unasked is started again, as the kubelet does.
+   */
   startEtcd(name: string): void {
     const pod = this.pod(name);
     if (pod.etcd !== undefined) throw new Error(`${name}'s etcd already runs`);
@@ -186,21 +193,20 @@ export class PodSet {
     fs.mkdirSync(path.join(this.root, name), { recursive: true });
     const log = fs.openSync(path.join(this.root, name, 'etcd.log'), 'a');
     try {
-      // The script kube-inject gives the etcd container (paths here have no spaces, as there).
-      const argv = ['/bin/sh', '-c', etcdStartScript(pod.flagsFile, this.etcdBin), this.etcdBin, ...args];
-      // As the harness does: with setpriv, the kernel kills etcd when this process dies, even by SIGKILL
-      // (the death signal survives the shell's exec of etcd).
+      // As the harness does: with setpriv, the kernel kills etcd when its parent (the script) dies, even by SIGKILL.
       const setpriv = ['/usr/bin/setpriv', '/bin/setpriv'].find((f) => fs.existsSync(f));
+      const binary = setpriv === undefined ? this.etcdBin : `${setpriv} --pdeathsig=KILL -- ${this.etcdBin}`;
+      const shell = fs.existsSync('/bin/busybox') ? ['/bin/busybox', 'sh'] : ['/bin/sh'];
+      const argv = [...shell, '-c', etcdStartScript(pod.flagsFile, binary), this.etcdBin, ...args];
       const [cmd, ...rest] = setpriv === undefined ? argv : [setpriv, '--pdeathsig=KILL', '--', ...argv];
-      const child = spawn(cmd, rest, {
-        env,
-        stdio: ['ignore', log, log],
-        detached: true,
-      });
+      const child = spawn(cmd, rest, { env, stdio: ['ignore', log, log], detached: true });
       pod.etcd = child;
       pod.etcdExited = new Promise((resolve) =>
         child.once('exit', () => {
-          if (pod.etcd === child) pod.etcd = undefined;
+          if (pod.etcd === child) {
+            pod.etcd = undefined;
+            if (pod.restartOnExit === true) setTimeout(() => pod.restartOnExit === true && pod.etcd === undefined && this.startEtcd(name), 500);
+          }
           resolve();
         }),
       );
@@ -209,28 +215,66 @@ export class PodSet {
     }
   }
 
-  /** Stops pod `name`'s etcd (SIGTERM, or SIGKILL when `kill`) and waits for it to exit. */
+  /** Stops pod `name`'s etcd container (SIGTERM to the script, or SIGKILL to all of it when `kill`) and waits for it to exit; no restart follows. */
   async stopEtcd(name: string, kill = false): Promise<void> {
     const pod = this.pod(name);
-    if (pod.etcd === undefined) return;
-    pod.etcd.kill(kill ? 'SIGKILL' : 'SIGTERM');
-    const timer = setTimeout(() => pod.etcd?.kill('SIGKILL'), 5000);
+    pod.restartOnExit = false;
+    const child = pod.etcd;
+    if (child === undefined) return;
+    const signal = (sig: NodeJS.Signals): void => {
+      try {
+        process.kill(-(child.pid as number), sig);
+      } catch {
+        child.kill(sig);
+      }
+    };
+    signal(kill ? 'SIGKILL' : 'SIGTERM');
+    const timer = setTimeout(() => signal('SIGKILL'), 5000);
     await pod.etcdExited;
     clearTimeout(timer);
   }
 
-  /** Starts pod `name`'s sidecar: a real agent in this process (its auto-promotion promotes the pod's learner). */
-  async startAgent(name: string): Promise<RunningAgent> {
+  /** The pid of pod `name`'s etcd itself (the start script's child), from the script's state file. */
+  etcdPid(name: string): number | undefined {
+    try {
+      const m = /^running (\d+)/.exec(fs.readFileSync(path.join(path.dirname(this.pod(name).flagsFile), 'etcd-state'), 'utf8'));
+      return m === null ? undefined : Number(m[1]);
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Freezes (SIGSTOP) or thaws (SIGCONT) pod `name`'s etcd process. */
+  signalEtcd(name: string, signal: 'SIGSTOP' | 'SIGCONT'): void {
+    const pid = this.etcdPid(name);
+    if (pid === undefined) throw new Error(`${name}'s etcd does not run`);
+    process.kill(pid, signal);
+  }
+
+  /**
+   * Starts pod `name`'s sidecar: a real agent in this process (its auto-promotion promotes the pod's
+   * learner), on the pod's agent port, with prepare's settings as kube-inject gives them (so it can
+   * restart and prepare its etcd again) and `env` on top.
+   */
+  async startAgent(name: string, env: Record<string, string> = {}): Promise<RunningAgent> {
     const pod = this.pod(name);
-    const { config } = loadConfig({
-      ETCD_AGENT_LISTEN: `${pod.host}:0`,
+    const all = {
+      ETCD_AGENT_LISTEN: `${pod.host}:${this.ports.agent}`,
       ETCD_AGENT_ENDPOINTS: this.endpoints().join(','),
       ETCD_AGENT_LOCAL_ENDPOINT: pod.clientURL,
       ETCD_AGENT_MEMBER_NAME: name,
-    });
+      ETCD_AGENT_PEER_URL: pod.peerURL,
+      ETCD_AGENT_DATA_DIR: pod.dataDir,
+      ETCD_AGENT_PREPARE_FLAGS_FILE: pod.flagsFile,
+      ETCD_AGENT_INITIAL_CLUSTER: this.initialCluster,
+      ETCD_AGENT_INITIAL_CLUSTER_TOKEN: this.token,
+      ...env,
+    };
+    const { config } = loadConfig(all);
+    const prepare = loadPrepareOptions(all, []);
     const level = process.env.MEMBERSHIP_TEST_LOG;
     const logger = level === undefined ? createLogger({ silent: true }) : createLogger({ level, stream: process.stderr });
-    pod.agent = await startAgent(config, { logger, metrics: createMetrics({ defaultMetrics: false }) });
+    pod.agent = await startAgent(config, { logger, metrics: createMetrics({ defaultMetrics: false }), prepare });
     return pod.agent;
   }
 
