@@ -33,7 +33,6 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  // eslint-disable-next-line no-console -- the figures the README quotes
   console.log(`recovery figures (etcd ${process.env.ETCD_VERSION ?? '3.6'}): ${JSON.stringify(figures)}`);
   await pods?.destroy();
 });
