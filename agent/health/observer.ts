@@ -211,10 +211,9 @@ export class HealthObserver {
     };
     const observation = { facts, health: classify(facts) };
     const late = performance.now() - startedAt > this.maxAgeMs;
-    this.lossClock.see({
-      at: Date.now() - (performance.now() - startedAt),
-      hasQuorum: late ? undefined : (observation.health.quorum?.hasQuorum ?? false),
-    });
+    // A late observation may have cut calls short, so it is no evidence of a loss; a quorum it found still answered.
+    const hasQuorum = observation.health.quorum?.hasQuorum ?? false;
+    this.lossClock.see({ at: Date.now() - (performance.now() - startedAt), hasQuorum: late && !hasQuorum ? undefined : hasQuorum });
     this.record(observation, late);
     return observation;
   }

@@ -7,7 +7,9 @@
  * found the quorum lost; an observation that found a quorum ends it; and so does a gap between two
  * observations longer than `maxGapMs` (nobody looked: the quorum may have come back and gone again
  * unseen), after which it starts again at the next observation that finds it lost. An observation
- * that finished too late (`unknown`) is evidence of nothing and counts as a gap.
+ * that finished too late (`unknown`) may have cut its calls short: when it found no quorum it is
+ * evidence of nothing and counts as a gap; when it found one, a quorum did answer, and it ends the
+ * stretch.
  */
 
 /**
@@ -21,7 +23,7 @@ export const QUORUM_LOSS_MAX_GAP_MS = 15_000;
 export interface QuorumSighting {
   /** Wall-clock milliseconds when the observation started. */
   at: number;
-  /** true: a quorum of voters answered; false: it did not; undefined: the observation was late (`unknown`). */
+  /** true: a quorum of voters answered; false: it did not; undefined: no evidence (a late observation that found none). */
   hasQuorum: boolean | undefined;
 }
 

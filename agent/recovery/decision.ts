@@ -7,12 +7,12 @@
  * - `clusterId` is the id every answering member reports (a misdirected call changes nothing);
  * - the quorum has been lost, as this agent saw it, for at least the minimum;
  * - `from` answers (its etcd, or its data directory through its agent) and is a voter;
- * - `from` is the most advanced of the members that answer (candidate.ts), unless `force`.
+ * - no member that answers knows a higher commit index than `from` (candidate.ts), unless `force`.
  *
  * Invariant: `recover` is answered only when every gate holds; `force` lifts the last gate alone.
  */
 import type { MemberLogState, RecoveryRecord } from '../proto/recovery';
-import { mostAdvanced } from './candidate';
+import { aheadOf } from './candidate';
 
 /** Everything the decision depends on. */
 export interface RecoveryFacts {
@@ -114,17 +114,18 @@ export function decideRecovery(f: RecoveryFacts): RecoveryDecision {
       ? [{ ...m, committedIndex: m.committedIndex, raftTerm: m.raftTerm }]
       : [],
   );
-  const best = mostAdvanced(answering);
-  const forced = best !== undefined && best.name !== from.name;
+  const best = aheadOf({ name: from.name, committedIndex: from.committedIndex, raftTerm: from.raftTerm }, answering)[0];
+  const forced = best !== undefined;
   if (forced && !request.force) {
     const lose = best.committedIndex - from.committedIndex;
+    const advice = best.isLearner === true ? `${best.name} is a learner, which cannot be recovered from; add "force": true to drop them` : `recover from ${best.name}, or add "force": true`;
     return refuse(
       'unsafe',
       `${best.name} is more advanced than ${from.name} (committed index ${best.committedIndex}, term ${best.raftTerm}, against ${from.committedIndex}, term ${from.raftTerm})` +
-        `: recovering from ${from.name} would drop ${lose} committed entr${lose === 1 ? 'y' : 'ies'}; recover from ${best.name}, or add "force": true`,
+        `: recovering from ${from.name} would drop ${lose} committed entr${lose === 1 ? 'y' : 'ies'}; ${advice}`,
       {
         from: { name: from.name, committedIndex: from.committedIndex, raftTerm: from.raftTerm },
-        mostAdvanced: { name: best.name, committedIndex: best.committedIndex, raftTerm: best.raftTerm },
+        mostAdvanced: { name: best.name, committedIndex: best.committedIndex, raftTerm: best.raftTerm, isLearner: best.isLearner === true },
         entriesDropped: lose,
       },
     );
