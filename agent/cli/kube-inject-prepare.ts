@@ -29,25 +29,52 @@ export const FLAGS_FILE = `${START_MOUNT_PATH}/etcd-flags.sh`;
 export const STATIC_SHELL = `${START_MOUNT_PATH}/sh`;
 
 /**
- * The script etcd's command runs (POSIX sh: Debian's static busybox in a pod, any sh in the tests).
- * It runs etcd as its child with the flags prepare wrote (and, once, the one-shot flags of
- * `etcd-flags-once.sh`, renamed before etcd starts so they are used at most once), and restarts it
- * when the sidecar asks (prepare/etcd-control.ts): `etcd-restart` stops etcd and goes round again,
- * `etcd-hold` keeps it stopped, saying `held <nonce>` in `etcd-state`, until the sidecar has prepared
- * it again. SIGTERM and SIGINT are passed on to etcd, and the script exits with etcd's status; when
- * etcd exits unasked, so does the script, and the kubelet restarts the container as it always did.
+ * The script etcd's command runs (POSIX sh: Debian's static busybox in a pod, copied from the agent's
+ * image, which needs no PATH and no other file of the etcd image). It runs etcd as its child with
+ * the flags prepare wrote, and restarts it when the sidecar asks (prepare/etcd-control.ts):
+ * - `etcd-restart` stops etcd (SIGTERM) and goes round again; `etcd-hold` keeps it stopped, saying
+ *   `held <nonce>` in `etcd-state`, until the sidecar has prepared it again;
+ * - `etcd-flags-once.sh`: flags for the next start only, renamed to `….used` before etcd starts, so
+ *   they are used at most once whatever crashes (`etcd-state` then says `running <pid> once`);
+ * - `etcd-move-aside`, only while held: renames the data directory to the sibling the file names,
+ *   which must be `<data dir>.removed-<stamp>` (etcd's own container, as etcd's user, makes every
+ *   change to etcd's data; the sidecar mounts it read-only).
+ *
+ * The flags files are read as data, never run: each line is `set -- "$@" '<flag>'` (so an older etcd
+ * command that sources the file reads it the same), and only `--initial-cluster=`,
+ * `--initial-cluster-state=new|existing`, `--initial-cluster-token=` and, in the one-shot file,
+ * `--force-new-cluster` are taken; any other line stops the start (exit 2). Whoever can write the
+ * start directory can therefore choose among these flags, but cannot run anything in etcd's container.
+ *
+ * SIGTERM and SIGINT are passed on to etcd, and the script exits with etcd's status; when etcd exits
+ * unasked, so does the script, and the kubelet restarts the container as it always did.
  */
-export function etcdStartScript(flagsFile: string, binary: string): string {
+export function etcdStartScript(flagsFile: string, binary: string, dataDir: string): string {
   const dir = flagsFile.replace(/\/[^/]*$/, '') || '/';
-  const f = (name: string): string => `${dir}/${name}`;
+  const f = (name: string): string => shellWord(`${dir}/${name}`);
+  const flags = shellWord(flagsFile);
+  const data = shellWord(dataDir.replace(/\/+$/, ''));
+  const once = f('etcd-flags-once.sh');
+  const used = f('etcd-flags-once.sh.used');
   return [
     `pid= stop=; trap 'stop=1; [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null' TERM INT`,
     'while :; do',
     `  rm -f ${f('etcd-restart')}`,
-    `  if [ -e ${f('etcd-hold')} ]; then read -r n < ${f('etcd-hold')}; echo "held $n" > ${f('etcd-state')}; [ -n "$stop" ] && exit 0; sleep 1; continue; fi`,
+    `  if [ -e ${f('etcd-hold')} ]; then`,
+    `    read -r n < ${f('etcd-hold')}`,
+    `    if [ -e ${f('etcd-move-aside')} ]; then read -r t < ${f('etcd-move-aside')}`,
+    `      case "$t" in ${data}.removed-*/*) ;; ${data}.removed-*) [ -e "$t" ] || mv ${data} "$t";; esac; rm -f ${f('etcd-move-aside')}; fi`,
+    `    echo "held $n" > ${f('etcd-state')}; [ -n "$stop" ] && exit 0; sleep 0.2; continue`,
+    '  fi',
     '  [ -n "$stop" ] && exit 0',
-    `  ( . ${flagsFile} && if [ -e ${f('etcd-flags-once.sh')} ]; then . ${f('etcd-flags-once.sh')} && mv -f ${f('etcd-flags-once.sh')} ${f('etcd-flags-once.sh.used')}; fi && exec ${binary} "$@" ) &`,
-    `  pid=$!; echo "running $pid" > ${f('etcd-state')}`,
+    `  o=; [ -e ${once} ] && mv -f ${once} ${used} && o=${used}`,
+    `  ( for f in ${flags} $o; do while IFS= read -r l || [ -n "$l" ]; do`,
+    `      case "$l" in ''|'#'*) continue;; esac; v=\${l#"set -- \\"\\$@\\" '"}; v=\${v%"'"}`,
+    `      case "$f:$v" in *\\'*) ;; *:--initial-cluster=*|*:--initial-cluster-token=*|*:--initial-cluster-state=new|*:--initial-cluster-state=existing|${used}:--force-new-cluster)`,
+    `        [ "$l" = "set -- \\"\\$@\\" '$v'" ] && { set -- "$@" "$v"; continue; };; esac`,
+    `      echo "etcd start script: refused line of $f: $l" >&2; exit 2`,
+    `    done < "$f"; done; exec ${binary} "$@" ) &`,
+    `  pid=$!; echo "running $pid\${o:+ once}" > ${f('etcd-state')}`,
     `  ( while [ ! -e ${f('etcd-restart')} ]; do sleep 1; done; kill -TERM "$pid" ) & w=$!`,
     '  wait "$pid"; rc=$?',
     '  if [ -n "$stop" ]; then wait "$pid"; r=$?; [ "$r" = 127 ] || rc=$r; kill "$w" 2>/dev/null; exit "$rc"; fi',
@@ -55,6 +82,11 @@ export function etcdStartScript(flagsFile: string, binary: string): string {
     `  [ -e ${f('etcd-restart')} ] || [ -e ${f('etcd-hold')} ] || exit "$rc"`,
     'done',
   ].join('\n');
+}
+
+/** `s` as one shell word: bare when it is only safe characters (the usual paths), else single-quoted. */
+function shellWord(s: string): string {
+  return /^[A-Za-z0-9_./:=@%+,-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
 /** What the init container shares with the sidecar. */
@@ -71,9 +103,11 @@ export interface PrepareInjection {
 /**
  * Adds prepare to `podSpec` when `etcd` allows it (see the module comment); true when added. The
  * `sidecar` then gets what restarting and preparing etcd again takes (the recovery, a survivor's
- * rejoin): prepare's settings, etcd's data volume and the start directory, both writable, and etcd's
- * user, root as in etcd's image (the data directory is etcd's, mode 0700; moving it aside writes the
- * volume's root), still without any capability.
+ * rejoin): prepare's settings, the start directory (writable: the hold, restart and one-shot files)
+ * and etcd's data volume read-only, to read the write-ahead log of a stopped member (every change to
+ * the data is made by etcd's own start script). It runs as etcd's user, which the init container
+ * does too: etcd's files are that user's, mode 0700 and 0600, so no other user and no group can read
+ * them, and a capability given to a non-root container has no effect in Kubernetes.
  */
 export function injectPrepare(doc: Document, podSpec: YAMLMap, etcd: YAMLMap, inject: PrepareInjection, sidecar?: YAMLMap): boolean {
   const command = etcd.get('command');
@@ -103,6 +137,7 @@ export function injectPrepare(doc: Document, podSpec: YAMLMap, etcd: YAMLMap, in
     ...(token === undefined ? [] : [{ name: 'ETCD_AGENT_INITIAL_CLUSTER_TOKEN', value: token }]),
     { name: 'ETCD_AGENT_PREPARE_FLAGS_FILE', value: FLAGS_FILE },
   ];
+  const user = etcdUser(podSpec, etcd);
   const init = doc.createNode({
     name: PREPARE_NAME,
     image: inject.image,
@@ -111,9 +146,9 @@ export function injectPrepare(doc: Document, podSpec: YAMLMap, etcd: YAMLMap, in
     // The sidecar's mounts too: its env names the token file, which prepare's configuration must read.
     volumeMounts: [...dataMounts.map((m) => m.toJSON() as object), ...inject.agentMounts, { name: START_VOLUME, mountPath: START_MOUNT_PATH }],
     resources: inject.resources,
-    // Root, as etcd's own image runs, to move a stale data directory aside on etcd's volume; no capabilities.
+    // As etcd's user (root in etcd's own images), whose files these are; no capabilities.
     securityContext: {
-      runAsUser: 0,
+      ...user,
       readOnlyRootFilesystem: true,
       allowPrivilegeEscalation: false,
       capabilities: { drop: ['ALL'] },
@@ -123,11 +158,13 @@ export function injectPrepare(doc: Document, podSpec: YAMLMap, etcd: YAMLMap, in
   if (sidecar !== undefined) {
     const prepareEnv = env.filter((e) => /^ETCD_AGENT_(DATA_DIR|INITIAL_CLUSTER|INITIAL_CLUSTER_TOKEN|PREPARE_FLAGS_FILE)$/.test((e as { name: string }).name));
     for (const e of prepareEnv) seqAt(sidecar, 'env').add(doc.createNode(e));
-    for (const m of [...dataMounts.map((d) => d.toJSON() as object), { name: START_VOLUME, mountPath: START_MOUNT_PATH }]) seqAt(sidecar, 'volumeMounts').add(doc.createNode(m));
+    const readOnlyData = dataMounts.map((d) => ({ ...(d.toJSON() as object), readOnly: true }));
+    for (const m of [...readOnlyData, { name: START_VOLUME, mountPath: START_MOUNT_PATH }]) seqAt(sidecar, 'volumeMounts').add(doc.createNode(m));
     const security = sidecar.get('securityContext');
     if (isMap(security)) {
-      security.set('runAsNonRoot', false);
-      security.set('runAsUser', 0);
+      security.set('runAsNonRoot', user.runAsUser !== 0);
+      security.set('runAsUser', user.runAsUser);
+      if (user.runAsGroup !== undefined) security.set('runAsGroup', user.runAsGroup);
     }
   }
   seqAt(podSpec, 'initContainers').add(init);
@@ -135,7 +172,7 @@ export function injectPrepare(doc: Document, podSpec: YAMLMap, etcd: YAMLMap, in
   // The command is replaced in place (same key, same position); etcd's `args` stay as they were.
   const pair = etcd.items.find((p) => isScalar(p.key) && p.key.value === 'command');
   if (pair !== undefined) {
-    pair.value = doc.createNode([STATIC_SHELL, '-c', etcdStartScript(FLAGS_FILE, commandWords[0]), ...commandWords]);
+    pair.value = doc.createNode([STATIC_SHELL, '-c', etcdStartScript(FLAGS_FILE, commandWords[0], dataDir), ...commandWords]);
     const note = ' etcd starts with the flags etcd-lifecycle-agent prepare decided (kube-inject)';
     if (isScalar(pair.key)) pair.key.commentBefore = pair.key.commentBefore === undefined || pair.key.commentBefore === null ? note : `${pair.key.commentBefore}\n${note}`;
   }
@@ -146,6 +183,24 @@ export function injectPrepare(doc: Document, podSpec: YAMLMap, etcd: YAMLMap, in
 
   seqAt(podSpec, 'volumes').add(doc.createNode({ name: START_VOLUME, emptyDir: {} }));
   return true;
+}
+
+/**
+ * The user etcd runs as: its container's `runAsUser` (and `runAsGroup`), else the pod's, else root,
+ * as etcd's own images run (kube-inject cannot read an image's USER; an image that runs etcd as
+ * another user needs `runAsUser` in the manifest).
+ */
+function etcdUser(podSpec: YAMLMap, etcd: YAMLMap): { runAsUser: number; runAsGroup?: number } {
+  const of = (key: string): number | undefined => {
+    for (const owner of [etcd, podSpec]) {
+      const security = owner.get('securityContext');
+      const value = isMap(security) ? security.get(key) : undefined;
+      if (typeof value === 'number' && Number.isInteger(value) && value >= 0) return value;
+    }
+    return undefined;
+  };
+  const group = of('runAsGroup');
+  return { runAsUser: of('runAsUser') ?? 0, ...(group === undefined ? {} : { runAsGroup: group }) };
 }
 
 /** `--flag=value` or `--flag value` (also `-flag`), the last one winning as in etcd. */
