@@ -16,6 +16,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { crashPoint } from '../crash-point';
 import { Deadline } from '../deadline';
 import { pollUntil } from '../poll';
 import { EtcdCluster } from '../etcd/cluster-client';
@@ -25,8 +26,8 @@ import type { Logger } from '../observability/logger';
 import { createMetrics } from '../observability/metrics';
 import { isAgentError } from '../proto/errors';
 import { askPeers, AnswerServer, serveAnswer } from './answer-server';
-import { BOOTSTRAP_MARKER, moveAside, readDataDir, writeFileAtomic } from './data-dir';
-import type { EtcdStartControl } from './etcd-control';
+import { asideTarget, BOOTSTRAP_MARKER, moveAside, readDataDir, writeFileAtomic } from './data-dir';
+import { EtcdStartControl, flagLine } from './etcd-control';
 import { BootstrapPlan, decidePrepare, initialClusterOf, PrepareFacts, PrepareStep, samePlan } from './decide';
 import type { PrepareOptions } from './options';
 
@@ -44,17 +45,16 @@ export function markerPath(dataDir: string): string {
   return path.join(dataDir, BOOTSTRAP_MARKER);
 }
 
-/** The start flags as a shell fragment the etcd container's command sources (the last flag wins in etcd). */
+/**
+ * The start flags, one `set -- "$@" '<flag>'` line each: kube-inject's start script reads them as
+ * data (kube-inject-prepare.ts `etcdStartScript`), and a shell that sources the file gets the same
+ * arguments (the last flag wins in etcd).
+ */
 export function flagsFileContent(step: Extract<PrepareStep, { kind: 'start' }>, token: string, name: string, at: Date): string {
-  const quote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
   const flags = [`--initial-cluster=${step.initialCluster}`, `--initial-cluster-state=${step.state}`, `--initial-cluster-token=${token}`];
-  return [
-    `# written by etcd-lifecycle-agent prepare for ${name} at ${at.toISOString()}`,
-    `# ${step.reason.replace(/\n/g, ' ')}`,
-    `set -- "$@" ${flags.map(quote).join(' ')}`,
-    '',
-  ].join('\n');
+  return [`# written by etcd-lifecycle-agent prepare for ${name} at ${at.toISOString()}`, `# ${step.reason.replace(/\n/g, ' ')}`, ...flags.map(flagLine), ''].join('\n');
 }
+
 
 /** Runs prepare to its end; resolves to the exit code (0 flags written, 1 not decided in time). */
 export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<number> {
@@ -124,8 +124,9 @@ export async function preparePasses(
         writeFileAtomic(markerPath(opts.dataDir), `${JSON.stringify(plan)}\n`);
       }
       // Once etcd has written its WAL the marker has done its work: without it, a later loss of the
-      // member directory alone cannot pass for "decided, never started".
-      if (step.state === 'existing') fs.rmSync(markerPath(opts.dataDir), { force: true });
+      // member directory alone cannot pass for "decided, never started". (The sidecar mounts the data
+      // read-only and never bootstraps: it leaves a marker to the next init container.)
+      if (step.state === 'existing' && run.sidecar !== true) fs.rmSync(markerPath(opts.dataDir), { force: true });
       if (step.once !== undefined) {
         if (run.control === undefined) throw new Error(`a one-shot start (${step.once.join(' ')}) needs the start script's control files`);
         run.control.writeOnce(step.once, step.reason);
@@ -133,6 +134,7 @@ export async function preparePasses(
         run.control?.dropOnce();
       }
       writeFileAtomic(opts.flagsFile, flagsFileContent(step, opts.token, opts.self.name, new Date()));
+      crashPoint('prepare-flags-written');
       logger.info('prepared', {
         member: opts.self.name,
         state: step.state,
@@ -149,7 +151,7 @@ export async function preparePasses(
       reason = step.reason;
     } else {
       logger.info('prepare step', { member: opts.self.name, step: step.kind, reason: 'reason' in step ? step.reason : '' });
-      reason = await act(step, opts, deps.membership, logger);
+      reason = await act(step, opts, deps.membership, logger, mover(opts, run));
     }
     if (reason !== '' && reason !== lastReason) logger.info('waiting', { member: opts.self.name, reason });
     lastReason = reason || lastReason;
@@ -183,18 +185,35 @@ async function readCluster(cluster: EtcdCluster): Promise<PrepareFacts['cluster'
   }
 }
 
+/**
+ * How a data directory is moved aside: by prepare itself in the init container (which runs as etcd's
+ * user), by etcd's own start script in the sidecar, which mounts etcd's data read-only and holds etcd
+ * stopped meanwhile. Answers the new path, or undefined when the move is not done yet.
+ */
+function mover(opts: PrepareOptions, run: { until: number; sidecar?: boolean; control?: EtcdStartControl }): () => Promise<string | undefined> {
+  const control = run.control;
+  if (run.sidecar !== true || control === undefined) return async () => moveAside(opts.dataDir);
+  return async () => {
+    const target = asideTarget(opts.dataDir);
+    return (await control.moveAside(opts.dataDir, target, Math.min(run.until, Date.now() + 5000))) ? target : undefined;
+  };
+}
+
 /** Takes one step; answers why to wait before the next pass, or '' to go on at once. */
-async function act(step: PrepareStep, opts: PrepareOptions, membership: MembershipService, logger: Logger): Promise<string> {
+async function act(step: PrepareStep, opts: PrepareOptions, membership: MembershipService, logger: Logger, move: () => Promise<string | undefined>): Promise<string> {
   try {
     switch (step.kind) {
       case 'move-aside': {
-        const target = moveAside(opts.dataDir);
+        const target = await move();
+        if (target === undefined) return `waiting for etcd's start script to move ${opts.dataDir} aside (it does so while etcd is held)`;
         logger.warn('moved the data directory aside, not deleted', { member: opts.self.name, from: opts.dataDir, to: target, reason: step.reason });
+        crashPoint('prepare-moved-aside');
         return '';
       }
       case 'join': {
         const result = await membership.join({ name: opts.self.name, peerURLs: [opts.self.peerURL], learner: true }, { requestId: 'prepare' });
         logger.info('joined', { member: opts.self.name, outcome: result.outcome, id: result.member?.id, isLearner: result.member?.isLearner });
+        crashPoint('prepare-joined');
         return '';
       }
       case 'replace': {

@@ -3,6 +3,7 @@
  * `GET /v1/recovery/local` (one agent's own member, read by the others' plans), and the record a
  * recovery leaves in etcd. Shapes only.
  */
+import type { Member } from './types';
 
 /** What one member's log says, from its etcd's Status or, when its etcd is down, from its data directory. */
 export interface MemberLogState {
@@ -91,6 +92,8 @@ export interface RecoveryOrder {
   committedIndex: number;
   raftTerm: number;
   removed: RecoveryRecord['removed'];
+  /** The member list the gates were checked against: the re-check's list when no other can be read. */
+  members?: Member[];
   /** `ordered` → `held` (etcd stopped) → `started` (once-flag written, hold lifted) → `done` (record written). */
   step: 'ordered' | 'held' | 'started' | 'done';
 }

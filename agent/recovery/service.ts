@@ -19,6 +19,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import type { Config } from '../config';
+import { crashPoint } from '../crash-point';
 import { Deadline, delay } from '../deadline';
 import type { EtcdCluster } from '../etcd/cluster-client';
 import { fetchPeerMembers } from '../etcd/peer-members';
@@ -41,6 +42,8 @@ import { buildPlan } from './plan';
 /** Pause of the loss keeper and the rejoin watch. */
 const KEEPER_PERIOD_MS = 1000;
 const REJOIN_PERIOD_MS = 2000;
+/** How long etcd must run from a plain start, still listing other members, before the one-shot start counts as lost. */
+const LOST_START_MS = 10_000;
 /** How long one agent's `GET /v1/recovery/local` may take. */
 const LOCAL_ASK_MS = 1500;
 
@@ -70,7 +73,10 @@ export interface RecoveryAnswer {
 export class RecoveryService {
   private readonly control?: EtcdStartControl;
   private readonly orderFile?: string;
-  private running?: Promise<unknown>;
+  /** The act in flight (a call's or a resumed one), chained so that one runs at a time. */
+  private running: Promise<unknown> = Promise.resolve();
+  /** How many acts are in flight or waiting: the rejoin watch stays out of their way. */
+  private acting = 0;
   private closed = false;
   private readonly loops: Array<Promise<void>> = [];
 
@@ -83,8 +89,8 @@ export class RecoveryService {
 
   /** Starts the loss keeper, and (with a start script) the rejoin watch, which also resumes an interrupted hold. */
   start(): void {
-    this.loops.push(this.loop(KEEPER_PERIOD_MS, () => this.keepLooking()));
-    if (this.control !== undefined) this.loops.push(this.loop(REJOIN_PERIOD_MS, () => this.watch()));
+    this.loops.push(this.loop('quorum-loss look', KEEPER_PERIOD_MS, () => this.keepLooking()));
+    if (this.control !== undefined) this.loops.push(this.loop('rejoin watch', REJOIN_PERIOD_MS, () => this.watch()));
   }
 
   /** Stops the loops (a hold in force stays: the next agent finishes it). */
@@ -123,10 +129,15 @@ export class RecoveryService {
 
   /** POST /v1/recovery: one at a time per agent; a call meeting one in flight waits for it, then decides again. */
   async recover(request: { from: string; clusterId: string; force: boolean }, deadline: Deadline): Promise<RecoveryAnswer> {
-    const previous = this.running ?? Promise.resolve();
-    const mine = previous.catch(() => undefined).then(() => this.recoverNow(request, deadline));
+    return this.serialized(() => this.recoverNow(request, deadline));
+  }
+
+  /** Runs `act` after the act in flight (one at a time per agent), counting it in `acting`. */
+  private serialized<T>(act: () => Promise<T>): Promise<T> {
+    this.acting++;
+    const mine = this.running.catch(() => undefined).then(act);
     this.running = mine;
-    return mine;
+    return mine.finally(() => this.acting--);
   }
 
   private async recoverNow(request: { from: string; clusterId: string; force: boolean }, deadline: Deadline): Promise<RecoveryAnswer> {
@@ -155,10 +166,12 @@ export class RecoveryService {
         committedIndex: decision.from.committedIndex,
         raftTerm: decision.from.raftTerm,
         removed: decision.removed,
+        members: facts.list,
         step: 'ordered',
       };
       this.writeOrder(order);
       logger.warn('recovery ordered: this member restarts once with --force-new-cluster', { order });
+      crashPoint('recovery-ordered');
     }
     const reached = await this.carryOut(order, deadline);
     const done = reached.step === 'done';
@@ -179,17 +192,21 @@ export class RecoveryService {
     const { logger, cluster, membership, config } = this.deps;
     if (order.step === 'ordered') {
       control.hold(order.id);
+      crashPoint('recovery-hold-asked');
       const held = await pollUntil({ until: deadline.at - 200, pauseMs: 200 }, async () => (control.isHeld(order.id) ? true : undefined));
       if (held === undefined) return { step: 'ordered' };
       order = { ...order, step: 'held' };
       this.writeOrder(order);
       logger.info('recovery: etcd stopped and held', { id: order.id });
+      crashPoint('recovery-held');
     }
     if (order.step === 'held') {
       // The re-check, right before acting, with this member's etcd stopped: its log is read from its WAL.
-      const facts = await this.facts();
+      const facts = await this.facts(order);
+      // The minimum loss was checked when the order was given; what must hold right before acting is
+      // that no quorum answers now (a restarted agent's own clock starts again at zero).
       const ordered = order.quorumLostSince === null ? undefined : Date.parse(order.quorumLostSince);
-      const lostSinceMs = facts.lostSinceMs === undefined ? undefined : Math.min(facts.lostSinceMs, ordered ?? facts.lostSinceMs);
+      const lostSinceMs = ordered === undefined ? facts.lostSinceMs : Math.min(ordered, facts.lostSinceMs ?? ordered);
       const decision = decideRecovery({ ...facts, lostSinceMs, request: { from: order.from, clusterId: order.clusterId, force: order.force } });
       if (decision.kind !== 'recover') {
         this.callOff(order, decision.kind === 'refuse' ? decision.message : 'already recovered');
@@ -204,15 +221,27 @@ export class RecoveryService {
         this.callOff(order, outcome.step.reason);
         throw new AgentError('unsafe', `called off: ${outcome.step.reason}`);
       }
+      crashPoint('recovery-once-written');
       order = { ...order, step: 'started' };
       this.writeOrder(order);
-      control.release();
-      logger.warn('recovery: etcd starts once with --force-new-cluster', { id: order.id });
+      crashPoint('recovery-started');
     }
     if (order.step === 'started') {
+      // Lifted here, also when a predecessor died between recording this step and lifting the hold.
+      if (control.heldBy() !== undefined) {
+        control.release();
+        logger.warn('recovery: etcd starts once with --force-new-cluster', { id: order.id });
+      }
+      crashPoint('recovery-released');
+      const lost = new LostStartWatch();
       const record = await pollUntil({ until: deadline.at - 100, pauseMs: 100 }, async () => {
         const status = await cluster.memberStatus(config.localEndpoint, 500).catch(() => undefined);
-        if (status === undefined || status.leaderId !== status.memberId) return undefined;
+        if (status === undefined || status.leaderId !== status.memberId) {
+          if (await lost.sees(control, () => this.peerMembers(prepare.self.peerURL, 1000))) return 'lost' as const;
+          return undefined;
+        }
+        const kept = await readRecoveryRecord(cluster, config.keyPrefix, Deadline.in(1500)).catch(() => undefined);
+        if (kept?.id === order.id) return kept;
         const rec: RecoveryRecord = {
           id: order.id,
           clusterId: order.clusterId,
@@ -225,15 +254,25 @@ export class RecoveryService {
         };
         try {
           await writeRecoveryRecord(cluster, config.keyPrefix, rec, Deadline.in(1500));
-          return rec;
         } catch {
           return undefined;
         }
+        crashPoint('recovery-recorded');
+        return rec;
       });
       if (record === undefined) return { step: 'started' };
+      if (record === 'lost') {
+        // etcd restarted without the one-shot flag having taken effect (its container stopped between
+        // the rename and etcd's start): order it again, through a new hold and the same re-check.
+        logger.warn('recovery: the start with --force-new-cluster did not take effect; holding etcd to start it once more', { id: order.id });
+        order = { ...order, step: 'ordered' };
+        this.writeOrder(order);
+        return this.carryOut(order, deadline);
+      }
       order = { ...order, step: 'done' };
       this.writeOrder(order);
       logger.warn('recovery done: the cluster takes writes again', { record });
+      crashPoint('recovery-done');
       return { step: 'done', record };
     }
     const record = await readRecoveryRecord(cluster, config.keyPrefix, Deadline.in(2000)).catch(() => undefined);
@@ -248,14 +287,20 @@ export class RecoveryService {
   }
 
   /** The facts of the decision and the plan: a fresh observation, each member's log, the record. */
-  private async facts(): Promise<Omit<RecoveryFacts, 'request'> & { list: Member[] }> {
+  private async facts(order?: RecoveryOrder): Promise<Omit<RecoveryFacts, 'request'> & { list: Member[] }> {
     const { health, config, cluster } = this.deps;
     const answer = await health.cluster();
     // Without a quorum no member list can be read through one; every member serves its own to its
-    // peers, so an agent that never read one (restarted during the loss) asks its own member's.
-    const peerURL = this.deps.prepare?.self.peerURL ?? config.localPeerUrl;
+    // peers, so an agent that never read one (restarted during the loss) asks its own member's, then
+    // those of the members its order names; and while its own etcd is held, the order's list is the
+    // one the gates were checked against.
+    const ownPeer = this.deps.prepare?.self.peerURL ?? config.localPeerUrl;
+    const peers = [...new Set([...(ownPeer === undefined ? [] : [ownPeer]), ...(order?.members ?? []).flatMap((m) => m.peerURLs)])];
     const list =
-      health.lastMembers() ?? (peerURL === undefined ? [] : await fetchPeerMembers(peerURL, config.statusTimeoutMs * 2).catch(() => []));
+      health.lastMembers() ??
+      (peers.length === 0 ? undefined : await Promise.any(peers.map((u) => this.peerMembers(u, config.statusTimeoutMs * 2))).catch(() => undefined)) ??
+      order?.members ??
+      [];
     const q = answer.health.quorum;
     const counted = q !== null && q.voters > 0;
     const voterCount = list.filter((m) => !m.isLearner).length;
@@ -340,6 +385,12 @@ export class RecoveryService {
     return body;
   }
 
+  /** The member list a member's etcd serves its peers (`GET <peer URL>/members`), even without a quorum. */
+  private peerMembers(peerURL: string, timeoutMs: number): Promise<Member[]> {
+    const { config } = this.deps;
+    return fetchPeerMembers(peerURL, timeoutMs, { caFile: config.etcdCaFile, certFile: config.etcdCertFile, keyFile: config.etcdKeyFile });
+  }
+
   private readOrder(): RecoveryOrder | undefined {
     if (this.orderFile === undefined) return undefined;
     try {
@@ -368,12 +419,13 @@ export class RecoveryService {
     const control = this.control as EtcdStartControl;
     const prepare = this.deps.prepare as PrepareOptions;
     const { cluster, config, logger, membership } = this.deps;
-    if (this.running !== undefined && !(await isSettled(this.running))) return;
+    if (this.acting > 0) return;
     const order = this.readOrder();
     if (order !== undefined && order.step !== 'done') {
       // An order a previous agent left half done: finish it (or call it off) now.
-      this.running = this.carryOut(order, Deadline.in(30_000)).catch((err: unknown) => logger.warn('recovery resume failed', { error: err instanceof Error ? err.message : String(err) }));
-      await this.running;
+      await this.serialized(() => this.carryOut(order, Deadline.in(30_000))).catch((err: unknown) =>
+        logger.warn('recovery resume failed', { error: err instanceof Error ? err.message : String(err) }),
+      );
       return;
     }
     const held = control.heldBy();
@@ -387,6 +439,7 @@ export class RecoveryService {
       if (!record.removed.some((r) => r.id === dir.memberId)) return;
       logger.warn('this member was removed by a recovery: holding etcd to move its data aside and rejoin as a learner', { member: dir.memberId, recovery: record.id });
       control.hold(`rejoin-${record.id}`);
+      crashPoint('rejoin-hold-asked');
     }
     const nonce = control.heldBy() as string;
     if (!control.isHeld(nonce)) return;
@@ -394,22 +447,42 @@ export class RecoveryService {
     if (!outcome.prepared) return;
     control.release();
     logger.info('etcd prepared again and released', { nonce, state: outcome.step.state, reason: outcome.step.reason });
+    crashPoint('rejoin-released');
   }
 
-  private async loop(periodMs: number, body: () => Promise<void>): Promise<void> {
+  private async loop(name: string, periodMs: number, body: () => Promise<void>): Promise<void> {
+    let lastError: string | undefined;
     while (!this.closed) {
       try {
         await body();
+        lastError = undefined;
       } catch (err) {
-        this.deps.logger.debug('recovery loop', { error: err instanceof Error ? err.message : String(err) });
+        // Once per kind of failure, not once a second: a loop that keeps failing the same way says so once.
+        const error = err instanceof Error ? err.message : String(err);
+        if (error !== lastError) this.deps.logger.warn(`recovery: the ${name} failed; it tries again`, { error });
+        lastError = error;
       }
       for (let waited = 0; waited < periodMs && !this.closed; waited += 100) await delay(100);
     }
   }
 }
 
-async function isSettled(p: Promise<unknown>): Promise<boolean> {
-  const marker = Symbol('pending');
-  const winner = await Promise.race([p.then(() => true, () => true), Promise.resolve(marker)]);
-  return winner !== marker;
+/**
+ * Whether the start with `--force-new-cluster` was lost: the one-shot file was consumed, but etcd runs
+ * from a plain start (the script's state does not say `once`) and still lists other members, for
+ * longer than replaying its log could take. Then the flag never took effect.
+ */
+class LostStartWatch {
+  private since?: number;
+
+  async sees(control: EtcdStartControl, members: () => Promise<Member[]>): Promise<boolean> {
+    const state = control.state();
+    const listed = state.kind === 'running' && !state.once && !control.onceState().pending ? await members().catch(() => undefined) : undefined;
+    if (listed === undefined || listed.length <= 1) {
+      this.since = undefined;
+      return false;
+    }
+    this.since ??= Date.now();
+    return Date.now() - this.since >= LOST_START_MS;
+  }
 }

@@ -15,6 +15,7 @@ const RANKS: Readonly<Record<string, number>> = {
   'timings.ts': 1,
   'settings.ts': 1,
   'host-network.ts': 1,
+  'crash-point.ts': 1,
   observability: 2,
   'watched-files.ts': 3,
   'config.ts': 3,
