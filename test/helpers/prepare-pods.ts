@@ -16,6 +16,7 @@ import path from 'node:path';
 import { RunningAgent, startAgent } from '../../agent/agent';
 import { etcdStartScript } from '../../agent/cli/kube-inject-prepare';
 import { loadConfig } from '../../agent/config';
+import { flagLine } from '../../agent/prepare/etcd-control';
 import { loadPrepareOptions } from '../../agent/prepare/options';
 import { createLogger } from '../../agent/observability/logger';
 import { createMetrics } from '../../agent/observability/metrics';
@@ -23,8 +24,11 @@ import { findEtcd, findEtcdctl } from '../../scripts/local-cluster';
 import { baseFlags, etcdInstall } from '../../scripts/etcd-version';
 import { freePorts } from '../../scripts/ports';
 import { binCommand } from '../../scripts/bin-command';
-import { LogLine, MAIN_JS } from './child-agent';
+import { ChildAgent, LogLine, MAIN_JS } from './child-agent';
 
+
+/** Debian's static busybox (package busybox-static), which the agent's image copies into the pod as etcd's shell. */
+export const BUSYBOX = '/bin/busybox';
 
 /** One pod: its stable identity and, while they run, its processes. */
 export interface Pod {
@@ -37,6 +41,10 @@ export interface Pod {
   etcd?: ChildProcess;
   etcdExited?: Promise<void>;
   agent?: RunningAgent;
+  /** The sidecar as a real `serve` process (startAgent with `process: true`), which a test can SIGKILL. */
+  agentProcess?: ChildAgent;
+  /** Every sidecar process this pod has run, in order (their log lines: `agentLines`). */
+  agentRuns: ChildAgent[];
   /** Play the kubelet: start the etcd container again when its script exits unasked. */
   restartOnExit?: boolean;
 }
@@ -88,6 +96,7 @@ export class PodSet {
           peerURL: `http://${host}:${peer}`,
           dataDir: path.join(root, name, 'volume', 'default.etcd'),
           flagsFile: path.join(root, name, 'run', 'etcd-flags.sh'),
+          agentRuns: [],
         });
       });
       return set;
@@ -114,9 +123,10 @@ export class PodSet {
 
   /**
    * Runs `prepare` once for pod `name`, as the init container would (a fresh emptyDir unless
-   * `keepRun`), and kills it with SIGKILL on the first log line `killOn` accepts.
+   * `keepRun`), and kills it with SIGKILL on the first log line `killOn` accepts (or, exactly, at
+   * the crash point `crashAt`).
    */
-  prepare(name: string, opts: { killOn?: (line: LogLine) => boolean; waitSeconds?: number; endpoints?: number; keepRun?: boolean } = {}): Promise<PrepareRun> {
+  prepare(name: string, opts: { killOn?: (line: LogLine) => boolean; crashAt?: string; waitSeconds?: number; endpoints?: number; keepRun?: boolean } = {}): Promise<PrepareRun> {
     const pod = this.pod(name);
     if (opts.keepRun !== true) fs.rmSync(path.dirname(pod.flagsFile), { recursive: true, force: true });
     fs.mkdirSync(path.dirname(pod.dataDir), { recursive: true });
@@ -132,6 +142,8 @@ export class PodSet {
       ETCD_AGENT_INITIAL_CLUSTER_TOKEN: this.token,
       ETCD_AGENT_PREPARE_WAIT_SECONDS: String(opts.waitSeconds ?? 30),
       ETCD_AGENT_LOG_LEVEL: 'info',
+      // A crash point (agent/crash-point.ts): prepare kills itself with SIGKILL exactly at that step.
+      ...(opts.crashAt === undefined ? {} : { ETCD_AGENT_CRASH_POINTS: opts.crashAt }),
     };
     const [node, argv] = binCommand(this.main, ['prepare']);
     const child = spawn(node, argv, { env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -189,17 +201,27 @@ export class PodSet {
       `--initial-advertise-peer-urls=${pod.peerURL}`,
       ...baseFlags(etcdInstall().minor),
     ];
-    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('ETCD')));
     fs.mkdirSync(path.join(this.root, name), { recursive: true });
+    // As in the pod: busybox copied into the start directory as `sh` (the init container does it
+    // there), run with no PATH and nothing else of the machine (the etcd image has no shell, no tools).
+    const shell = path.join(path.dirname(pod.flagsFile), 'sh');
+    if (!fs.existsSync(shell)) {
+      if (!fs.existsSync(BUSYBOX)) throw new Error(`${BUSYBOX} is missing: the start script runs under Debian's static busybox, as in the pod (apt-get install busybox-static; scripts/setup.sh and .ci/run install it)`);
+      fs.mkdirSync(path.dirname(shell), { recursive: true });
+      fs.copyFileSync(BUSYBOX, shell);
+      fs.chmodSync(shell, 0o755);
+    }
     const log = fs.openSync(path.join(this.root, name, 'etcd.log'), 'a');
     try {
-      // As the harness does: with setpriv, the kernel kills etcd when its parent (the script) dies, even by SIGKILL.
+      // As the harness does: with setpriv, the kernel kills etcd when its parent (the script) dies, even
+      // by SIGKILL. A wrapper (run by the same busybox) notes each start's arguments (etcdStarts).
       const setpriv = ['/usr/bin/setpriv', '/bin/setpriv'].find((f) => fs.existsSync(f));
-      const binary = setpriv === undefined ? this.etcdBin : `${setpriv} --pdeathsig=KILL -- ${this.etcdBin}`;
-      const shell = fs.existsSync('/bin/busybox') ? ['/bin/busybox', 'sh'] : ['/bin/sh'];
-      const argv = [...shell, '-c', etcdStartScript(pod.flagsFile, binary), this.etcdBin, ...args];
+      const etcd = setpriv === undefined ? this.etcdBin : `${setpriv} --pdeathsig=KILL -- ${this.etcdBin}`;
+      const wrapper = path.join(this.root, name, 'etcd-wrapper.sh');
+      fs.writeFileSync(wrapper, `echo "$*" >> ${path.join(this.root, name, 'etcd-starts.log')}\nexec ${etcd} "$@"\n`);
+      const argv = [shell, '-c', etcdStartScript(pod.flagsFile, `${shell} ${wrapper}`, pod.dataDir), this.etcdBin, ...args];
       const [cmd, ...rest] = setpriv === undefined ? argv : [setpriv, '--pdeathsig=KILL', '--', ...argv];
-      const child = spawn(cmd, rest, { env, stdio: ['ignore', log, log], detached: true });
+      const child = spawn(cmd, rest, { env: {}, stdio: ['ignore', log, log], detached: true });
       pod.etcd = child;
       pod.etcdExited = new Promise((resolve) =>
         child.once('exit', () => {
@@ -244,19 +266,30 @@ export class PodSet {
     }
   }
 
-  /** Freezes (SIGSTOP) or thaws (SIGCONT) pod `name`'s etcd process. */
-  signalEtcd(name: string, signal: 'SIGSTOP' | 'SIGCONT'): void {
+  /** The arguments of each start of pod `name`'s etcd, oldest first (from the start script's wrapper). */
+  etcdStarts(name: string): string[] {
+    try {
+      return fs.readFileSync(path.join(this.root, name, 'etcd-starts.log'), 'utf8').split('\n').filter(Boolean);
+    } catch {
+      return [];
+    }
+  }
+
+  /** Sends `signal` to pod `name`'s etcd process itself (SIGSTOP freezes it, SIGCONT thaws it, SIGKILL kills it and its script then exits). */
+  signalEtcd(name: string, signal: 'SIGSTOP' | 'SIGCONT' | 'SIGKILL'): void {
     const pid = this.etcdPid(name);
     if (pid === undefined) throw new Error(`${name}'s etcd does not run`);
     process.kill(pid, signal);
   }
 
   /**
-   * Starts pod `name`'s sidecar: a real agent in this process (its auto-promotion promotes the pod's
-   * learner), on the pod's agent port, with prepare's settings as kube-inject gives them (so it can
-   * restart and prepare its etcd again) and `env` on top.
+   * Starts pod `name`'s sidecar on the pod's agent port, with prepare's settings as kube-inject gives
+   * them (so it can restart and prepare its etcd again) and `env` on top: a real agent in this
+   * process (its auto-promotion promotes the pod's learner), or with `process: true` the built bin as
+   * a child process (`serve`), which a test can SIGKILL (`killAgent`, or a crash point in `env`)
+   * and start again.
    */
-  async startAgent(name: string, env: Record<string, string> = {}): Promise<RunningAgent> {
+  async startAgent(name: string, env: Record<string, string> = {}, opts: { process?: boolean } = {}): Promise<void> {
     const pod = this.pod(name);
     const all = {
       ETCD_AGENT_LISTEN: `${pod.host}:${this.ports.agent}`,
@@ -270,19 +303,37 @@ export class PodSet {
       ETCD_AGENT_INITIAL_CLUSTER_TOKEN: this.token,
       ...env,
     };
+    if (opts.process === true) {
+      pod.agentProcess = await ChildAgent.start(this.main, all, 60_000);
+      pod.agentRuns.push(pod.agentProcess);
+      return;
+    }
     const { config } = loadConfig(all);
     const prepare = loadPrepareOptions(all, []);
     const level = process.env.MEMBERSHIP_TEST_LOG;
     const logger = level === undefined ? createLogger({ silent: true }) : createLogger({ level, stream: process.stderr });
     pod.agent = await startAgent(config, { logger, metrics: createMetrics({ defaultMetrics: false }), prepare });
-    return pod.agent;
   }
 
-  /** Stops pod `name`'s sidecar. */
+  /** Stops pod `name`'s sidecar (SIGTERM to its process, which stops cleanly). */
   async stopAgent(name: string): Promise<void> {
     const pod = this.pod(name);
     await pod.agent?.stop(1000);
     pod.agent = undefined;
+    await pod.agentProcess?.kill('SIGTERM');
+    pod.agentProcess = undefined;
+  }
+
+  /** The log lines of every sidecar process pod `name` has run, in order. */
+  agentLines(name: string): LogLine[] {
+    return this.pod(name).agentRuns.flatMap((a) => a.lines);
+  }
+
+  /** Kills pod `name`'s sidecar process with SIGKILL, as a crash or an OOM kill would. */
+  async killAgent(name: string): Promise<void> {
+    const pod = this.pod(name);
+    await pod.agentProcess?.kill('SIGKILL');
+    pod.agentProcess = undefined;
   }
 
   /** Pod `name`'s etcd log so far (all its runs). */
@@ -298,7 +349,7 @@ export class PodSet {
   writeFlags(name: string, state: 'new' | 'existing', initialCluster = this.initialCluster): void {
     const file = this.pod(name).flagsFile;
     fs.mkdirSync(path.dirname(file), { recursive: true });
-    fs.writeFileSync(file, `set -- "$@" '--initial-cluster=${initialCluster}' '--initial-cluster-state=${state}' '--initial-cluster-token=${this.token}'\n`);
+    fs.writeFileSync(file, [`--initial-cluster=${initialCluster}`, `--initial-cluster-state=${state}`, `--initial-cluster-token=${this.token}`].map((f) => `${flagLine(f)}\n`).join(''));
   }
 
   /** Resolves once pod `name`'s etcd has exited (e.g. a panic at start). */
