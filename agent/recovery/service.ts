@@ -38,6 +38,7 @@ import type { LocalRecoveryState, MemberLogState, RecoveryOrder, RecoveryPlan, R
 import type { Member, MemberStatus } from '../proto/types';
 import { decideRecovery, normalizeClusterId, RecoveryFacts } from './decision';
 import { buildPlan } from './plan';
+import { mustRejoin } from './rejoin-rule';
 
 /** Pause of the loss keeper and the rejoin watch. */
 const KEEPER_PERIOD_MS = 1000;
@@ -435,8 +436,7 @@ export class RecoveryService {
       const status = await cluster.memberStatus(config.localEndpoint, config.statusTimeoutMs).catch(() => undefined);
       if (status !== undefined && status.leaderId !== '0') return;
       const record = await readRecoveryRecord(cluster, config.keyPrefix, Deadline.in(1500)).catch(() => undefined);
-      if (record === undefined || record.clusterId !== dir.clusterId || record.from.id === dir.memberId) return;
-      if (!record.removed.some((r) => r.id === dir.memberId)) return;
+      if (record === undefined || !mustRejoin({ dataDir: dir, leaderId: status?.leaderId, record })) return;
       logger.warn('this member was removed by a recovery: holding etcd to move its data aside and rejoin as a learner', { member: dir.memberId, recovery: record.id });
       control.hold(`rejoin-${record.id}`);
       crashPoint('rejoin-hold-asked');
