@@ -9,6 +9,7 @@ import type { Deadline } from './deadline';
 import { EtcdCluster } from './etcd/cluster-client';
 import { connectionOptions } from './etcd/connection-options';
 import { HealthObserver } from './health/observer';
+import { readStartNote } from './health/start-note';
 import { MembershipService } from './membership/service';
 import type { Logger } from './observability/logger';
 import { createMetrics, Metrics } from './observability/metrics';
@@ -48,14 +49,18 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
   stoppers.push(() => membership.close());
   // Health (CONTRACT §4): shared bounded-age observations, with the membership changes in flight.
   const operations = (d: Deadline): Promise<OperationRecord[]> => membership.listOperations(d);
-  const health = new HealthObserver({ cluster, config, logger, metrics, operations });
+  // What the etcd container's start script said when it refused to start etcd (prepare/version-gate.ts).
+  const noteFile = config.startNoteFile;
+  const startNote = noteFile === undefined ? undefined : (): Promise<string | undefined> => readStartNote(noteFile);
+  const health = new HealthObserver({ cluster, config, logger, metrics, operations, startNote });
   stoppers.push(() => health.close());
   // Recovery (README "When the quorum is lost"): the plan, the act through this pod's start script
   // (when kube-inject gave the sidecar the data directory and the flags file), the rejoin watch.
   const recovery = new RecoveryService({ config, cluster, health, membership, logger, prepare: deps.prepare });
   recovery.start();
   stoppers.unshift(() => recovery.close());
-  // The v1 routes, the health routes with a query, GET /v1/role and kbagent's wire format (CONTRACT §5): express,
+  // The v1 routes, the health routes with a query, GET /v1/role, GET /v1/available and kbagent's wire format
+  // (CONTRACT §5): express,
   // loaded and built by the first request that needs it (express-module.ts says why).
   let slow: RequestListener | undefined;
   const app = fastRoutes({ observer: health, metrics, logger }, () => {

@@ -70,6 +70,13 @@ function integer(min: number, max: number): Parser<number> {
   };
 }
 
+/** A path other processes use too (a shell script writes it): absolute, one line. */
+const absolutePath: Parser<string | undefined> = (file, variable) => {
+  if (file === undefined) return undefined;
+  if (!file.startsWith('/') || /[\r\n]/.test(file)) throw new ConfigError(variable, `"${file}" must be an absolute path`);
+  return file;
+};
+
 const readableFile: Parser<string | undefined> = (file, variable) => {
   if (file === undefined) return undefined;
   try {
@@ -212,6 +219,8 @@ export const SETTINGS = [
     doc: "this pod's member's peer URL: where a learner's agent reads the member list (`GET <peer URL>/members`) to find the voters" }),
   row({ variable: 'ETCD_AGENT_RECOVERY_MIN_LOSS_SECONDS', key: 'recoveryMinLossSeconds', default: '300', parse: integer(1, 86_400),
     doc: 'how long this agent must have seen the quorum lost, without a break, before `POST /v1/recovery` may act (see "When the quorum is lost")' }),
+  row({ variable: 'ETCD_AGENT_START_NOTE_FILE', key: 'startNoteFile', parse: absolutePath,
+    doc: "where the etcd container's start script leaves the line with which it refused to start etcd (an etcd older than its data, see \"Upgrading etcd\"); `/v1/health/local` and this member in `/v1/health` name it while its etcd is down. kube-inject's start script writes it as `etcd-start-note` beside the flags file, so it must name that file; kube-inject sets it" }),
 ] as const;
 
 /** `ETCD_AGENT_HEALTH_MAX_AGE_MS` → `--health-max-age-ms`. */

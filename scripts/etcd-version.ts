@@ -58,6 +58,20 @@ export function etcdInstall(env: NodeJS.ProcessEnv = process.env): EtcdInstall {
   return install;
 }
 
+/**
+ * The install of one minor version, whatever `ETCD_VERSION` and `ETCD_BIN` say: for a test that runs
+ * several versions side by side (a rolling upgrade). Resolved once per process.
+ */
+export function etcdInstallOf(minor: EtcdMinor, env: NodeJS.ProcessEnv = process.env): EtcdInstall {
+  const key = `minor|${minor}`;
+  let install = installs.get(key);
+  if (install === undefined) {
+    install = fromFolder(etcdFolder(minor, env));
+    installs.set(key, install);
+  }
+  return install;
+}
+
 /** The folder holding `minor`'s binaries: `ETCD_DIR_<minor>` when set, else what `scripts/etcd.sh` prints. */
 export function etcdFolder(minor: EtcdMinor, env: NodeJS.ProcessEnv = process.env): string {
   const preset = env[`ETCD_DIR_${minor.replace('.', '_')}`];

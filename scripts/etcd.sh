@@ -5,10 +5,11 @@
 #   3.5 3.6 3.7  built from the Go module proxy through the wrapper module tools/etcd-<minor>
 #                (go.mod and go.sum only: it pins the three etcd modules at one patch release) into
 #                ${ETCD_CACHE_DIR:-~/.cache/etcd-lifecycle-agent/etcd}/<version>/
-# A second run builds nothing. Every binary's --version is checked against the pinned version
-# (`etcd --version`, `etcdctl version`,
-# `etcdutl version`) before the folder is printed; anything else is a failure that says so (exit 1). Build output goes
-# to stderr, so `bin="$(bash scripts/etcd.sh 3.6)"` reads only the folder.
+# A second run builds nothing. Every binary's version is checked against the pinned one (`etcd
+# --version`, `etcdctl version`, `etcdutl version`) before the folder is printed; anything else is a
+# failure that says so (exit 1). Build output goes to stderr, so `bin="$(bash scripts/etcd.sh 3.6)"`
+# reads only the folder. A new version: a tools/etcd-<minor>/go.mod like the others, `go mod tidy`
+# there, and its row in scripts/etcd-version.ts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -25,6 +25,8 @@ export interface LocalMember extends MemberSpec {
   readonly logFile: string;
   readonly pid: number | undefined;
   readonly state: MemberState;
+  /** The etcd version its process runs (or last ran), e.g. `3.6.16`. */
+  readonly version: string;
 }
 
 /** A member as etcdctl's member list reports it: the agent's own member shape, id in hex. */
@@ -33,6 +35,8 @@ export type ListedMember = AgentMember;
 /** How {@link LocalEtcdCluster.start} builds the cluster. */
 export interface LocalClusterOptions {
   size: number;
+  /** The etcd every member starts with; default `ETCD_VERSION`'s (scripts/etcd-version.ts). */
+  etcd?: EtcdInstall;
   /** Member name prefix: members are `<name>-0`, `<name>-1`, …; default `etcd`. */
   name?: string;
   /** Directory under which a fresh run directory is created; default the OS temp dir. */
@@ -67,9 +71,23 @@ export interface ClientTls {
 export interface StartMemberOptions {
   wait?: boolean;
   timeoutMs?: number;
+  /**
+   * The etcd this member runs from now on (its flags are that version's `baseFlags`), on the same
+   * data directory: how a rolling upgrade replaces the binary. Default: the one it ran last.
+   */
+  etcd?: EtcdInstall;
+  /**
+   * Words run in front of etcd for this start only, etcd's path and arguments following them: e.g.
+   * `['/bin/sh', '-c', script]`, where the script sees etcd as `$0` and its arguments as `"$@"`, as
+   * the etcd container's command does in kube-inject's pods.
+   */
+  launcher?: string[];
+  /** Flags added after all others for this start only (etcd keeps the last of a repeated flag). */
+  args?: string[];
 }
 
 interface Member extends MemberSpec {
+  etcd: EtcdInstall;
   dataDir: string;
   logFile: string;
   state: MemberState;
@@ -91,20 +109,16 @@ export class LocalEtcdCluster {
   private destroying?: Promise<void>;
 
   private constructor(
-    /** The etcd this cluster runs (ETCD_VERSION, scripts/etcd-version.ts). */
+    /** The etcd members start with (ETCD_VERSION, scripts/etcd-version.ts); its etcdctl is the harness's. */
     readonly etcd: EtcdInstall,
     private readonly root: string,
     private readonly opts: LocalClusterOptions,
   ) {}
 
-  private get etcdBin(): string {
-    return this.etcd.etcd;
-  }
-
   /** Starts `size` members and resolves once every one answers /health with `"true"`. */
   static async start(opts: LocalClusterOptions): Promise<LocalEtcdCluster> {
     if (!Number.isInteger(opts.size) || opts.size < 1) throw new Error(`size must be a positive integer, got ${opts.size}`);
-    const install = etcdInstall();
+    const install = opts.etcd ?? etcdInstall();
     const base = opts.dataRoot ?? os.tmpdir();
     await fs.promises.mkdir(base, { recursive: true });
     for (let attempt = 1; ; attempt++) {
@@ -176,13 +190,32 @@ export class LocalEtcdCluster {
     m.state = 'running';
   }
 
-  /** Starts a member again on its existing data dir (stopping it first if needed), by default waiting until healthy. */
+  /**
+   * Starts a member again on its existing data dir (stopping it first if needed), by default waiting
+   * until healthy; `opts.etcd` swaps its binary (a rolling upgrade or a downgrade attempt).
+   */
   async restart(name: string, opts: StartMemberOptions = {}): Promise<LocalMember> {
     const m = this.get(name);
     await this.stop(name);
-    this.spawnMember(m, 'existing');
+    if (opts.etcd !== undefined) m.etcd = opts.etcd;
+    this.spawnMember(m, 'existing', opts.launcher, opts.args);
     if (opts.wait ?? true) await this.waitHealthy(name, opts.timeoutMs);
     return snapshot(m);
+  }
+
+  /** Waits until member `name`'s process has exited (at most `timeoutMs`) and answers how it ended, e.g. `code 1`. */
+  async waitForExit(name: string, timeoutMs = DEFAULT_TIMEOUT_MS): Promise<string> {
+    const m = this.get(name);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${name} still runs after ${timeoutMs} ms`)), timeoutMs);
+    });
+    try {
+      await Promise.race([m.exited, late]);
+    } finally {
+      clearTimeout(timer);
+    }
+    return m.lastExit ?? 'not started';
   }
 
   /** Allocates ports for a future member without starting it, so a test can MemberAdd its peer URL first. */
@@ -221,9 +254,9 @@ export class LocalEtcdCluster {
     for (let attempt = 1; ; attempt++) {
       // A member that was removed and added again must not find the old member's WAL.
       await fs.promises.rm(dataDir, { recursive: true, force: true });
-      const m = this.addMember({ name, peerURL, clientURL }, initialCluster);
+      const m = this.addMember({ name, peerURL, clientURL }, initialCluster, opts.etcd ?? previous?.etcd);
       this.reserved.delete(name);
-      this.spawnMember(m, 'existing');
+      this.spawnMember(m, 'existing', opts.launcher, opts.args);
       if (!(opts.wait ?? true)) return snapshot(m);
       try {
         await this.waitHealthy(name, opts.timeoutMs);
@@ -335,11 +368,12 @@ export class LocalEtcdCluster {
     await this.waitHealthy(undefined, this.opts.startTimeoutMs ?? DEFAULT_TIMEOUT_MS);
   }
 
-  private addMember(spec: MemberSpec, initialCluster: string): Member {
+  private addMember(spec: MemberSpec, initialCluster: string, etcd = this.etcd): Member {
     const logDir = this.opts.logDir ?? this.root;
     fs.mkdirSync(logDir, { recursive: true });
     const m: Member = {
       ...spec,
+      etcd,
       dataDir: path.join(this.root, `${spec.name}.data`),
       logFile: path.join(logDir, `${spec.name}.log`),
       state: 'stopped',
@@ -351,7 +385,7 @@ export class LocalEtcdCluster {
     return m;
   }
 
-  private spawnMember(m: Member, clusterState: 'new' | 'existing'): void {
+  private spawnMember(m: Member, clusterState: 'new' | 'existing', launcher: string[] = [], extra: string[] = []): void {
     if (this.destroying) throw new Error('cluster is destroyed');
     const { name, dataDir, clientURL, peerURL } = m;
     const args = [
@@ -364,18 +398,21 @@ export class LocalEtcdCluster {
       `--initial-cluster=${m.initialCluster}`,
       `--initial-cluster-state=${clusterState}`,
       `--initial-cluster-token=${this.token}`,
-      ...baseFlags(this.etcd.minor),
+      ...baseFlags(m.etcd.minor),
       ...tlsFlags(this.opts.clientTls),
       ...(this.opts.extraArgs ?? []),
       ...(this.opts.memberArgs?.({ name, clientURL, peerURL, dataDir }) ?? []),
+      ...extra,
     ];
     const log = fs.openSync(m.logFile, 'a');
     let child: ChildProcess;
     try {
       // With setpriv (util-linux), the kernel kills etcd when this process dies, even by SIGKILL or under
       // jest, whose sandboxed `process` never sees 'exit'; setpriv execs etcd, so the pid stays etcd's.
+      // A launcher that execs etcd (a start script ending in `exec "$0" "$@"`) keeps this pid too.
       const setpriv = which('setpriv');
-      const [cmd, argv] = setpriv ? [setpriv, ['--pdeathsig=KILL', '--', this.etcdBin, ...args]] : [this.etcdBin, args];
+      const words = [...launcher, m.etcd.etcd, ...args];
+      const [cmd, argv] = setpriv ? [setpriv, ['--pdeathsig=KILL', '--', ...words]] : [words[0], words.slice(1)];
       // Own session: job control (a terminal's ^C/^Z, an orphaned process group's SIGHUP+SIGCONT) must not
       // reach etcd behind the harness's back; only pause/resume/stop/kill signal it.
       child = spawn(cmd, argv, { stdio: ['ignore', log, log], env: etcdEnv(this.opts.env), detached: true });
@@ -432,7 +469,7 @@ export class LocalEtcdCluster {
 
 function snapshot(m: Member): LocalMember {
   const { name, clientURL, peerURL, dataDir, logFile, state } = m;
-  return Object.freeze({ name, clientURL, peerURL, dataDir, logFile, state, pid: m.child?.pid });
+  return Object.freeze({ name, clientURL, peerURL, dataDir, logFile, state, pid: m.child?.pid, version: m.etcd.version });
 }
 
 function signal(m: Member, sig: NodeJS.Signals): void {

@@ -9,10 +9,12 @@
  *
  * The official etcd images from 3.5.7 on have no shell, so the init container
  * (the agent's image) also copies Debian's static busybox into the shared
- * emptyDir as `sh`, and the etcd container runs
- * `sh -c '. etcd-flags.sh && exec <etcd> "$@"'`: the flags file appends
- * `--initial-cluster*` to etcd's own arguments (Go's flag package keeps the
- * last), so the manifest's arguments stay as they were.
+ * emptyDir as `sh`, and the etcd container runs the start script below with it:
+ * the flags prepare wrote are appended to etcd's own arguments (Go's flag package
+ * keeps the last), so the manifest's arguments stay as they were. The script first
+ * checks etcd's version against the versions the data directory records, which the
+ * flags file carries (prepare/version-gate.ts); a refusal is also written to
+ * START_NOTE_FILE, in the same emptyDir, so the sidecar's health names it.
  */
 import { Document, isMap, isScalar, isSeq, YAMLMap, YAMLSeq } from 'yaml';
 import { envValue, seqAt, stringsOf } from './yaml-nodes';
@@ -27,6 +29,8 @@ export const START_MOUNT_PATH = '/var/run/etcd-lifecycle-agent';
 export const FLAGS_FILE = `${START_MOUNT_PATH}/etcd-flags.sh`;
 /** The static shell the etcd command runs. */
 export const STATIC_SHELL = `${START_MOUNT_PATH}/sh`;
+/** Where the etcd command leaves the line with which it refused to start etcd (beside the flags file); the sidecar reads it. */
+export const START_NOTE_FILE = `${START_MOUNT_PATH}/etcd-start-note`;
 
 /**
  * The script etcd's command runs (POSIX sh: Debian's static busybox in a pod, copied from the agent's
@@ -39,6 +43,12 @@ export const STATIC_SHELL = `${START_MOUNT_PATH}/sh`;
  * - `etcd-move-aside`, only while held: renames the data directory to the sibling the file names,
  *   which must be `<data dir>.removed-<stamp>` (etcd's own container, as etcd's user, makes every
  *   change to etcd's data; the sidecar mounts it read-only).
+ *
+ * - the version gate (the `#etcd-version-*` lines prepare/version-gate.ts `gateLines` writes into the
+ *   flags file): before etcd starts, `"$0" --version` (etcd's binary) is compared with the gate's
+ *   ranks; a version outside them is refused with the gate's line on stderr, in `etcd-start-note`
+ *   and in the termination log, and exit 1, as etcd itself would fail (a start that passes empties
+ *   the note);
  *
  * The flags files are read as data, never run: each line is `set -- "$@" '<flag>'` (so an older etcd
  * command that sources the file reads it the same), and only `--initial-cluster=`,
@@ -56,6 +66,7 @@ export function etcdStartScript(flagsFile: string, binary: string, dataDir: stri
   const data = shellWord(dataDir.replace(/\/+$/, ''));
   const once = f('etcd-flags-once.sh');
   const used = f('etcd-flags-once.sh.used');
+  const note = f('etcd-start-note');
   return [
     `pid= stop=; trap 'stop=1; [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null' TERM INT`,
     'while :; do',
@@ -68,12 +79,19 @@ export function etcdStartScript(flagsFile: string, binary: string, dataDir: stri
     '  fi',
     '  [ -n "$stop" ] && exit 0',
     `  o=; [ -e ${once} ] && mv -f ${once} ${used} && o=${used}`,
-    `  ( for f in ${flags} $o; do while IFS= read -r l || [ -n "$l" ]; do`,
+    `  ( g= a= b=; for f in ${flags} $o; do while IFS= read -r l || [ -n "$l" ]; do`,
+    `      case "$f:$l" in ${flags}:'#etcd-version-gate '*) g=\${l#* };; ${flags}:'#etcd-version-too-old '*) a=\${l#* };; ${flags}:'#etcd-version-too-new '*) b=\${l#* };; esac`,
     `      case "$l" in ''|'#'*) continue;; esac; v=\${l#"set -- \\"\\$@\\" '"}; v=\${v%"'"}`,
     `      case "$f:$v" in *\\'*) ;; *:--initial-cluster=*|*:--initial-cluster-token=*|*:--initial-cluster-state=new|*:--initial-cluster-state=existing|${used}:--force-new-cluster)`,
     `        [ "$l" = "set -- \\"\\$@\\" '$v'" ] && { set -- "$@" "$v"; continue; };; esac`,
     `      echo "etcd start script: refused line of $f: $l" >&2; exit 2`,
-    `    done < "$f"; done; exec ${binary} "$@" ) &`,
+    `    done < "$f"; done; case "$g" in *[!0-9' ']*|'') g=;; esac; r=`,
+    `    if [ -n "$g" ]; then v=$("$0" --version 2>/dev/null); v=\${v#*etcd Version: }; v=\${v%%[!0-9.]*}; m=\${v#*.}`,
+    `      case "\${v%%.*}.\${m%%.*}" in [0-9]*.[0-9]*) k=$(( \${v%%.*} * 10000 + \${m%%.*} ))`,
+    `        [ "$k" -lt "\${g% *}" ] && r=$a; [ "$k" -gt "\${g#* }" ] && r=$b;; esac; fi`,
+    `    if [ -n "$r" ]; then r=\${r%%\\{version\\}*}$v\${r#*\\{version\\}}; printf 'etcd-lifecycle-agent: %s\\n' "$r" >&2`,
+    `      { printf '%s\\n' "$r" > ${note}; } 2>/dev/null; [ -w /dev/termination-log ] && { printf '%s\\n' "$r" > /dev/termination-log; } 2>/dev/null; exit 1; fi`,
+    `    { : > ${note}; } 2>/dev/null; exec ${binary} "$@" ) &`,
     `  pid=$!; echo "running $pid\${o:+ once}" > ${f('etcd-state')}`,
     `  ( while [ ! -e ${f('etcd-restart')} ]; do sleep 1; done; kill -TERM "$pid" ) & w=$!`,
     '  wait "$pid"; rc=$?',
@@ -136,6 +154,7 @@ export function injectPrepare(doc: Document, podSpec: YAMLMap, etcd: YAMLMap, in
     ...(initialCluster === undefined ? [] : [{ name: 'ETCD_AGENT_INITIAL_CLUSTER', value: initialCluster }]),
     ...(token === undefined ? [] : [{ name: 'ETCD_AGENT_INITIAL_CLUSTER_TOKEN', value: token }]),
     { name: 'ETCD_AGENT_PREPARE_FLAGS_FILE', value: FLAGS_FILE },
+    { name: 'ETCD_AGENT_START_NOTE_FILE', value: START_NOTE_FILE },
   ];
   const user = etcdUser(podSpec, etcd);
   const init = doc.createNode({
@@ -156,7 +175,7 @@ export function injectPrepare(doc: Document, podSpec: YAMLMap, etcd: YAMLMap, in
   });
   init.commentBefore = ' added by etcd-lifecycle-agent kube-inject: decides how etcd starts (join, lost disk, bootstrap)';
   if (sidecar !== undefined) {
-    const prepareEnv = env.filter((e) => /^ETCD_AGENT_(DATA_DIR|INITIAL_CLUSTER|INITIAL_CLUSTER_TOKEN|PREPARE_FLAGS_FILE)$/.test((e as { name: string }).name));
+    const prepareEnv = env.filter((e) => /^ETCD_AGENT_(DATA_DIR|INITIAL_CLUSTER|INITIAL_CLUSTER_TOKEN|PREPARE_FLAGS_FILE|START_NOTE_FILE)$/.test((e as { name: string }).name));
     for (const e of prepareEnv) seqAt(sidecar, 'env').add(doc.createNode(e));
     const readOnlyData = dataMounts.map((d) => ({ ...(d.toJSON() as object), readOnly: true }));
     for (const m of [...readOnlyData, { name: START_VOLUME, mountPath: START_MOUNT_PATH }]) seqAt(sidecar, 'volumeMounts').add(doc.createNode(m));
@@ -176,7 +195,8 @@ export function injectPrepare(doc: Document, podSpec: YAMLMap, etcd: YAMLMap, in
     const note = ' etcd starts with the flags etcd-lifecycle-agent prepare decided (kube-inject)';
     if (isScalar(pair.key)) pair.key.commentBefore = pair.key.commentBefore === undefined || pair.key.commentBefore === null ? note : `${pair.key.commentBefore}\n${note}`;
   }
-  // Writable: the start script says what it does there and renames a one-shot flags file once used.
+  // Writable: the start script says what it does there, renames a one-shot flags file once used and
+  // leaves its refusal there (START_NOTE_FILE).
   const mount = doc.createNode({ name: START_VOLUME, mountPath: START_MOUNT_PATH });
   if (isSeq(etcd.get('volumeMounts'))) (etcd.get('volumeMounts') as YAMLSeq).add(mount);
   else etcd.set('volumeMounts', doc.createNode([mount]));

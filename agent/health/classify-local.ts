@@ -39,6 +39,9 @@ export function classifyLocal(
     errors: [...(status?.errors ?? [])],
   };
   if (status === undefined) {
+    // The etcd container's start script refused to start etcd, and said why (health/start-note.ts).
+    const note = observation?.facts.startNote?.text;
+    if (note !== undefined) member.errors.push(note);
     member.errors.push(`${probe.url} did not answer: ${probe.error ?? 'no answer'}`);
     return { ready: false, member: { ...member, role: null } };
   }

@@ -79,6 +79,11 @@ export function classify(facts: ObservedFacts): ClusterHealth {
     const memberErrors: string[] = [];
     if (answer === undefined) {
       troubled = true;
+      // This pod's etcd container said why its etcd is not running: that comes first.
+      if (facts.startNote !== undefined && m.started && m.name === facts.startNote.member) {
+        memberErrors.push(facts.startNote.text);
+        errors.push(`${m.name}: ${facts.startNote.text}`);
+      }
       memberErrors.push(whyNoAnswer(m, facts.probes));
     } else {
       memberErrors.push(...answer.errors);

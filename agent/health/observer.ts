@@ -50,6 +50,8 @@ export interface HealthObserverDeps {
   metrics: Metrics;
   logger: Logger;
   operations?: (deadline: Deadline) => Promise<OperationRecord[]>;
+  /** The note this pod's etcd container left when it refused to start etcd (ETCD_AGENT_START_NOTE_FILE), if any. */
+  startNote?: () => Promise<string | undefined>;
 }
 
 /** One finished observation: what it saw and how that classifies. */
@@ -180,6 +182,7 @@ export class HealthObserver {
     const alarming = cut(settle((ms) => cluster.alarms(Deadline.in(ms)), this.callMs(startedAt)));
     const recording =
       operations === undefined ? undefined : cut(settle((ms) => operations(Deadline.in(ms)), this.callMs(startedAt)));
+    const noting = this.deps.startNote?.().catch(() => undefined);
 
     let list = await listing;
     if (!list.ok) {
@@ -201,13 +204,14 @@ export class HealthObserver {
     } else if (known !== undefined) {
       memberList = { members: known.members, fresh: false, readAt: known.readAt };
     }
-    const [answers, alarms, records] = await Promise.all([Promise.all(probes.values()), alarming, recording]);
+    const [answers, alarms, records, note] = await Promise.all([Promise.all(probes.values()), alarming, recording, noting]);
     const facts: ObservedFacts = {
       memberList,
       probes: answers,
       ...(list.ok ? {} : { memberListError: list.error }),
       ...(alarms.ok ? { alarms: alarms.value } : { alarmsError: alarms.error }),
       ...(records === undefined ? {} : records.ok ? { operations: records.value } : { operationsError: records.error }),
+      ...(note === undefined ? {} : { startNote: { member: config.memberName, text: note } }),
     };
     const observation = { facts, health: classify(facts) };
     const late = performance.now() - startedAt > this.maxAgeMs;

@@ -28,6 +28,8 @@ export interface ObservedFacts {
   /** Operation records; undefined when not asked for or not read (`operationsError`). */
   operations?: OperationRecord[];
   operationsError?: string;
+  /** The line with which this pod's etcd container refused to start its etcd (health/start-note.ts), and that member's name. */
+  startNote?: { member: string; text: string };
 }
 
 /** One member as `/v1/health` shows it; the numbers are null when it did not answer. */

@@ -12,6 +12,8 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { readBboltValue } from './bbolt';
+import type { DataVersions } from './version-gate';
 
 /** What a data directory holds. */
 export type DataDirState =
@@ -29,10 +31,27 @@ export type DataDirState =
  */
 export const BOOTSTRAP_MARKER = 'etcd-lifecycle-agent-bootstrap.json';
 
+/**
+ * The versions etcd recorded in the data directory's backend (`member/snap/db`, bbolt): the storage
+ * version (3.6 and later, `meta/storageVersion`) and the cluster version (3.4 and later,
+ * `cluster/clusterVersion`), e.g. `3.7.0`; either absent when not recorded, both when there is no
+ * backend yet. Throws when the backend cannot be read.
+ */
+export function readDataVersions(dataDir: string): DataVersions {
+  const db = path.join(dataDir, 'member', 'snap', 'db');
+  if (!fs.existsSync(db)) return {};
+  const text = (bucket: string, key: string): string | undefined => readBboltValue(db, bucket, key)?.toString('utf8');
+  const storage = text('meta', 'storageVersion');
+  const cluster = text('cluster', 'clusterVersion');
+  return { ...(storage === undefined ? {} : { storage }), ...(cluster === undefined ? {} : { cluster }) };
+}
+
 /** walpb.Record types (etcd server/wal/wal.go). */
 const METADATA_RECORD = 1;
 /** A record larger than this is not a WAL's first metadata record: the file is not a WAL. */
 const MAX_FIRST_RECORD_BYTES = 1 << 20;
+/** All readWalMetadata may look at (its first 4 frames): a segment is 64 MB, mostly not needed here. */
+const WAL_HEAD_BYTES = 4 * (8 + MAX_FIRST_RECORD_BYTES + 8);
 
 /** Reads what `dataDir` holds; throws only on I/O errors other than "missing". */
 export function readDataDir(dataDir: string): DataDirState {
@@ -44,7 +63,7 @@ export function readDataDir(dataDir: string): DataDirState {
     return { kind: 'unusable', reason: `it holds ${entries.join(', ')} but no write-ahead log (member/wal/*.wal)` };
   }
   const first = path.join(walDir, wals[0]);
-  const meta = readWalMetadata(fs.readFileSync(first));
+  const meta = readWalMetadata(readHead(first, WAL_HEAD_BYTES));
   if (meta === undefined) return { kind: 'unusable', reason: `${first} does not begin with etcd's WAL metadata` };
   return { kind: 'member', ...meta };
 }
@@ -77,7 +96,7 @@ export function readWalMetadata(bytes: Buffer): { memberId: string; clusterId: s
 }
 
 /** The varint and length-delimited fields of one protobuf message (the only wire types a WAL head uses). */
-function decodeFields(buf: Buffer): { varints: Map<number, bigint>; bytes: Map<number, Buffer> } | undefined {
+export function decodeFields(buf: Buffer): { varints: Map<number, bigint>; bytes: Map<number, Buffer> } | undefined {
   const varints = new Map<number, bigint>();
   const bytes = new Map<number, Buffer>();
   let at = 0;
@@ -144,6 +163,18 @@ export function writeFileAtomic(file: string, content: string): void {
   }
   fs.renameSync(tmp, file);
   fsyncDir(path.dirname(file));
+}
+
+/** The first `length` bytes of `file` (fewer when it is shorter). */
+function readHead(file: string, length: number): Buffer {
+  const fd = fs.openSync(file, 'r');
+  try {
+    const bytes = Buffer.alloc(Math.min(length, fs.fstatSync(fd).size));
+    const got = fs.readSync(fd, bytes, 0, bytes.length, 0);
+    return bytes.subarray(0, got);
+  } finally {
+    fs.closeSync(fd);
+  }
 }
 
 function fsyncDir(dir: string): void {

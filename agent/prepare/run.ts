@@ -26,10 +26,12 @@ import type { Logger } from '../observability/logger';
 import { createMetrics } from '../observability/metrics';
 import { isAgentError } from '../proto/errors';
 import { askPeers, AnswerServer, serveAnswer } from './answer-server';
-import { asideTarget, BOOTSTRAP_MARKER, moveAside, readDataDir, writeFileAtomic } from './data-dir';
+import { asideTarget, BOOTSTRAP_MARKER, moveAside, readDataDir, readDataVersions, writeFileAtomic } from './data-dir';
 import { EtcdStartControl, flagLine } from './etcd-control';
 import { BootstrapPlan, decidePrepare, initialClusterOf, PrepareFacts, PrepareStep, samePlan } from './decide';
 import type { PrepareOptions } from './options';
+import { DataVersions, formatMinor, gateLines, VersionGate, versionGate } from './version-gate';
+import { scanWal } from './wal-scan';
 
 /** Pause between passes while waiting. */
 const PASS_PAUSE_MS = 500;
@@ -46,15 +48,40 @@ export function markerPath(dataDir: string): string {
 }
 
 /**
- * The start flags, one `set -- "$@" '<flag>'` line each: kube-inject's start script reads them as
+ * The start flags, one `set -- "$@" '<flag>'` line each, after the version gate's lines when the data
+ * directory records versions (version-gate.ts `gateLines`): kube-inject's start script reads them as
  * data (kube-inject-prepare.ts `etcdStartScript`), and a shell that sources the file gets the same
- * arguments (the last flag wins in etcd).
+ * arguments (the last flag wins in etcd) and reads the gate as comments.
  */
-export function flagsFileContent(step: Extract<PrepareStep, { kind: 'start' }>, token: string, name: string, at: Date): string {
+export function flagsFileContent(step: Extract<PrepareStep, { kind: 'start' }>, token: string, name: string, at: Date, gate?: VersionGate): string {
   const flags = [`--initial-cluster=${step.initialCluster}`, `--initial-cluster-state=${step.state}`, `--initial-cluster-token=${token}`];
-  return [`# written by etcd-lifecycle-agent prepare for ${name} at ${at.toISOString()}`, `# ${step.reason.replace(/\n/g, ' ')}`, ...flags.map(flagLine), ''].join('\n');
+  return [
+    `# written by etcd-lifecycle-agent prepare for ${name} at ${at.toISOString()}`,
+    `# ${step.reason.replace(/\n/g, ' ')}`,
+    ...(gate === undefined ? [] : gateLines(gate)),
+    ...flags.map(flagLine),
+    '',
+  ].join('\n');
 }
 
+/**
+ * The version gate of the data directory etcd starts on (its recorded versions, and the requests of
+ * etcd 3.5 its log holds after the last snapshot), or undefined when it records no version. A part
+ * that cannot be read is logged and left out: the start is never blocked by our own reader.
+ */
+function dataGate(dataDir: string, logger: Logger): { gate: VersionGate | undefined; recorded: DataVersions & { v2Entries?: number } } {
+  const attempt = <T>(what: string, read: () => T): T | undefined => {
+    try {
+      return read();
+    } catch (err) {
+      logger.warn(`cannot read ${what}; the etcd container's version check goes without it`, { dataDir, error: err instanceof Error ? err.message : String(err) });
+      return undefined;
+    }
+  };
+  const versions = attempt('the versions the data directory records', () => readDataVersions(dataDir)) ?? {};
+  const v2Entries = attempt('the write-ahead log', () => scanWal(dataDir))?.v2Entries ?? 0;
+  return { gate: versionGate(versions, v2Entries), recorded: { ...versions, ...(v2Entries > 0 ? { v2Entries } : {}) } };
+}
 
 /** Runs prepare to its end; resolves to the exit code (0 flags written, 1 not decided in time). */
 export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<number> {
@@ -133,7 +160,9 @@ export async function preparePasses(
       } else {
         run.control?.dropOnce();
       }
-      writeFileAtomic(opts.flagsFile, flagsFileContent(step, opts.token, opts.self.name, new Date()));
+      // Only a directory etcd has written records versions; a new or joining member's is empty.
+      const { gate, recorded } = step.state === 'existing' ? dataGate(opts.dataDir, logger) : { gate: undefined, recorded: {} };
+      writeFileAtomic(opts.flagsFile, flagsFileContent(step, opts.token, opts.self.name, new Date(), gate));
       crashPoint('prepare-flags-written');
       logger.info('prepared', {
         member: opts.self.name,
@@ -141,6 +170,8 @@ export async function preparePasses(
         initialCluster: step.initialCluster,
         reason: step.reason,
         flagsFile: opts.flagsFile,
+        dataVersions: recorded,
+        ...(gate === undefined ? {} : { etcdVersions: `${formatMinor(gate.oldest)} to ${formatMinor(gate.newest)}` }),
         ...(step.once === undefined ? {} : { once: step.once }),
       });
       if (step.state === 'new') await linger(opts, plan, logger);

@@ -13,6 +13,7 @@ export const ROUTES: ReadonlyArray<{ method: 'GET' | 'POST'; path: string; mutat
   { method: 'GET', path: '/v1/health', mutating: false },
   { method: 'GET', path: '/v1/health/local', mutating: false },
   { method: 'GET', path: '/v1/role', mutating: false },
+  { method: 'GET', path: '/v1/available', mutating: false },
   { method: 'GET', path: '/livez', mutating: false },
   { method: 'GET', path: '/readyz', mutating: false },
   { method: 'GET', path: '/metrics', mutating: false },

@@ -1,7 +1,7 @@
 /**
  * The express app of every route (CONTRACT §4, §5): the request guard, the v1 membership routes, the
- * health routes, the kbagent route and GET /v1/role behind createApp's middleware. Built on the first request the
- * fast routes do not answer (agent.ts), so express is not loaded by a start.
+ * health routes, the kbagent route, GET /v1/role and GET /v1/available behind createApp's middleware.
+ * Built on the first request the fast routes do not answer (agent.ts), so express is not loaded by a start.
  */
 import type { RequestListener } from 'node:http';
 import type { Config } from '../config';
@@ -11,6 +11,7 @@ import type { MembershipService } from '../membership/service';
 import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
 import { createApp } from './app';
+import { availableRouter } from './available-routes';
 import { healthRouter } from './health-routes';
 import { kbAgentErrorHandler, kbAgentRouter } from './kbagent-routes';
 import type { RecoveryService } from '../recovery/service';
@@ -53,6 +54,8 @@ export function expressApp(deps: ExpressAppDeps): RequestListener {
       kbAgentRouter({ config, cluster, membership, logger, leader }),
       // This pod's role as plain text, for roleProbe as a KubeBlocks HTTP action.
       roleRouter({ config, cluster, leader }),
+      // Whether this pod serves a cluster with a quorum, for availableProbe as a KubeBlocks HTTP action.
+      availableRouter(health),
     ],
     errorHandlers: [kbAgentErrorHandler(logger)],
   });

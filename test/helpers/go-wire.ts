@@ -1,15 +1,15 @@
 /**
- * What kbagent puts on the wire, rebuilt from its Go source (apecloud/kubeblocks
- * pkg/kbagent), for conformance tests that send those exact bytes:
+ * What KubeBlocks' controller puts on the wire when it calls kbagent (its Go client,
+ * apecloud/kubeblocks pkg/kbagent/client), rebuilt from the Go source, for tests that send those
+ * exact bytes (the conformance test to the agent's kbagent route, the end-to-end test to the real
+ * kbagent):
  * - `goActionRequestJson`: `json.Marshal(proto.ActionRequest)` (field order of the
  *   struct, `omitempty` fields absent, map keys sorted, HTML characters escaped);
  * - `goHttpRequest`: the request head Go's net/http client writes (Host, User-Agent,
  *   Content-Length, the request's headers sorted, then the transport's
- *   Accept-Encoding), and no Content-Type unless a header sets one;
- * - `renderGoTemplate`: the part of Go's text/template that the ComponentDefinition's
- *   HTTP action bodies use (`{{ .NAME }}` with missingkey=error, `{{ with index .
- *   "NAME" }}…{{ . }}…{{ end }}`, `{{-`/`-}}` trimming); anything else throws, so a
- *   body that strays beyond it fails its test instead of being rendered wrongly.
+ *   Accept-Encoding), and no Content-Type unless a header sets one.
+ * kbagent's own side (rendering the HTTP actions' templates, sending them) is never rebuilt here:
+ * the real kbagent does it in the end-to-end test.
  */
 
 /** kbagent's proto.RetryPolicy; `retryInterval` is a Go time.Duration, nanoseconds on the wire. */
@@ -85,84 +85,4 @@ export function goHttpRequest(method: string, host: string, port: number, path: 
   for (const h of sorted) lines.push(`${h.name}: ${h.value}`);
   lines.push('Accept-Encoding: gzip');
   return Buffer.concat([Buffer.from(`${lines.join('\r\n')}\r\n\r\n`, 'latin1'), bytes]);
-}
-
-type Node = { kind: 'text'; text: string } | { kind: 'field'; name: string } | { kind: 'dot' } | { kind: 'with'; name: string; body: Node[] };
-
-/** Renders `template` over `data` as Go's text/template with Option("missingkey=error") would, for the subset above. */
-export function renderGoTemplate(template: string, data: Record<string, string>): string {
-  const tokens: Array<{ text?: string; action?: string }> = [];
-  let at = 0;
-  for (;;) {
-    const open = template.indexOf('{{', at);
-    if (open === -1) {
-      tokens.push({ text: template.slice(at) });
-      break;
-    }
-    const close = template.indexOf('}}', open);
-    if (close === -1) throw new Error(`unclosed action at ${open}`);
-    let text = template.slice(at, open);
-    let action = template.slice(open + 2, close);
-    // "{{- " trims the space before the action, " -}}" the space after it (Go: "-" then a space).
-    if (/^- /.test(action)) {
-      text = text.replace(/\s+$/, '');
-      action = action.slice(1);
-    }
-    let trimAfter = false;
-    if (/ -$/.test(action)) {
-      trimAfter = true;
-      action = action.slice(0, -1);
-    }
-    tokens.push({ text }, { action: action.trim() });
-    at = close + 2;
-    if (trimAfter) while (at < template.length && /\s/.test(template[at])) at++;
-  }
-  const stack: Node[][] = [[]];
-  const withs: Array<{ name: string; body: Node[] }> = [];
-  for (const token of tokens) {
-    const current = stack[stack.length - 1];
-    if (token.text !== undefined) {
-      if (token.text !== '') current.push({ kind: 'text', text: token.text });
-      continue;
-    }
-    const action = token.action as string;
-    let match: RegExpExecArray | null;
-    if ((match = /^\.([A-Za-z_][A-Za-z0-9_]*)$/.exec(action)) !== null) {
-      current.push({ kind: 'field', name: match[1] });
-    } else if (action === '.') {
-      current.push({ kind: 'dot' });
-    } else if ((match = /^with index \. "([A-Za-z_][A-Za-z0-9_]*)"$/.exec(action)) !== null) {
-      const node = { kind: 'with' as const, name: match[1], body: [] as Node[] };
-      current.push(node);
-      withs.push(node);
-      stack.push(node.body);
-    } else if (action === 'end' && withs.length > 0) {
-      withs.pop();
-      stack.pop();
-    } else {
-      throw new Error(`template action {{ ${action} }} is outside the subset this renderer knows`);
-    }
-  }
-  if (withs.length > 0) throw new Error('unclosed {{ with }}');
-  const render = (nodes: Node[], dot: string | undefined): string =>
-    nodes
-      .map((node) => {
-        switch (node.kind) {
-          case 'text':
-            return node.text;
-          case 'dot':
-            if (dot === undefined) throw new Error('{{ . }} outside {{ with }} would print the whole map');
-            return dot;
-          case 'field':
-            if (dot !== undefined) throw new Error(`{{ .${node.name} }} inside {{ with }} reads a field of a string`);
-            if (!(node.name in data)) throw new Error(`map has no entry for key "${node.name}"`);
-            return data[node.name];
-          case 'with': {
-            const value = data[node.name];
-            return value === undefined || value === '' ? '' : render(node.body, value);
-          }
-        }
-      })
-      .join('');
-  return render(stack[0], undefined);
 }

@@ -22,12 +22,17 @@ export interface RawAnswer {
 
 /** Sends `pieces` to `host:port` and waits (up to `timeoutMs`) for the server to answer and close. */
 export function rawRequest(host: string, port: number, pieces: RawPiece[], timeoutMs = 10_000): Promise<RawAnswer> {
+  return rawRequestAt({ host, port }, pieces, timeoutMs);
+}
+
+/** As `rawRequest`, to any address `net.connect` takes (a Unix socket's `path`, say). */
+export function rawRequestAt(to: net.NetConnectOpts, pieces: RawPiece[], timeoutMs = 10_000): Promise<RawAnswer> {
   const started = Date.now();
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     const pauses = new Set<NodeJS.Timeout>();
     let done = false;
-    const socket = net.connect({ host, port });
+    const socket = net.connect(to);
     const finish = (): void => {
       if (done) return;
       done = true;

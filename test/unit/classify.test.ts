@@ -150,6 +150,24 @@ describe('classify: what it reports', () => {
     expect(health.members[2].errors).toEqual([`http://10.0.0.2:2379: ${down}`]);
   });
 
+  const refused = 'etcd 3.5.35 cannot run data written by 3.7; upgrade the image or restore';
+
+  it("when this pod's etcd container refused to start etcd and left a note, then its member's errors and the answer's name it first", () => {
+    const health = classify(facts(three, { a2: down }, { startNote: { member: 'etcd-2', text: refused } }));
+
+    expect(health.status).toBe('degraded');
+    expect(health.members[2].errors).toEqual([refused, `http://10.0.0.2:2379: ${down}`]);
+    expect(health.errors).toEqual([`etcd-2: ${refused}`]);
+  });
+
+  it('when the member of a note answers after all, then the note is not shown (the script empties it when etcd starts)', () => {
+    const health = classify(facts(three, {}, { startNote: { member: 'etcd-2', text: refused } }));
+
+    expect(health.status).toBe('healthy');
+    expect(health.members[2].errors).toEqual([]);
+    expect(health.errors).toEqual([]);
+  });
+
   it('when members disagree on the leader, then the dissenting one says what it sees', () => {
     const health = classify(facts(three, { a2: { leaderId: '0', errors: ['etcdserver: no leader'] } }));
 
@@ -320,6 +338,16 @@ describe('classifyLocal', () => {
         role: null,
       },
     });
+  });
+
+  it("when the local member does not answer and its etcd container left a note, then the note comes first", () => {
+    const refused = 'etcd 3.5.35 cannot run data written by 3.7; upgrade the image or restore';
+    const observed = facts(three, { a2: 'etcd is unreachable' }, { startNote: { member: 'etcd-2', text: refused } });
+
+    const local = classifyLocal({ url: 'http://127.0.0.1:2379', error: 'connection refused' }, observe(observed), 'etcd-2');
+
+    expect(local.ready).toBe(false);
+    expect(local.member.errors).toEqual([refused, 'http://127.0.0.1:2379 did not answer: connection refused']);
   });
 
   it('when the local endpoint answers as a member not in the list, then it is not ready', () => {

@@ -181,6 +181,7 @@ const GOOD: Array<[Env, Partial<Config>]> = [
   [{ ETCD_AGENT_LOG_LEVEL: 'error' }, { logLevel: 'error' }],
   [{ ETCD_AGENT_RECOVERY_MIN_LOSS_SECONDS: '5' }, { recoveryMinLossSeconds: 5 }],
   [{ ETCD_AGENT_LOCAL_PEER_URL: 'http://127.0.0.1:2380' }, { localPeerUrl: 'http://127.0.0.1:2380' }],
+  [{ ETCD_AGENT_START_NOTE_FILE: '/var/run/etcd-lifecycle-agent/etcd-start-note' }, { startNoteFile: '/var/run/etcd-lifecycle-agent/etcd-start-note' }],
   [
     { ETCD_AGENT_MEMBER_NAME: 'etcd-2', ETCD_AGENT_PEER_URL_TEMPLATE: 'http://{name}.etcd-headless:2380' },
     { localPeerUrl: 'http://etcd-2.etcd-headless:2380' },
@@ -305,6 +306,7 @@ const BAD: Array<[Env, string, string]> = [
   [{ ETCD_AGENT_LOG_LEVEL: 'loud' }, 'ETCD_AGENT_LOG_LEVEL', 'is not one of'],
   [{ ETCD_AGENT_LOCAL_PEER_URL: 'http://127.0.0.1' }, 'ETCD_AGENT_LOCAL_PEER_URL', 'is not a peer URL'],
   [{ ETCD_AGENT_RECOVERY_MIN_LOSS_SECONDS: '0' }, 'ETCD_AGENT_RECOVERY_MIN_LOSS_SECONDS', 'must be a whole number from 1 to 86400'],
+  [{ ETCD_AGENT_START_NOTE_FILE: 'etcd-start-note' }, 'ETCD_AGENT_START_NOTE_FILE', 'must be an absolute path'],
 ];
 
 describe('loadConfig bad values', () => {

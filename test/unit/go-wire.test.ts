@@ -1,6 +1,6 @@
-import { goActionRequestJson, goHttpRequest, renderGoTemplate } from '../helpers/go-wire';
+import { goActionRequestJson, goHttpRequest } from '../helpers/go-wire';
 
-describe('the Go wire helpers of the conformance tests', () => {
+describe("the Go wire helpers: what KubeBlocks' Go client sends", () => {
   it.each<[string, Parameters<typeof goActionRequestJson>[0], Record<string, unknown>, string]>([
     ['a bare roleProbe', { action: 'roleProbe' }, {}, '{"action":"roleProbe"}'],
     ['empty parameters (omitempty)', { action: 'roleProbe', parameters: {}, arguments: [] }, {}, '{"action":"roleProbe"}'],
@@ -24,22 +24,5 @@ describe('the Go wire helpers of the conformance tests', () => {
       'POST /v1.0/action HTTP/1.1\r\nHost: 127.0.0.1:3501\r\nUser-Agent: Go-http-client/1.1\r\nContent-Length: 2\r\nContent-Type: application/json\r\nX-B: 2\r\nAccept-Encoding: gzip\r\n\r\n{}',
     );
     expect(goHttpRequest('GET', 'h', 1, '/v1/role', [], '').toString()).toBe('GET /v1/role HTTP/1.1\r\nHost: h:1\r\nUser-Agent: Go-http-client/1.1\r\nAccept-Encoding: gzip\r\n\r\n');
-  });
-
-  it.each<[string, string, Record<string, string>, string]>([
-    ['fields', '{"name": "{{ .A }}", "b": "{{.B}}"}', { A: 'x', B: 'y' }, '{"name": "x", "b": "y"}'],
-    ['with, present', '{ {{- with index . "C" }}"to": "{{ . }}", {{ end -}} "r": 1}', { C: 'etcd-1' }, '{"to": "etcd-1", "r": 1}'],
-    ['with, absent', '{ {{- with index . "C" }}"to": "{{ . }}", {{ end -}} "r": 1}', {}, '{"r": 1}'],
-    ['with, empty', '{ {{- with index . "C" }}"to": "{{ . }}", {{ end -}} "r": 1}', { C: '' }, '{"r": 1}'],
-  ])('when a template uses %s, then it renders as Go does', (_what, template, data, out) => {
-    expect(renderGoTemplate(template, data)).toBe(out);
-  });
-
-  it.each([
-    ['a missing key (missingkey=error)', '{{ .MISSING }}', /no entry for key "MISSING"/],
-    ['a function outside the subset', '{{ .A | quote }}', /outside the subset/],
-    ['an unclosed with', '{{ with index . "A" }}x', /unclosed/],
-  ])('when a template has %s, then rendering throws', (_what, template, error) => {
-    expect(() => renderGoTemplate(template, { A: 'a' })).toThrow(error);
   });
 });

@@ -4,7 +4,7 @@ import { parseAllDocuments, stringify } from 'yaml';
 import { kubeInject } from '../../agent/cli/kube-inject';
 import { runKubeInject } from '../../agent/cli/kube-inject-command';
 import { SIDECAR_NAME, TOKEN_MOUNT_PATH } from '../../agent/cli/kube-inject-sidecar';
-import { etcdStartScript, FLAGS_FILE, PREPARE_NAME, START_MOUNT_PATH, START_VOLUME, STATIC_SHELL } from '../../agent/cli/kube-inject-prepare';
+import { etcdStartScript, FLAGS_FILE, PREPARE_NAME, START_MOUNT_PATH, START_NOTE_FILE, START_VOLUME, STATIC_SHELL } from '../../agent/cli/kube-inject-prepare';
 import { kubeInjectHarness } from '../helpers/kube-inject-io';
 
 const ROOT = join(__dirname, '..', '..');
@@ -275,6 +275,7 @@ describe('the injected prepare step', () => {
       ETCD_AGENT_INITIAL_CLUSTER: expect.stringMatching(/^etcd-0=http:\/\/etcd-0\.etcd-headless\.demo\.svc\.cluster\.local:2380,etcd-1=/),
       ETCD_AGENT_INITIAL_CLUSTER_TOKEN: 'etcd-demo',
       ETCD_AGENT_PREPARE_FLAGS_FILE: FLAGS_FILE,
+      ETCD_AGENT_START_NOTE_FILE: START_NOTE_FILE,
       ETCD_AGENT_LISTEN: '0.0.0.0:3501',
       ETCD_AGENT_PEER_URL_TEMPLATE: 'http://{name}.etcd-headless.$(POD_NAMESPACE).svc.cluster.local:2380',
     });
@@ -296,6 +297,13 @@ describe('the injected prepare step', () => {
     expect((etcd.command as string[])[2]).toContain('exec /usr/local/bin/etcd "$@"');
     expect(etcd.volumeMounts).toContainEqual({ name: START_VOLUME, mountPath: START_MOUNT_PATH });
     expect(spec.volumes).toContainEqual({ name: START_VOLUME, emptyDir: {} });
+  });
+
+  it("when injected, then the sidecar reads the note etcd's command leaves when it refuses to start etcd (the start volume, writable for the recovery's control files)", () => {
+    const sidecar = containers(spec).find((c) => c.name === SIDECAR_NAME) as Json;
+    expect(envOf(sidecar).ETCD_AGENT_START_NOTE_FILE).toBe(START_NOTE_FILE);
+    expect((sidecar.volumeMounts as Json[]).filter((m) => m.name === START_VOLUME)).toEqual([{ name: START_VOLUME, mountPath: START_MOUNT_PATH }]);
+    expect(START_NOTE_FILE.startsWith(`${START_MOUNT_PATH}/`)).toBe(true);
   });
 
   it.each([
