@@ -17,6 +17,8 @@ import { MembershipService } from './membership/service';
 import type { Logger } from './observability/logger';
 import { createMetrics, Metrics } from './observability/metrics';
 import type { MemberStatus, OperationRecord } from './proto/types';
+import type { PrepareOptions } from './prepare/options';
+import { RecoveryService } from './recovery/service';
 import type * as ExpressApp from './server/express-app';
 import { mutationAuthWarnings } from './server/auth';
 import { fastRoutes } from './server/fast-routes';
@@ -34,7 +36,7 @@ export interface Agent extends Pick<ExpressApp.ExpressAppDeps, 'config' | 'logge
 }
 
 /** Builds the agent's services and app; does no I/O until called over HTTP. */
-export function createAgent(config: Config, deps: { logger: Logger; metrics?: Metrics }): Agent {
+export function createAgent(config: Config, deps: { logger: Logger; metrics?: Metrics; prepare?: PrepareOptions }): Agent {
   const metrics = deps.metrics ?? createMetrics();
   const { logger } = deps;
   // Status answers also feed the maintenance service's revision history (a compaction retention given as a duration).
@@ -77,13 +79,18 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
   const observer = new HealthObserver({ cluster, config, logger, metrics, operations, startNote, maintenance: () => maintenance.view() });
   built.health = observer;
   stoppers.push(() => observer.close());
+  // Recovery (README "When the quorum is lost"): the plan, the act through this pod's start script
+  // (when kube-inject gave the sidecar the data directory and the flags file), the rejoin watch.
+  const recovery = new RecoveryService({ config, cluster, health: observer, membership, logger, prepare: deps.prepare });
+  recovery.start();
+  stoppers.unshift(() => recovery.close());
   // The v1 routes, the health routes with a query, GET /v1/role, GET /v1/available and kbagent's wire format
   // (CONTRACT §5): express,
   // loaded and built by the first request that needs it (express-module.ts says why).
   let slow: RequestListener | undefined;
   const app = fastRoutes({ observer, metrics, logger }, () => {
     // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on first use, see above
-    slow ??= (require('./server/express-app') as typeof ExpressApp).expressApp({ config, logger, metrics, membership, maintenance, health: observer });
+    slow ??= (require('./server/express-app') as typeof ExpressApp).expressApp({ config, logger, metrics, membership, maintenance, health: observer, recovery });
     return slow;
   });
   return {
@@ -112,7 +119,7 @@ export interface RunningAgent extends Agent {
 /** Builds and starts the agent; HTTP serves before etcd is reached (CONTRACT §2). */
 export async function startAgent(
   config: Config,
-  deps: { logger: Logger; metrics?: Metrics; listen?: ListenOptions },
+  deps: { logger: Logger; metrics?: Metrics; listen?: ListenOptions; prepare?: PrepareOptions },
 ): Promise<RunningAgent> {
   const agent = createAgent(config, deps);
   const listening = await listen(agent.app, config, { logger: deps.logger, ...deps.listen });

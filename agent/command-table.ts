@@ -81,6 +81,17 @@ async function serve(argv: string[], io: MainIo): Promise<number> {
     return 2;
   }
   const { config } = loaded;
+  // With prepare's data directory and flags file (kube-inject gives the sidecar both), the agent can
+  // restart and prepare its pod's etcd again: the recovery's act and a survivor's rejoin.
+  let prepareOptions;
+  if ((process.env.ETCD_AGENT_DATA_DIR ?? '').trim() !== '') {
+    try {
+      prepareOptions = loadPrepareOptions(process.env, [], true);
+    } catch (err) {
+      if (err instanceof ConfigError) return badConfig('serve', err.message, io);
+      throw err;
+    }
+  }
   if (config.etcdCaFile !== undefined) {
     // Read once here so that files that do not load stop start-up as a bad value does (exit 2);
     // later rotations that do not load keep the previous credentials instead (etcd/credentials.ts).
@@ -111,7 +122,7 @@ async function serve(argv: string[], io: MainIo): Promise<number> {
   // without loading express, etcd3 and gRPC, in a third of the time.
   const [{ startAgent }, { createLogger }] = await Promise.all([import('./agent'), import('./observability/logger')]);
   const logger = createLogger({ level: config.logLevel });
-  const agent = await startAgent(config, { logger });
+  const agent = await startAgent(config, { logger, prepare: prepareOptions });
   return new Promise<number>((resolve) => {
     let stopping = false;
     const stop = (signal: string): void => {

@@ -20,13 +20,17 @@ export function unreadableFile(file: string): string | undefined {
 /**
  * Why `dir` cannot serve as a directory to read, write in and rename aside, or undefined. A missing
  * one is fine (it is made when needed) as long as the directory above it exists and can be written.
+ * With `readOnly` (the sidecar, which mounts etcd's data read-only and has etcd's start script move
+ * it), only reading is asked of it, and nothing of the directory above.
  */
-export function unusableDirectory(dir: string): string | undefined {
+export function unusableDirectory(dir: string, readOnly = false): string | undefined {
   const stat = statOf(dir);
   if (typeof stat !== 'string') {
     if (!stat.isDirectory()) return 'is a file, not a directory';
-    const why = denied(dir, fs.constants.R_OK | fs.constants.W_OK | fs.constants.X_OK, 'cannot be read and written (permission denied)');
-    if (why !== undefined) return why;
+    const why = readOnly
+      ? denied(dir, fs.constants.R_OK | fs.constants.X_OK, 'cannot be read (permission denied)')
+      : denied(dir, fs.constants.R_OK | fs.constants.W_OK | fs.constants.X_OK, 'cannot be read and written (permission denied)');
+    if (why !== undefined || readOnly) return why;
   } else if (stat !== 'does not exist') {
     return stat;
   }
@@ -34,6 +38,7 @@ export function unusableDirectory(dir: string): string | undefined {
   const above = statOf(parent);
   if (typeof above === 'string') return `the directory above it, ${parent}, ${above}`;
   if (!above.isDirectory()) return `the path above it, ${parent}, is a file, not a directory`;
+  if (readOnly) return undefined;
   return denied(parent, fs.constants.W_OK | fs.constants.X_OK, `cannot be moved aside or made: the directory above it, ${parent}, cannot be written (permission denied)`);
 }
 

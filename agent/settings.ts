@@ -246,8 +246,10 @@ export const SETTINGS = [
   row({ variable: 'ETCD_AGENT_LOCAL_PEER_URL', key: 'localPeerUrl', parse: peerUrl,
     defaultDoc: 'from `ETCD_AGENT_PEER_URL_TEMPLATE` and the member name, else none',
     doc: "this pod's member's peer URL: where a learner's agent reads the member list (`GET <peer URL>/members`) to find the voters" }),
+  row({ variable: 'ETCD_AGENT_RECOVERY_MIN_LOSS_SECONDS', key: 'recoveryMinLossSeconds', default: '300', parse: integer(1, 86_400),
+    doc: 'how long this agent must have seen the quorum lost, without a break, before `POST /v1/recovery` may act (see "When the quorum is lost")' }),
   row({ variable: 'ETCD_AGENT_START_NOTE_FILE', key: 'startNoteFile', parse: absolutePath,
-    doc: "where the etcd container's start script leaves the line with which it refused to start etcd (an etcd older than its data, see \"Upgrading etcd\"); `/v1/health/local` and this member in `/v1/health` name it while its etcd is down. `prepare` writes the path into that script; kube-inject sets it" }),
+    doc: "where the etcd container's start script leaves the line with which it refused to start etcd (an etcd older than its data, see \"Upgrading etcd\"); `/v1/health/local` and this member in `/v1/health` name it while its etcd is down. kube-inject's start script writes it as `etcd-start-note` beside the flags file, so it must name that file; kube-inject sets it" }),
   // Maintenance (README "Maintenance"): the schedule and the defaults of POST /v1/maintenance/defragment.
   row({ variable: 'ETCD_AGENT_DEFRAG_SCHEDULE', key: 'defragSchedule', parse: cronSchedule,
     doc: 'when this agent defragments the cluster by itself: a cron expression in UTC (`0 3 * * 0`, `@daily`); every sidecar may have it, the cluster lock lets one run at a time, and a run with nothing to do or an unhealthy cluster is skipped (logged, `etcd_agent_defrag_schedule_skips_total`)' }),

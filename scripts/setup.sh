@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the agent, its tests and its quick start need on a fresh Debian
-# machine: etcd 3.4 and Prometheus (promtool) from Debian's packages (when missing), etcd 3.5, 3.6 and
+# machine: etcd 3.4, busybox-static and Prometheus (promtool) from Debian's packages (when missing), etcd 3.5, 3.6 and
 # 3.7 and KubeBlocks' kbagent built from the Go module proxy when Go is here (scripts/etcd.sh,
 # scripts/kbagent.sh; nothing when already built),
 # the project's npm dependencies exactly as package-lock.json pins them, then builds dist/.
@@ -28,6 +28,18 @@ if command -v go >/dev/null 2>&1; then
   bash scripts/kbagent.sh >/dev/null || echo "setup: kbagent could not be built (see above)" >&2
 else
   echo "setup: no Go on this machine: etcd 3.5, 3.6 and 3.7 and kbagent are not built (the tests need them; the quick start runs Debian's 3.4)" >&2
+fi
+
+# The etcd start script kube-inject writes runs under Debian's static busybox in the pod (copied from
+# the agent's image); the tests run it under the same busybox, with no PATH (test/helpers/prepare-pods.ts).
+if [ ! -x /bin/busybox ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: busybox is missing (the start script tests need it): run as root, or apt-get install -y busybox-static" >&2
+  else
+    echo "setup: installing busybox-static from Debian"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq busybox-static >/dev/null
+  fi
 fi
 
 # Only the alert tests need Prometheus and promtool: without root, say so and go on.

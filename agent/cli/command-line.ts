@@ -11,7 +11,7 @@ import type { CommandUsage, UsageOption } from '../usage';
 export const DEFAULT_AGENT_URL = 'http://127.0.0.1:3501';
 
 /** A client command's name. */
-export type Command = 'join' | 'leave' | 'promote' | 'members' | 'health' | 'transfer-leader' | 'defragment';
+export type Command = 'join' | 'leave' | 'promote' | 'members' | 'health' | 'transfer-leader' | 'defragment' | 'recovery' | 'recover';
 
 /** True when `name` is one of the client commands. */
 export function isClientCommand(name: string | undefined): name is Command {
@@ -28,8 +28,8 @@ interface CommandSpec {
 }
 
 /** The options only some commands take. */
-type CommandOption = 'peer-url' | 'wait' | 'force' | 'to' | 'compact-retain' | 'no-compact' | 'min-fragmentation' | 'min-db-size';
-const COMMAND_OPTIONS: readonly CommandOption[] = ['peer-url', 'wait', 'force', 'to', 'compact-retain', 'no-compact', 'min-fragmentation', 'min-db-size'];
+type CommandOption = 'peer-url' | 'wait' | 'force' | 'to' | 'compact-retain' | 'no-compact' | 'min-fragmentation' | 'min-db-size' | 'from' | 'cluster-id';
+const COMMAND_OPTIONS: readonly CommandOption[] = ['peer-url', 'wait', 'force', 'to', 'compact-retain', 'no-compact', 'min-fragmentation', 'min-db-size', 'from', 'cluster-id'];
 
 /** Exit codes of the client commands (CONTRACT §7), as their help states them. */
 export const EXIT_CODES_NOTE =
@@ -127,6 +127,30 @@ const SPECS: Readonly<Record<Command, CommandSpec>> = {
       ],
     },
   },
+  recovery: {
+    named: false,
+    options: [],
+    usage: {
+      synopsis: '',
+      summary:
+        'the recovery plan when the quorum is lost for good: which members answer, how far their logs reach, whom to recover from (read only)',
+      options: [],
+    },
+  },
+  recover: {
+    named: false,
+    options: ['from', 'cluster-id', 'force'],
+    usage: {
+      synopsis: '--from NAME --cluster-id ID [--force]',
+      summary:
+        "restart NAME alone with --force-new-cluster, once the quorum has been lost for ETCD_AGENT_RECOVERY_MIN_LOSS_SECONDS; send it to NAME's own agent (--agent); refused with its figures unless every gate holds (exit 4)",
+      options: [
+        { flag: '--from NAME', meaning: 'the surviving member to recover from, as GET /v1/recovery names it' },
+        { flag: '--cluster-id ID', meaning: 'the cluster id that member must have, as GET /v1/recovery shows it' },
+        { flag: '--force', meaning: 'recover from NAME even when another survivor knows a higher commit index' },
+      ],
+    },
+  },
 };
 
 /** The usage of client command `command` (usage.ts): its own flags, then the common ones, then the exit codes. */
@@ -143,7 +167,7 @@ export function clientUsage(command: Command): CommandUsage {
 }
 
 /** Every client command, in the order the overview lists them. */
-export const CLIENT_COMMANDS: readonly Command[] = ['join', 'leave', 'promote', 'members', 'health', 'transfer-leader', 'defragment'];
+export const CLIENT_COMMANDS: readonly Command[] = ['join', 'leave', 'promote', 'members', 'health', 'transfer-leader', 'defragment', 'recovery', 'recover'];
 
 /** A parsed command line. */
 export interface ParsedCommand {
@@ -157,6 +181,9 @@ export interface ParsedCommand {
   compact?: Retention | false;
   minFragmentation?: number;
   minDbSizeBytes?: number;
+  /** recover: the member to recover from and the cluster id it must have (both as GET /v1/recovery shows them). */
+  from?: string;
+  clusterId?: string;
   agent: string;
   tokenFile?: string;
   timeoutSeconds?: number;
@@ -233,6 +260,8 @@ export function parseCommand(command: Command, argv: string[], env: NodeJS.Proce
         'no-compact': { type: 'boolean' },
         'min-fragmentation': { type: 'string' },
         'min-db-size': { type: 'string' },
+        from: { type: 'string' },
+        'cluster-id': { type: 'string' },
       },
     });
   } catch (err) {
@@ -250,6 +279,9 @@ export function parseCommand(command: Command, argv: string[], env: NodeJS.Proce
     if (!spec.named && positionals.length > 0) throw new UsageError(`${command} takes no argument, got "${positionals[0]}"`);
   }
   if (values.to === '') throw new UsageError('--to needs a member name');
+  if (command === 'recover' && !help && (values.from === undefined || values.from === '' || values['cluster-id'] === undefined || values['cluster-id'] === '')) {
+    throw new UsageError('recover needs --from NAME and --cluster-id ID (both as GET /v1/recovery shows them)');
+  }
   if (values.json === true && values.summary === true) throw new UsageError('--json and --summary exclude each other');
 
   const agent = values.agent ?? (env.ETCD_AGENT_URL?.trim() || DEFAULT_AGENT_URL);
@@ -270,6 +302,8 @@ export function parseCommand(command: Command, argv: string[], env: NodeJS.Proce
     wait: values.wait === true,
     force: values.force === true,
     to: values.to,
+    from: values.from,
+    clusterId: values['cluster-id'],
     agent,
     tokenFile: values['token-file'] ?? (env.ETCD_AGENT_TOKEN_FILE?.trim() || undefined),
     timeoutSeconds,

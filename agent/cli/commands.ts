@@ -56,6 +56,10 @@ export function requestFor(cmd: ParsedCommand): { method: 'GET' | 'POST'; path: 
       };
     case 'members':
       return { method: 'GET', path: '/v1/members' };
+    case 'recovery':
+      return { method: 'GET', path: '/v1/recovery' };
+    case 'recover':
+      return { method: 'POST', path: '/v1/recovery', body: { from: cmd.from, clusterId: cmd.clusterId, ...(cmd.force ? { force: true } : {}), ...deadline } };
     case 'health':
       return { method: 'GET', path: '/v1/health' };
   }

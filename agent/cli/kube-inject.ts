@@ -30,7 +30,7 @@ import { Document, isMap, isSeq, Pair, parseAllDocuments, Scalar, YAMLMap, YAMLS
 import { listenPlan } from './kube-inject-host-network';
 import { InjectOptions, ResolvedInjectOptions, resolveInjectOptions } from './kube-inject-options';
 import { etcdProbes } from './kube-inject-etcd-probes';
-import { injectPrepare, shareStartNote } from './kube-inject-prepare';
+import { injectPrepare } from './kube-inject-prepare';
 import { PodSite, SIDECAR_NAME, sidecarContainer, TOKEN_VOLUME } from './kube-inject-sidecar';
 import { envValue, seqAt, stringsOf } from './yaml-nodes';
 
@@ -114,8 +114,7 @@ function injectPod(doc: Document, podSpec: YAMLMap, site: PodSite, options: Reso
   containers.add(sidecar);
   // The prepare init container and the etcd command that sources its decision (kube-inject-prepare.ts).
   if (etcd !== undefined) {
-    const prepared = injectPrepare(doc, podSpec, etcd, { image: options.image, port: options.port, agentEnv: sidecarSpec.env, agentMounts: sidecarSpec.volumeMounts ?? [], resources: sidecarSpec.resources });
-    if (prepared) shareStartNote(doc, sidecar);
+    injectPrepare(doc, podSpec, etcd, { image: options.image, port: options.port, agentEnv: sidecarSpec.env, agentMounts: sidecarSpec.volumeMounts ?? [], resources: sidecarSpec.resources }, sidecar);
   }
 
   if (etcd !== undefined) {

@@ -48,6 +48,7 @@ export function toMemberList(res: IMemberListResponse): MemberList {
 export function toMemberStatus(res: IStatusResponse, latencyMs: number): MemberStatus {
   return {
     memberId: hexId(res.header.member_id),
+    clusterId: hexId(res.header.cluster_id),
     leaderId: hexId(res.leader),
     raftTerm: Number(res.raftTerm),
     raftIndex: Number(res.raftIndex),

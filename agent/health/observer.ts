@@ -45,6 +45,7 @@ import { canonicalUrl, classify } from './classify';
 import { classifyLocal, type LocalOptions } from './classify-local';
 import type { ClusterHealth, LocalHealth, ObservedFacts, RoleReading, StatusProbe } from './types';
 import { Observed, SharedObservation } from './shared-observation';
+import { QuorumLossClock, QUORUM_LOSS_MAX_GAP_MS } from './quorum-loss';
 
 /** What the observer needs; `operations` lists the membership lock's records (GET /v1/operations). */
 export interface HealthObserverDeps {
@@ -94,6 +95,8 @@ export class HealthObserver {
   private lastConfirmation = -Infinity;
   private closed = false;
   private readonly stopScrapes: () => void;
+  /** The stretch of observations that found no quorum (GET /v1/recovery's `quorumLostSince`). */
+  private readonly lossClock = new QuorumLossClock(QUORUM_LOSS_MAX_GAP_MS);
 
   constructor(private readonly deps: HealthObserverDeps) {
     this.maxAgeMs = deps.config.healthMaxAgeMs;
@@ -156,6 +159,24 @@ export class HealthObserver {
     // per max age, so a member that is really down does not raise the load with the probe rate.
     this.lastConfirmation = now;
     return { reading: (await this.local(now, {}, now)).local.reading, maxAgeMs: this.maxAgeMs };
+  }
+
+  /**
+   * Since when (wall-clock ms) this agent's observations have found the quorum lost without a break,
+   * or undefined when the last one found it, or nobody has looked for too long (quorum-loss.ts).
+   */
+  quorumLostSince(now = Date.now()): number | undefined {
+    return this.lossClock.since(now);
+  }
+
+  /** Whether the last observation that counted found the quorum lost: the recovery service then keeps looking. */
+  lastSawQuorumLoss(): boolean {
+    return this.lossClock.lastSawLoss();
+  }
+
+  /** The last member list any observation read (fresh or not), or undefined before the first. */
+  lastMembers(): Member[] | undefined {
+    return this.lastList?.members;
   }
 
   /** Stops updating metrics; observations in flight end by their own deadlines. */
@@ -253,7 +274,11 @@ export class HealthObserver {
       ...(note === undefined ? {} : { startNote: { member: config.memberName, text: note } }),
     };
     const observation = { facts, health: classify(facts) };
-    this.record(observation, performance.now() - startedAt > this.maxAgeMs);
+    const late = performance.now() - startedAt > this.maxAgeMs;
+    // A late observation may have cut calls short, so it is no evidence of a loss; a quorum it found still answered.
+    const hasQuorum = observation.health.quorum?.hasQuorum ?? false;
+    this.lossClock.see({ at: Date.now() - (performance.now() - startedAt), hasQuorum: late && !hasQuorum ? undefined : hasQuorum });
+    this.record(observation, late);
     return observation;
   }
 

@@ -140,13 +140,18 @@ export function decodeFields(buf: Buffer): { varints: Map<number, bigint>; bytes
  * a copy) and answers the new path. A second move in the same second gets a numbered suffix.
  */
 export function moveAside(dataDir: string, now = new Date()): string {
+  const target = asideTarget(dataDir, now);
+  fs.renameSync(dataDir, target);
+  fsyncDir(path.dirname(dataDir));
+  return target;
+}
+
+/** The first free `<dataDir>.removed-<UTC time>[-n]` sibling: where moveAside (or etcd's start script) puts it. */
+export function asideTarget(dataDir: string, now = new Date()): string {
   const stamp = now.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
   for (let n = 0; ; n++) {
     const target = `${dataDir}.removed-${stamp}${n === 0 ? '' : `-${n}`}`;
-    if (fs.existsSync(target)) continue;
-    fs.renameSync(dataDir, target);
-    fsyncDir(path.dirname(dataDir));
-    return target;
+    if (!fs.existsSync(target)) return target;
   }
 }
 

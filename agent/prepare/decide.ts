@@ -49,11 +49,16 @@ export interface PrepareFacts {
   token: string;
   /** Answers of the other initial members' prepare, by name; only gathered when asked for. */
   peers?: Map<string, PeerAnswer>;
+  /**
+   * A recovery ordered from this pod's member (POST /v1/recovery, through its sidecar): start it once
+   * with `--force-new-cluster`, if nothing answers and its data is of `clusterId`.
+   */
+  recovery?: { clusterId: string };
 }
 
 /** The one step to take next. */
 export type PrepareStep =
-  | { kind: 'start'; state: 'new' | 'existing'; initialCluster: string; reason: string }
+  | { kind: 'start'; state: 'new' | 'existing'; initialCluster: string; reason: string; once?: string[] }
   | { kind: 'move-aside'; reason: string }
   | { kind: 'join'; reason: string }
   | { kind: 'replace'; member: Member; reason: string }
@@ -138,6 +143,22 @@ function decideWithoutCluster(f: PrepareFacts): PrepareStep {
   const unreachable = f.cluster.kind === 'unreachable' ? f.cluster.reason : '';
   const plan: BootstrapPlan = { initialCluster: initialClusterOf(f.initial), token: f.token };
   if (f.dataDir.kind === 'member') {
+    if (f.recovery !== undefined) {
+      if (f.recovery.clusterId !== f.dataDir.clusterId) {
+        return {
+          kind: 'wait',
+          reason: `a recovery of cluster ${f.recovery.clusterId} was ordered, but the data directory holds member ${f.dataDir.memberId} of cluster ${f.dataDir.clusterId}`,
+        };
+      }
+      // etcd keeps the log up to its commit index, drops the members but itself, keeps the cluster id.
+      return {
+        kind: 'start',
+        state: 'existing',
+        initialCluster: plan.initialCluster || `${f.self.name}=${f.self.peerURL}`,
+        once: ['--force-new-cluster'],
+        reason: `no cluster answers (${unreachable}) and a recovery from member ${f.dataDir.memberId} of cluster ${f.dataDir.clusterId} was ordered: start once with --force-new-cluster`,
+      };
+    }
     // etcd ignores --initial-cluster* once it has a WAL; it rejoins with its own log.
     return {
       kind: 'start',

@@ -92,7 +92,11 @@ export const PREPARE_USAGE: CommandUsage = {
 };
 
 /** Reads prepare's options from `env` and `argv` (after the command name); throws ConfigError. */
-export function loadPrepareOptions(env: NodeJS.ProcessEnv, argv: readonly string[]): PrepareOptions {
+/**
+ * `sidecar`: the options of a serving agent's own prepare passes (the recovery's act, a survivor's
+ * rejoin); it mounts etcd's data read-only, so its data directory need only be readable.
+ */
+export function loadPrepareOptions(env: NodeJS.ProcessEnv, argv: readonly string[], sidecar = false): PrepareOptions {
   const { config, rest } = loadConfig(env, argv);
   let values: Partial<Record<Key, string>>;
   try {
@@ -120,7 +124,7 @@ export function loadPrepareOptions(env: NodeJS.ProcessEnv, argv: readonly string
   }
   const flagsFile = path.resolve(raw('flags-file') ?? DEFAULT_FLAGS_FILE);
   // Checked now, so a path that cannot serve is one line and exit 2, not a failure half-way through.
-  const dirProblem = unusableDirectory(path.resolve(dataDir));
+  const dirProblem = unusableDirectory(path.resolve(dataDir), sidecar);
   if (dirProblem !== undefined) throw new ConfigError(VARIABLES['data-dir'], `${dataDir} ${dirProblem}`);
   const flagsProblem = unwritableFile(flagsFile);
   if (flagsProblem !== undefined) throw new ConfigError(VARIABLES['flags-file'], `${flagsFile} ${flagsProblem}`);

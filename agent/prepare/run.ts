@@ -16,6 +16,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { crashPoint } from '../crash-point';
 import { Deadline } from '../deadline';
 import { pollUntil } from '../poll';
 import { EtcdCluster } from '../etcd/cluster-client';
@@ -26,10 +27,11 @@ import type { Logger } from '../observability/logger';
 import { createMetrics } from '../observability/metrics';
 import { isAgentError } from '../proto/errors';
 import { askPeers, AnswerServer, serveAnswer } from './answer-server';
-import { BOOTSTRAP_MARKER, moveAside, readDataDir, readDataVersions, writeFileAtomic } from './data-dir';
+import { asideTarget, BOOTSTRAP_MARKER, moveAside, readDataDir, readDataVersions, writeFileAtomic } from './data-dir';
+import { EtcdStartControl, flagLine } from './etcd-control';
 import { BootstrapPlan, decidePrepare, initialClusterOf, PrepareFacts, PrepareStep, samePlan } from './decide';
 import type { PrepareOptions } from './options';
-import { DataVersions, formatMinor, gateScript, VersionGate, versionGate } from './version-gate';
+import { DataVersions, formatMinor, gateLines, VersionGate, versionGate } from './version-gate';
 import { scanWal } from './wal-scan';
 
 /** Pause between passes while waiting. */
@@ -47,24 +49,18 @@ export function markerPath(dataDir: string): string {
 }
 
 /**
- * The start flags as a shell fragment the etcd container's command sources (the last flag wins in
- * etcd), after `gate`'s check of the etcd version against what the data directory records (an
- * older etcd than the data, or one that skips a minor, is refused there with one line).
+ * The start flags, one `set -- "$@" '<flag>'` line each, after the version gate's lines when the data
+ * directory records versions (version-gate.ts `gateLines`): kube-inject's start script reads them as
+ * data (kube-inject-prepare.ts `etcdStartScript`), and a shell that sources the file gets the same
+ * arguments (the last flag wins in etcd) and reads the gate as comments.
  */
-export function flagsFileContent(
-  step: Extract<PrepareStep, { kind: 'start' }>,
-  token: string,
-  name: string,
-  at: Date,
-  gate?: { gate: VersionGate; noteFile: string | undefined },
-): string {
-  const quote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
+export function flagsFileContent(step: Extract<PrepareStep, { kind: 'start' }>, token: string, name: string, at: Date, gate?: VersionGate): string {
   const flags = [`--initial-cluster=${step.initialCluster}`, `--initial-cluster-state=${step.state}`, `--initial-cluster-token=${token}`];
   return [
     `# written by etcd-lifecycle-agent prepare for ${name} at ${at.toISOString()}`,
     `# ${step.reason.replace(/\n/g, ' ')}`,
-    ...(gate === undefined ? [] : gateScript(gate.gate, gate.noteFile)),
-    `set -- "$@" ${flags.map(quote).join(' ')}`,
+    ...(gate === undefined ? [] : gateLines(gate)),
+    ...flags.map(flagLine),
     '',
   ].join('\n');
 }
@@ -95,7 +91,6 @@ export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<
   // Without a quorum the member list read answers at once, naming the figures: the reason prepare waits.
   const gate = new QuorumGate({ cluster, config, logger });
   const membership = new MembershipService({ cluster, config, logger, metrics: createMetrics({ defaultMetrics: false }), gate });
-  const plan: BootstrapPlan = { initialCluster: initialClusterOf(opts.initial), token: opts.token };
   let server: AnswerServer | undefined;
   try {
     // Without the answer (the port taken, e.g. prepare run beside a running sidecar) the peers read
@@ -111,50 +106,9 @@ export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<
       });
       return undefined;
     });
-    const end = Date.now() + opts.waitSeconds * 1000;
-    let lastReason = '';
-    let reason = '';
-    // A pass that acted goes on at once (its effect is read by the next pass); one that waits pauses.
-    const exitCode = await pollUntil({ until: end, pauseMs: () => (reason !== '' ? PASS_PAUSE_MS : 0) }, async () => {
-      const step = await nextStep(opts, cluster, gate);
-      if (step.kind === 'start') {
-        if (step.state === 'new' && !samePlan(readMarker(opts.dataDir) ?? { initialCluster: '', token: '' }, plan)) {
-          writeFileAtomic(markerPath(opts.dataDir), `${JSON.stringify(plan)}\n`);
-        }
-        // Once etcd has written its WAL the marker has done its work: without it, a later loss of the
-        // member directory alone cannot pass for "decided, never started".
-        if (step.state === 'existing') fs.rmSync(markerPath(opts.dataDir), { force: true });
-        // Only a directory etcd has written records versions; a new or joining member's is empty.
-        const { gate, recorded } = step.state === 'existing' ? dataGate(opts.dataDir, logger) : { gate: undefined, recorded: {} };
-        const gated = gate === undefined ? undefined : { gate, noteFile: config.startNoteFile };
-        writeFileAtomic(opts.flagsFile, flagsFileContent(step, opts.token, opts.self.name, new Date(), gated));
-        logger.info('prepared', {
-          member: opts.self.name,
-          state: step.state,
-          initialCluster: step.initialCluster,
-          reason: step.reason,
-          flagsFile: opts.flagsFile,
-          dataVersions: recorded,
-          ...(gate === undefined ? {} : { etcdVersions: `${formatMinor(gate.oldest)} to ${formatMinor(gate.newest)}` }),
-        });
-        if (step.state === 'new') await linger(opts, plan, logger);
-        return 0;
-      }
-      if (step.kind === 'wait') {
-        reason = step.reason;
-      } else {
-        logger.info('prepare step', { member: opts.self.name, step: step.kind, reason: 'reason' in step ? step.reason : '' });
-        reason = await act(step, opts, membership, logger);
-      }
-      if (reason !== '' && reason !== lastReason) logger.info('waiting', { member: opts.self.name, reason });
-      lastReason = reason || lastReason;
-      return undefined;
-    });
-    if (exitCode !== undefined) return exitCode;
-    logger.error('prepare cannot decide safely yet; exiting so the init container runs it again', {
-      member: opts.self.name,
-      reason: lastReason || 'the wait ran out',
-    });
+    const outcome = await preparePasses(opts, { cluster, membership, gate, logger }, { until: Date.now() + opts.waitSeconds * 1000 });
+    if (outcome.prepared) return 0;
+    logger.error('prepare cannot decide safely yet; exiting so the init container runs it again', { member: opts.self.name, reason: outcome.reason });
     return 1;
   } finally {
     await server?.close();
@@ -163,8 +117,87 @@ export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<
   }
 }
 
+/** What prepare's passes need: the cluster client and membership service of the process running them. */
+export interface PrepareDeps {
+  cluster: EtcdCluster;
+  membership: MembershipService;
+  /** Answers the member list read at once without a quorum, with the figures (membership/quorum-gate.ts); else a plain read. */
+  gate?: QuorumGate;
+  logger: Logger;
+}
+
+/** How far the passes went: flags written (`prepared`), or why not by `until`. */
+export type PassesOutcome = { prepared: true; step: Extract<PrepareStep, { kind: 'start' }> } | { prepared: false; reason: string };
+
+/**
+ * Prepare's passes until etcd's start flags are written or `until`: read the facts, take the one step
+ * decided, read again. Run by the init container (runPrepare), and by the sidecar while it holds its
+ * pod's etcd stopped (`sidecar`: it then never bootstraps a new cluster and asks no peers, and writes
+ * a decided one-shot flag, e.g. `--force-new-cluster` for an ordered `recovery`).
+ */
+export async function preparePasses(
+  opts: PrepareOptions,
+  deps: PrepareDeps,
+  run: { until: number; sidecar?: boolean; recovery?: { clusterId: string }; control?: EtcdStartControl },
+): Promise<PassesOutcome> {
+  const { logger } = deps;
+  const plan: BootstrapPlan = { initialCluster: initialClusterOf(opts.initial), token: opts.token };
+  let lastReason = '';
+  let reason = '';
+  let done: Extract<PrepareStep, { kind: 'start' }> | undefined;
+  // A pass that acted goes on at once (its effect is read by the next pass); one that waits pauses.
+  await pollUntil({ until: run.until, pauseMs: () => (reason !== '' ? PASS_PAUSE_MS : 0) }, async () => {
+    let step = await nextStep(opts, deps.cluster, deps.gate, run);
+    if (run.sidecar === true && (step.kind === 'ask-peers' || (step.kind === 'start' && step.state === 'new'))) {
+      step = { kind: 'wait', reason: 'no cluster answers; a running pod never bootstraps a new cluster (only its init container may)' };
+    }
+    if (step.kind === 'start') {
+      if (step.state === 'new' && !samePlan(readMarker(opts.dataDir) ?? { initialCluster: '', token: '' }, plan)) {
+        writeFileAtomic(markerPath(opts.dataDir), `${JSON.stringify(plan)}\n`);
+      }
+      // Once etcd has written its WAL the marker has done its work: without it, a later loss of the
+      // member directory alone cannot pass for "decided, never started". (The sidecar mounts the data
+      // read-only and never bootstraps: it leaves a marker to the next init container.)
+      if (step.state === 'existing' && run.sidecar !== true) fs.rmSync(markerPath(opts.dataDir), { force: true });
+      if (step.once !== undefined) {
+        if (run.control === undefined) throw new Error(`a one-shot start (${step.once.join(' ')}) needs the start script's control files`);
+        run.control.writeOnce(step.once, step.reason);
+      } else {
+        run.control?.dropOnce();
+      }
+      // Only a directory etcd has written records versions; a new or joining member's is empty.
+      const { gate, recorded } = step.state === 'existing' ? dataGate(opts.dataDir, logger) : { gate: undefined, recorded: {} };
+      writeFileAtomic(opts.flagsFile, flagsFileContent(step, opts.token, opts.self.name, new Date(), gate));
+      crashPoint('prepare-flags-written');
+      logger.info('prepared', {
+        member: opts.self.name,
+        state: step.state,
+        initialCluster: step.initialCluster,
+        reason: step.reason,
+        flagsFile: opts.flagsFile,
+        dataVersions: recorded,
+        ...(gate === undefined ? {} : { etcdVersions: `${formatMinor(gate.oldest)} to ${formatMinor(gate.newest)}` }),
+        ...(step.once === undefined ? {} : { once: step.once }),
+      });
+      if (step.state === 'new') await linger(opts, plan, logger);
+      done = step;
+      return true;
+    }
+    if (step.kind === 'wait') {
+      reason = step.reason;
+    } else {
+      logger.info('prepare step', { member: opts.self.name, step: step.kind, reason: 'reason' in step ? step.reason : '' });
+      reason = await act(step, opts, deps.membership, logger, mover(opts, run));
+    }
+    if (reason !== '' && reason !== lastReason) logger.info('waiting', { member: opts.self.name, reason });
+    lastReason = reason || lastReason;
+    return undefined;
+  });
+  return done !== undefined ? { prepared: true, step: done } : { prepared: false, reason: lastReason || 'the wait ran out' };
+}
+
 /** Reads the facts and decides, asking the peers only when the decision needs them. */
-async function nextStep(opts: PrepareOptions, cluster: EtcdCluster, gate: QuorumGate): Promise<PrepareStep> {
+async function nextStep(opts: PrepareOptions, cluster: EtcdCluster, gate: QuorumGate | undefined, run: { sidecar?: boolean; recovery?: { clusterId: string } }): Promise<PrepareStep> {
   const facts: PrepareFacts = {
     self: opts.self,
     dataDir: readDataDir(opts.dataDir),
@@ -172,34 +205,53 @@ async function nextStep(opts: PrepareOptions, cluster: EtcdCluster, gate: Quorum
     cluster: await readCluster(cluster, gate),
     initial: opts.initial,
     token: opts.token,
+    ...(run.recovery === undefined ? {} : { recovery: run.recovery }),
   };
   const step = decidePrepare(facts);
-  if (step.kind !== 'ask-peers') return step;
+  if (step.kind !== 'ask-peers' || run.sidecar === true) return step;
   const others = opts.initial.filter((m) => m.name !== opts.self.name);
   return decidePrepare({ ...facts, peers: await askPeers(others, opts.config.listen.port, 1000) });
 }
 
-async function readCluster(cluster: EtcdCluster, gate: QuorumGate): Promise<PrepareFacts['cluster']> {
+async function readCluster(cluster: EtcdCluster, gate: QuorumGate | undefined): Promise<PrepareFacts['cluster']> {
   try {
-    const list = await gate.through(Deadline.in(LIST_TIMEOUT_MS), 'reading the member list', (d) => cluster.listMembers(d));
+    const read = (d: Deadline): ReturnType<EtcdCluster['listMembers']> => cluster.listMembers(d);
+    const list = await (gate === undefined ? read(Deadline.in(LIST_TIMEOUT_MS)) : gate.through(Deadline.in(LIST_TIMEOUT_MS), 'reading the member list', read));
     return { kind: 'answered', list };
   } catch (err) {
     return { kind: 'unreachable', reason: err instanceof Error ? err.message : String(err) };
   }
 }
 
+/**
+ * How a data directory is moved aside: by prepare itself in the init container (which runs as etcd's
+ * user), by etcd's own start script in the sidecar, which mounts etcd's data read-only and holds etcd
+ * stopped meanwhile. Answers the new path, or undefined when the move is not done yet.
+ */
+function mover(opts: PrepareOptions, run: { until: number; sidecar?: boolean; control?: EtcdStartControl }): () => Promise<string | undefined> {
+  const control = run.control;
+  if (run.sidecar !== true || control === undefined) return async () => moveAside(opts.dataDir);
+  return async () => {
+    const target = asideTarget(opts.dataDir);
+    return (await control.moveAside(opts.dataDir, target, Math.min(run.until, Date.now() + 5000))) ? target : undefined;
+  };
+}
+
 /** Takes one step; answers why to wait before the next pass, or '' to go on at once. */
-async function act(step: PrepareStep, opts: PrepareOptions, membership: MembershipService, logger: Logger): Promise<string> {
+async function act(step: PrepareStep, opts: PrepareOptions, membership: MembershipService, logger: Logger, move: () => Promise<string | undefined>): Promise<string> {
   try {
     switch (step.kind) {
       case 'move-aside': {
-        const target = moveAside(opts.dataDir);
+        const target = await move();
+        if (target === undefined) return `waiting for etcd's start script to move ${opts.dataDir} aside (it does so while etcd is held)`;
         logger.warn('moved the data directory aside, not deleted', { member: opts.self.name, from: opts.dataDir, to: target, reason: step.reason });
+        crashPoint('prepare-moved-aside');
         return '';
       }
       case 'join': {
         const result = await membership.join({ name: opts.self.name, peerURLs: [opts.self.peerURL], learner: true }, { requestId: 'prepare' });
         logger.info('joined', { member: opts.self.name, outcome: result.outcome, id: result.member?.id, isLearner: result.member?.isLearner });
+        crashPoint('prepare-joined');
         return '';
       }
       case 'replace': {

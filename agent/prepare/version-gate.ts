@@ -1,7 +1,7 @@
 /**
  * Which etcd minor versions may start on a data directory, from the versions etcd recorded in it,
  * and the refusal the etcd container's start script gives any other (README "Upgrading etcd").
- * Pure: the versions go in, the rule and the shell lines that apply it come out.
+ * Pure: the versions go in, the rule and the flags-file lines that carry it to the start script come out.
  *
  * What etcd does itself, observed with 3.5.35, 3.6.16 and 3.7.3 (test/integration/etcd-upgrade.test.ts):
  * - an older etcd on newer data exits 1 after its first log lines, in a crash loop whose reason
@@ -24,9 +24,9 @@
  * still says the old one. Without any recorded version there is no rule (the start script checks
  * nothing).
  *
- * Invariant: the shell lines only compare numbers and print the messages rendered here, so
- * {@link gateRefusal} is what they do (test/unit/version-gate.test.ts, and the integration test runs
- * them with etcd's real binaries).
+ * Invariant: the start script only compares the ranks of {@link gateLines} and prints the messages
+ * rendered here, so {@link gateRefusal} is what it does (test/unit/etcd-start-script.test.ts, and the
+ * integration test runs it with etcd's real binaries).
  */
 
 /** A major.minor version. */
@@ -101,39 +101,24 @@ export function gateRefusal(gate: VersionGate, etcdVersion: string): string | un
   return undefined;
 }
 
+/** The prefix of the flags file's gate lines (comments to a shell that sources the file). */
+export const GATE_PREFIX = '#etcd-version-';
+
 /**
- * Shell lines (POSIX sh, builtins only: etcd's images have no other tools) to be sourced by the
- * etcd container's command `sh -c '. <flags file> && exec <etcd> "$@"' <etcd> …`, where `$0` is
- * etcd: they read `"$0" --version` and, on a version the gate refuses, print the refusal on stderr,
- * write it to `noteFile` (for the sidecar's health) and to the termination log, and exit 1. On a
- * version it allows, or one they cannot read, they empty `noteFile` and go on.
+ * The gate as data lines of the flags file, which kube-inject's start script reads (never runs):
+ * `#etcd-version-gate <oldest rank> <newest rank>` (rank: major × 10000 + minor) and the two
+ * refusals, `#etcd-version-too-old <line>` and `#etcd-version-too-new <line>`, in which the script
+ * puts the version `"$0" --version` prints in place of `{version}`. A shell that sources the file
+ * reads them as comments. The script prints the refusal on stderr, writes it to `etcd-start-note`
+ * beside the flags file (for the sidecar's health) and to the termination log, and exits 1
+ * (kube-inject-prepare.ts `etcdStartScript`).
  */
-export function gateScript(gate: VersionGate, noteFile: string | undefined): string[] {
-  const quote = (s: string): string => `'${s.replace(/'/g, `'\\''`)}'`;
-  const say = (message: string): string => message.replace(/'/g, `'\\''`).replace('{version}', `'"$etcd_agent_version"'`);
-  const note = noteFile === undefined ? [] : [`  { printf '%s\\n' "$etcd_agent_refusal" > ${quote(noteFile)}; } 2>/dev/null`];
+export function gateLines(gate: VersionGate): string[] {
   return [
     `# The data directory records ${gate.recorded}: it may run etcd ${formatMinor(gate.oldest)} to ${formatMinor(gate.newest)} (etcd-lifecycle-agent prepare).`,
-    `etcd_agent_version="$("$0" --version 2>/dev/null)"`,
-    `etcd_agent_version="\${etcd_agent_version#*etcd Version: }"`,
-    `etcd_agent_version="\${etcd_agent_version%%[!0-9.]*}"`,
-    `etcd_agent_minor="\${etcd_agent_version#*.}"`,
-    `etcd_agent_refusal=''`,
-    `case "\${etcd_agent_version%%.*}.\${etcd_agent_minor%%.*}" in`,
-    `[0-9]*.[0-9]*)`,
-    `  etcd_agent_rank=$(( \${etcd_agent_version%%.*} * 10000 + \${etcd_agent_minor%%.*} ))`,
-    `  [ "$etcd_agent_rank" -lt ${rank(gate.oldest)} ] && etcd_agent_refusal='${say(tooOld('{version}', gate))}'`,
-    `  [ "$etcd_agent_rank" -gt ${rank(gate.newest)} ] && etcd_agent_refusal='${say(tooNew('{version}', gate))}'`,
-    `  ;;`,
-    `esac`,
-    `if [ -n "$etcd_agent_refusal" ]; then`,
-    `  printf 'etcd-lifecycle-agent: %s\\n' "$etcd_agent_refusal" >&2`,
-    ...note,
-    // Kubernetes shows the termination log in the pod's status (kubectl describe); it exists only there.
-    `  [ -w /dev/termination-log ] && { printf '%s\\n' "$etcd_agent_refusal" > /dev/termination-log; } 2>/dev/null`,
-    `  exit 1`,
-    `fi`,
-    ...(noteFile === undefined ? [] : [`{ : > ${quote(noteFile)}; } 2>/dev/null`]),
+    `${GATE_PREFIX}gate ${rank(gate.oldest)} ${rank(gate.newest)}`,
+    `${GATE_PREFIX}too-old ${tooOld('{version}', gate)}`,
+    `${GATE_PREFIX}too-new ${tooNew('{version}', gate)}`,
   ];
 }
 

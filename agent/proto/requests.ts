@@ -149,3 +149,13 @@ export function parseRequest<S extends z.ZodTypeAny>(schema: S, body: unknown): 
   const message = first === undefined ? 'invalid body' : first.path === '' ? first.message : `${first.path}: ${first.message}`;
   throw new AgentError('bad-request', message, { details: { issues } });
 }
+
+/** `POST /v1/recovery`: the member to recover from, the cluster's id (as the plan shows it), and `force` to pass over a more advanced survivor. */
+export const recoveryRequestSchema = z
+  .object({
+    from: memberName,
+    clusterId: z.string().regex(/^(0x)?[0-9a-fA-F]{1,16}$/, 'must be the cluster id in hex, as GET /v1/recovery shows it'),
+    force: z.boolean().optional(),
+    timeoutSeconds: timeoutSeconds.optional(),
+  })
+  .strict();

@@ -37,6 +37,8 @@ export interface ClusterSummary {
 export interface MemberStatus {
   /** Hex id of the member that answered. */
   memberId: string;
+  /** Hex id of the cluster it says it belongs to (absent in hand-made fixtures). */
+  clusterId?: string;
   /** Hex id of the leader as this member sees it; "0" when it knows none. */
   leaderId: string;
   raftTerm: number;

@@ -14,7 +14,9 @@ import { createApp } from './app';
 import { availableRouter } from './available-routes';
 import { healthRouter } from './health-routes';
 import { kbAgentErrorHandler, kbAgentRouter } from './kbagent-routes';
+import type { RecoveryService } from '../recovery/service';
 import { maintenanceRouter } from './maintenance-routes';
+import { recoveryRouter } from './recovery-routes';
 import { requestGuard } from './request-guard';
 import { roleRouter } from './role-routes';
 import { v1Router } from './v1-routes';
@@ -27,11 +29,12 @@ export interface ExpressAppDeps {
   membership: MembershipService;
   maintenance: MaintenanceService;
   health: HealthObserver;
+  recovery: RecoveryService;
 }
 
 /** Builds the app: methods, query strings and charsets are checked before any route sees them (request-guard.ts). */
 export function expressApp(deps: ExpressAppDeps): RequestListener {
-  const { config, logger, metrics, membership, maintenance, health } = deps;
+  const { config, logger, metrics, membership, maintenance, health, recovery } = deps;
   return createApp({
     config,
     logger,
@@ -41,6 +44,8 @@ export function expressApp(deps: ExpressAppDeps): RequestListener {
       v1Router(membership),
       maintenanceRouter(maintenance),
       healthRouter(health),
+      // When the quorum is lost for good: the plan, the act, and this agent's own member.
+      recoveryRouter(recovery, config),
       // kbagent's wire format (CONTRACT §5): an adapter over the same membership service.
       // roleProbe (kbagent's and GET /v1/role) reads the shared health observation, as /v1/health/local does.
       kbAgentRouter({ config, membership, logger, observer: health }),

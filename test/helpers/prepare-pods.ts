@@ -16,14 +16,19 @@ import path from 'node:path';
 import { RunningAgent, startAgent } from '../../agent/agent';
 import { etcdStartScript } from '../../agent/cli/kube-inject-prepare';
 import { loadConfig } from '../../agent/config';
+import { flagLine } from '../../agent/prepare/etcd-control';
+import { loadPrepareOptions } from '../../agent/prepare/options';
 import { createLogger } from '../../agent/observability/logger';
 import { createMetrics } from '../../agent/observability/metrics';
 import { findEtcd, findEtcdctl } from '../../scripts/local-cluster';
 import { baseFlags, etcdInstall } from '../../scripts/etcd-version';
 import { freePorts } from '../../scripts/ports';
 import { binCommand } from '../../scripts/bin-command';
-import { LogLine, MAIN_JS } from './child-agent';
+import { ChildAgent, LogLine, MAIN_JS } from './child-agent';
 
+
+/** Debian's static busybox (package busybox-static), which the agent's image copies into the pod as etcd's shell. */
+export const BUSYBOX = '/bin/busybox';
 
 /** One pod: its stable identity and, while they run, its processes. */
 export interface Pod {
@@ -36,6 +41,12 @@ export interface Pod {
   etcd?: ChildProcess;
   etcdExited?: Promise<void>;
   agent?: RunningAgent;
+  /** The sidecar as a real `serve` process (startAgent with `process: true`), which a test can SIGKILL. */
+  agentProcess?: ChildAgent;
+  /** Every sidecar process this pod has run, in order (their log lines: `agentLines`). */
+  agentRuns: ChildAgent[];
+  /** Play the kubelet: start the etcd container again when its script exits unasked. */
+  restartOnExit?: boolean;
 }
 
 /** What one run of prepare did. */
@@ -85,6 +96,7 @@ export class PodSet {
           peerURL: `http://${host}:${peer}`,
           dataDir: path.join(root, name, 'volume', 'default.etcd'),
           flagsFile: path.join(root, name, 'run', 'etcd-flags.sh'),
+          agentRuns: [],
         });
       });
       return set;
@@ -111,9 +123,10 @@ export class PodSet {
 
   /**
    * Runs `prepare` once for pod `name`, as the init container would (a fresh emptyDir unless
-   * `keepRun`), and kills it with SIGKILL on the first log line `killOn` accepts.
+   * `keepRun`), and kills it with SIGKILL on the first log line `killOn` accepts (or, exactly, at
+   * the crash point `crashAt`).
    */
-  prepare(name: string, opts: { killOn?: (line: LogLine) => boolean; waitSeconds?: number; endpoints?: number; keepRun?: boolean } = {}): Promise<PrepareRun> {
+  prepare(name: string, opts: { killOn?: (line: LogLine) => boolean; crashAt?: string; waitSeconds?: number; endpoints?: number; keepRun?: boolean } = {}): Promise<PrepareRun> {
     const pod = this.pod(name);
     if (opts.keepRun !== true) fs.rmSync(path.dirname(pod.flagsFile), { recursive: true, force: true });
     fs.mkdirSync(path.dirname(pod.dataDir), { recursive: true });
@@ -129,6 +142,8 @@ export class PodSet {
       ETCD_AGENT_INITIAL_CLUSTER_TOKEN: this.token,
       ETCD_AGENT_PREPARE_WAIT_SECONDS: String(opts.waitSeconds ?? 30),
       ETCD_AGENT_LOG_LEVEL: 'info',
+      // A crash point (agent/crash-point.ts): prepare kills itself with SIGKILL exactly at that step.
+      ...(opts.crashAt === undefined ? {} : { ETCD_AGENT_CRASH_POINTS: opts.crashAt }),
     };
     const [node, argv] = binCommand(this.main, ['prepare']);
     const child = spawn(node, argv, { env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -169,7 +184,11 @@ export class PodSet {
     throw new Error(`prepare of ${name} never exited 0: ${JSON.stringify(last.lines.slice(-3))} ${last.stderr}`);
   }
 
-  /** Starts pod `name`'s etcd through the wrapper that sources the flags file. */
+  /**
+   * Starts pod `name`'s etcd container: the start script kube-inject writes (Debian's static busybox
+   * when it is installed, as in the pod, else /bin/sh), which runs etcd as its child. With
+   * `restartOnExit` set on the pod, a script that exits unasked is started again, as the kubelet does.
+   */
   startEtcd(name: string): void {
     const pod = this.pod(name);
     if (pod.etcd !== undefined) throw new Error(`${name}'s etcd already runs`);
@@ -182,25 +201,34 @@ export class PodSet {
       `--initial-advertise-peer-urls=${pod.peerURL}`,
       ...baseFlags(etcdInstall().minor),
     ];
-    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('ETCD')));
     fs.mkdirSync(path.join(this.root, name), { recursive: true });
+    // As in the pod: busybox copied into the start directory as `sh` (the init container does it
+    // there), run with no PATH and nothing else of the machine (the etcd image has no shell, no tools).
+    const shell = path.join(path.dirname(pod.flagsFile), 'sh');
+    if (!fs.existsSync(shell)) {
+      if (!fs.existsSync(BUSYBOX)) throw new Error(`${BUSYBOX} is missing: the start script runs under Debian's static busybox, as in the pod (apt-get install busybox-static; scripts/setup.sh and .ci/run install it)`);
+      fs.mkdirSync(path.dirname(shell), { recursive: true });
+      fs.copyFileSync(BUSYBOX, shell);
+      fs.chmodSync(shell, 0o755);
+    }
     const log = fs.openSync(path.join(this.root, name, 'etcd.log'), 'a');
     try {
-      // The script kube-inject gives the etcd container (paths here have no spaces, as there).
-      const argv = ['/bin/sh', '-c', etcdStartScript(pod.flagsFile, this.etcdBin), this.etcdBin, ...args];
-      // As the harness does: with setpriv, the kernel kills etcd when this process dies, even by SIGKILL
-      // (the death signal survives the shell's exec of etcd).
+      // As the harness does: with setpriv, the kernel kills etcd when its parent (the script) dies, even
+      // by SIGKILL. A wrapper (run by the same busybox) notes each start's arguments (etcdStarts).
       const setpriv = ['/usr/bin/setpriv', '/bin/setpriv'].find((f) => fs.existsSync(f));
+      const etcd = setpriv === undefined ? this.etcdBin : `${setpriv} --pdeathsig=KILL -- ${this.etcdBin}`;
+      const wrapper = path.join(this.root, name, 'etcd-wrapper.sh');
+      fs.writeFileSync(wrapper, `echo "$*" >> ${path.join(this.root, name, 'etcd-starts.log')}\nexec ${etcd} "$@"\n`);
+      const argv = [shell, '-c', etcdStartScript(pod.flagsFile, `${shell} ${wrapper}`, pod.dataDir), this.etcdBin, ...args];
       const [cmd, ...rest] = setpriv === undefined ? argv : [setpriv, '--pdeathsig=KILL', '--', ...argv];
-      const child = spawn(cmd, rest, {
-        env,
-        stdio: ['ignore', log, log],
-        detached: true,
-      });
+      const child = spawn(cmd, rest, { env: {}, stdio: ['ignore', log, log], detached: true });
       pod.etcd = child;
       pod.etcdExited = new Promise((resolve) =>
         child.once('exit', () => {
-          if (pod.etcd === child) pod.etcd = undefined;
+          if (pod.etcd === child) {
+            pod.etcd = undefined;
+            if (pod.restartOnExit === true) setTimeout(() => pod.restartOnExit === true && pod.etcd === undefined && this.startEtcd(name), 500);
+          }
           resolve();
         }),
       );
@@ -209,36 +237,103 @@ export class PodSet {
     }
   }
 
-  /** Stops pod `name`'s etcd (SIGTERM, or SIGKILL when `kill`) and waits for it to exit. */
+  /** Stops pod `name`'s etcd container (SIGTERM to the script, or SIGKILL to all of it when `kill`) and waits for it to exit; no restart follows. */
   async stopEtcd(name: string, kill = false): Promise<void> {
     const pod = this.pod(name);
-    if (pod.etcd === undefined) return;
-    pod.etcd.kill(kill ? 'SIGKILL' : 'SIGTERM');
-    const timer = setTimeout(() => pod.etcd?.kill('SIGKILL'), 5000);
+    pod.restartOnExit = false;
+    const child = pod.etcd;
+    if (child === undefined) return;
+    const signal = (sig: NodeJS.Signals): void => {
+      try {
+        process.kill(-(child.pid as number), sig);
+      } catch {
+        child.kill(sig);
+      }
+    };
+    signal(kill ? 'SIGKILL' : 'SIGTERM');
+    const timer = setTimeout(() => signal('SIGKILL'), 5000);
     await pod.etcdExited;
     clearTimeout(timer);
   }
 
-  /** Starts pod `name`'s sidecar: a real agent in this process (its auto-promotion promotes the pod's learner). */
-  async startAgent(name: string): Promise<RunningAgent> {
+  /** The pid of pod `name`'s etcd itself (the start script's child), from the script's state file. */
+  etcdPid(name: string): number | undefined {
+    try {
+      const m = /^running (\d+)/.exec(fs.readFileSync(path.join(path.dirname(this.pod(name).flagsFile), 'etcd-state'), 'utf8'));
+      return m === null ? undefined : Number(m[1]);
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** The arguments of each start of pod `name`'s etcd, oldest first (from the start script's wrapper). */
+  etcdStarts(name: string): string[] {
+    try {
+      return fs.readFileSync(path.join(this.root, name, 'etcd-starts.log'), 'utf8').split('\n').filter(Boolean);
+    } catch {
+      return [];
+    }
+  }
+
+  /** Sends `signal` to pod `name`'s etcd process itself (SIGSTOP freezes it, SIGCONT thaws it, SIGKILL kills it and its script then exits). */
+  signalEtcd(name: string, signal: 'SIGSTOP' | 'SIGCONT' | 'SIGKILL'): void {
+    const pid = this.etcdPid(name);
+    if (pid === undefined) throw new Error(`${name}'s etcd does not run`);
+    process.kill(pid, signal);
+  }
+
+  /**
+   * Starts pod `name`'s sidecar on the pod's agent port, with prepare's settings as kube-inject gives
+   * them (so it can restart and prepare its etcd again) and `env` on top: a real agent in this
+   * process (its auto-promotion promotes the pod's learner), or with `process: true` the built bin as
+   * a child process (`serve`), which a test can SIGKILL (`killAgent`, or a crash point in `env`)
+   * and start again.
+   */
+  async startAgent(name: string, env: Record<string, string> = {}, opts: { process?: boolean } = {}): Promise<void> {
     const pod = this.pod(name);
-    const { config } = loadConfig({
-      ETCD_AGENT_LISTEN: `${pod.host}:0`,
+    const all = {
+      ETCD_AGENT_LISTEN: `${pod.host}:${this.ports.agent}`,
       ETCD_AGENT_ENDPOINTS: this.endpoints().join(','),
       ETCD_AGENT_LOCAL_ENDPOINT: pod.clientURL,
       ETCD_AGENT_MEMBER_NAME: name,
-    });
+      ETCD_AGENT_PEER_URL: pod.peerURL,
+      ETCD_AGENT_DATA_DIR: pod.dataDir,
+      ETCD_AGENT_PREPARE_FLAGS_FILE: pod.flagsFile,
+      ETCD_AGENT_INITIAL_CLUSTER: this.initialCluster,
+      ETCD_AGENT_INITIAL_CLUSTER_TOKEN: this.token,
+      ...env,
+    };
+    if (opts.process === true) {
+      pod.agentProcess = await ChildAgent.start(this.main, all, 60_000);
+      pod.agentRuns.push(pod.agentProcess);
+      return;
+    }
+    const { config } = loadConfig(all);
+    const prepare = loadPrepareOptions(all, []);
     const level = process.env.MEMBERSHIP_TEST_LOG;
     const logger = level === undefined ? createLogger({ silent: true }) : createLogger({ level, stream: process.stderr });
-    pod.agent = await startAgent(config, { logger, metrics: createMetrics({ defaultMetrics: false }) });
-    return pod.agent;
+    pod.agent = await startAgent(config, { logger, metrics: createMetrics({ defaultMetrics: false }), prepare });
   }
 
-  /** Stops pod `name`'s sidecar. */
+  /** Stops pod `name`'s sidecar (SIGTERM to its process, which stops cleanly). */
   async stopAgent(name: string): Promise<void> {
     const pod = this.pod(name);
     await pod.agent?.stop(1000);
     pod.agent = undefined;
+    await pod.agentProcess?.kill('SIGTERM');
+    pod.agentProcess = undefined;
+  }
+
+  /** The log lines of every sidecar process pod `name` has run, in order. */
+  agentLines(name: string): LogLine[] {
+    return this.pod(name).agentRuns.flatMap((a) => a.lines);
+  }
+
+  /** Kills pod `name`'s sidecar process with SIGKILL, as a crash or an OOM kill would. */
+  async killAgent(name: string): Promise<void> {
+    const pod = this.pod(name);
+    await pod.agentProcess?.kill('SIGKILL');
+    pod.agentProcess = undefined;
   }
 
   /** Pod `name`'s etcd log so far (all its runs). */
@@ -254,7 +349,7 @@ export class PodSet {
   writeFlags(name: string, state: 'new' | 'existing', initialCluster = this.initialCluster): void {
     const file = this.pod(name).flagsFile;
     fs.mkdirSync(path.dirname(file), { recursive: true });
-    fs.writeFileSync(file, `set -- "$@" '--initial-cluster=${initialCluster}' '--initial-cluster-state=${state}' '--initial-cluster-token=${this.token}'\n`);
+    fs.writeFileSync(file, [`--initial-cluster=${initialCluster}`, `--initial-cluster-state=${state}`, `--initial-cluster-token=${this.token}`].map((f) => `${flagLine(f)}\n`).join(''));
   }
 
   /** Resolves once pod `name`'s etcd has exited (e.g. a panic at start). */

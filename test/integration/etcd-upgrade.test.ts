@@ -29,7 +29,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { etcdStartScript } from '../../agent/cli/kube-inject-prepare';
 import { readDataVersions } from '../../agent/prepare/data-dir';
-import { DataVersions, gateRefusal, gateScript, versionGate } from '../../agent/prepare/version-gate';
+import { DataVersions, gateLines, gateRefusal, versionGate } from '../../agent/prepare/version-gate';
+import { flagLine } from '../../agent/prepare/etcd-control';
 import { scanWal } from '../../agent/prepare/wal-scan';
 import { binCommand } from '../../scripts/bin-command';
 import { etcdInstallOf, type EtcdInstall } from '../../scripts/etcd-version';
@@ -456,23 +457,26 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
   ])("when the start script's check of %s runs with each real etcd binary, under busybox and dash, then it does what gateRefusal says", (_what, versions, v2Entries) => {
     const gate = versionGate(versions, v2Entries);
     if (gate === undefined) throw new Error('no gate');
-    const file = path.join(runDir, 'check.sh');
-    const note = path.join(runDir, 'check-note');
-    fs.writeFileSync(file, [...gateScript(gate, note), 'set -- "$@" --started', ''].join('\n'));
+    const dir = path.join(runDir, 'check');
+    fs.mkdirSync(dir, { recursive: true });
+    const file = path.join(dir, 'etcd-flags.sh');
+    const note = path.join(dir, 'etcd-start-note');
+    fs.writeFileSync(file, [...gateLines(gate), flagLine('--initial-cluster-token=started'), ''].join('\n'));
     const installs = [etcdInstallOf('3.4'), v35, v36, v37];
     for (const shell of [[BUSYBOX, 'sh'], ['/bin/sh']]) {
       for (const install of installs) {
         const want = gateRefusal(gate, install.version);
         let out: string;
         try {
-          out = execFileSync(shell[0], [...shell.slice(1), '-c', `. ${file} && echo "would start $0 $*"`, install.etcd, '--x'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+          // The whole start script, with `echo would start` for etcd's binary ($0 is the real etcd, which it asks its version).
+          out = execFileSync(shell[0], [...shell.slice(1), '-c', etcdStartScript(file, 'echo would start', path.join(dir, 'data')), install.etcd, '--x'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
         } catch (err) {
           const failed = err as { status: number; stderr: string };
           expect([shell[0], install.version, failed.status, failed.stderr]).toEqual([shell[0], install.version, 1, `etcd-lifecycle-agent: ${want}\n`]);
           expect(fs.readFileSync(note, 'utf8')).toBe(`${want}\n`);
           continue;
         }
-        expect([shell[0], install.version, out]).toEqual([shell[0], install.version, want === undefined ? `would start ${install.etcd} --x --started\n` : 'refused']);
+        expect([shell[0], install.version, out]).toEqual([shell[0], install.version, want === undefined ? 'would start --x --initial-cluster-token=started\n' : 'refused']);
         expect(fs.readFileSync(note, 'utf8')).toBe('');
       }
     }
@@ -520,9 +524,12 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     return { code, prepared, output, ms: Date.now() - started };
   }
 
-  /** The etcd container's command in kube-inject's pods: busybox sh sourcing the flags file prepare wrote, then etcd. */
+  /** The etcd container's command in kube-inject's pods: busybox sh running kube-inject's start script (etcd as its child, with the flags and version gate prepare wrote). */
   function startScript(name: string, etcd: EtcdInstall): string[] {
-    return [BUSYBOX, 'sh', '-c', etcdStartScript(flagsFile(name), etcd.etcd)];
+    // etcd runs as the script's child: with setpriv, the kernel kills it when the script dies, as the harness's own etcd.
+    const setpriv = ['/usr/bin/setpriv', '/bin/setpriv'].find((f) => fs.existsSync(f));
+    const binary = setpriv === undefined ? etcd.etcd : `${setpriv} --pdeathsig=KILL -- ${etcd.etcd}`;
+    return [BUSYBOX, 'sh', '-c', etcdStartScript(flagsFile(name), binary, cluster.member(name).dataDir)];
   }
 
   /**

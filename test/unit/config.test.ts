@@ -83,6 +83,7 @@ describe('loadConfig defaults', () => {
       tlsKeyFile: undefined,
       tlsClientCaFile: undefined,
       logLevel: 'info',
+      recoveryMinLossSeconds: 300,
       hostNetwork: false,
       hostNetworkAllowUnauthenticatedLoopback: false,
       defragSchedule: undefined,
@@ -183,6 +184,7 @@ const GOOD: Array<[Env, Partial<Config>]> = [
   [{ ETCD_AGENT_LOG_LEVEL: 'debug' }, { logLevel: 'debug' }],
   [{ ETCD_AGENT_LOG_LEVEL: 'WARN' }, { logLevel: 'warn' }],
   [{ ETCD_AGENT_LOG_LEVEL: 'error' }, { logLevel: 'error' }],
+  [{ ETCD_AGENT_RECOVERY_MIN_LOSS_SECONDS: '5' }, { recoveryMinLossSeconds: 5 }],
   [{ ETCD_AGENT_LOCAL_PEER_URL: 'http://127.0.0.1:2380' }, { localPeerUrl: 'http://127.0.0.1:2380' }],
   [{ ETCD_AGENT_START_NOTE_FILE: '/var/run/etcd-lifecycle-agent/etcd-start-note' }, { startNoteFile: '/var/run/etcd-lifecycle-agent/etcd-start-note' }],
   [
@@ -317,6 +319,7 @@ const BAD: Array<[Env, string, string]> = [
   [{ ETCD_AGENT_LOG_LEVEL: 'trace' }, 'ETCD_AGENT_LOG_LEVEL', '"trace" is not one of error, warn, info, http, verbose, debug, silly'],
   [{ ETCD_AGENT_LOG_LEVEL: 'loud' }, 'ETCD_AGENT_LOG_LEVEL', 'is not one of'],
   [{ ETCD_AGENT_LOCAL_PEER_URL: 'http://127.0.0.1' }, 'ETCD_AGENT_LOCAL_PEER_URL', 'is not a peer URL'],
+  [{ ETCD_AGENT_RECOVERY_MIN_LOSS_SECONDS: '0' }, 'ETCD_AGENT_RECOVERY_MIN_LOSS_SECONDS', 'must be a whole number from 1 to 86400'],
   [{ ETCD_AGENT_START_NOTE_FILE: 'etcd-start-note' }, 'ETCD_AGENT_START_NOTE_FILE', 'must be an absolute path'],
   [{ ETCD_AGENT_DEFRAG_SCHEDULE: '0 3 * *' }, 'ETCD_AGENT_DEFRAG_SCHEDULE', 'not a cron schedule: "0 3 * *" has 4 fields'],
   [{ ETCD_AGENT_DEFRAG_SCHEDULE: '0 0 30 2 *' }, 'ETCD_AGENT_DEFRAG_SCHEDULE', 'never fires'],

@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseAllDocuments } from 'yaml';
+import { parseAllDocuments, stringify } from 'yaml';
 import { kubeInject } from '../../agent/cli/kube-inject';
 import { runKubeInject } from '../../agent/cli/kube-inject-command';
 import { SIDECAR_NAME, TOKEN_MOUNT_PATH } from '../../agent/cli/kube-inject-sidecar';
-import { FLAGS_FILE, PREPARE_NAME, START_MOUNT_PATH, START_NOTE_FILE, START_VOLUME, STATIC_SHELL } from '../../agent/cli/kube-inject-prepare';
+import { etcdStartScript, FLAGS_FILE, PREPARE_NAME, START_MOUNT_PATH, START_NOTE_FILE, START_VOLUME, STATIC_SHELL } from '../../agent/cli/kube-inject-prepare';
 import { kubeInjectHarness } from '../helpers/kube-inject-io';
 
 const ROOT = join(__dirname, '..', '..');
@@ -188,8 +188,33 @@ describe('the injected sidecar', () => {
   const spec = podSpecs(parse(kubeInject(fixture('statefulset.yaml'))))[0];
   const sidecar = sidecarOf(spec);
 
-  it('when injected with defaults, then it serves the lifecycle port with hardened defaults', () => {
-    expect(sidecar).toMatchObject({
+  it("when injected with prepare, then the sidecar runs as etcd's user (root in etcd's images, no capability), reads etcd's data read-only and writes only the start directory", () => {
+    expect(sidecar.securityContext).toMatchObject({ runAsNonRoot: false, runAsUser: 0, capabilities: { drop: ['ALL'] }, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false });
+    expect(sidecar.volumeMounts).toEqual([
+      { name: 'data', mountPath: '/var/run/etcd', readOnly: true },
+      { name: START_VOLUME, mountPath: START_MOUNT_PATH },
+    ]);
+    expect((sidecar.env as Array<{ name: string }>).map((e) => e.name)).toEqual(expect.arrayContaining(['ETCD_AGENT_DATA_DIR', 'ETCD_AGENT_PREPARE_FLAGS_FILE']));
+  });
+
+  it.each([
+    ['the etcd container', 'containers[0]', 1001, 1001],
+    ['the pod', 'pod', 1001, undefined],
+  ])("when %s names etcd's user, then the sidecar and prepare run as that user, non-root", (_where, at, uid, gid) => {
+    const doc = parse(fixture('statefulset.yaml'))[0] as Json;
+    const pod = ((doc.spec as Json).template as Json).spec as Json;
+    const security = { runAsUser: uid, ...(gid === undefined ? {} : { runAsGroup: gid }) };
+    if (at === 'pod') pod.securityContext = security;
+    else ((pod.containers as Json[])[0] as Json).securityContext = security;
+    const injected = podSpecs(parse(kubeInject(stringify(doc))))[0];
+    const expected = { runAsUser: uid, ...(gid === undefined ? {} : { runAsGroup: gid }) };
+    expect(sidecarOf(injected).securityContext).toMatchObject({ ...expected, runAsNonRoot: true });
+    expect(((injected.initContainers as Json[]).find((c) => c.name === PREPARE_NAME) as Json).securityContext).toMatchObject(expected);
+  });
+
+  it('when injected where prepare cannot be (no Service to derive peer URLs from), then it serves the lifecycle port with hardened defaults, non-root', () => {
+    const plain = sidecarOf(podSpecs(parse(kubeInject(fixture('pod.yaml'))))[0]);
+    expect(plain).toMatchObject({
       name: 'etcd-lifecycle-agent',
       image: 'etcd-lifecycle-agent:0.1.0',
       args: ['serve'],
@@ -206,6 +231,7 @@ describe('the injected sidecar', () => {
         seccompProfile: { type: 'RuntimeDefault' },
       },
     });
+    expect(plain.volumeMounts).toBeUndefined();
   });
 
   it('when the etcd container gets its readiness probe, then its timeout outlasts one health observation (max age 1 s)', () => {
@@ -269,16 +295,18 @@ describe('the injected prepare step', () => {
     expect(withToken.volumes).toContainEqual(expect.objectContaining({ name: 'etcd-lifecycle-agent-token' }));
   });
 
-  it("when injected, then etcd's command sources the flags file and execs the same binary with the same arguments", () => {
-    expect(etcd.command).toEqual([STATIC_SHELL, '-c', `. ${FLAGS_FILE} && exec /usr/local/bin/etcd "$@"`, '/usr/local/bin/etcd']);
+  it("when injected, then etcd's command runs the start script, which reads the flags file and runs the same binary with the same arguments", () => {
+    expect(etcd.command).toEqual([STATIC_SHELL, '-c', etcdStartScript(FLAGS_FILE, '/usr/local/bin/etcd', '/var/run/etcd/default.etcd'), '/usr/local/bin/etcd']);
+    expect((etcd.command as string[])[2]).toContain(`for f in ${FLAGS_FILE} $o; do`);
+    expect((etcd.command as string[])[2]).toContain('exec /usr/local/bin/etcd "$@"');
     expect(etcd.volumeMounts).toContainEqual({ name: START_VOLUME, mountPath: START_MOUNT_PATH });
     expect(spec.volumes).toContainEqual({ name: START_VOLUME, emptyDir: {} });
   });
 
-  it("when injected, then the sidecar reads the note etcd's command leaves when it refuses to start etcd (read-only)", () => {
+  it("when injected, then the sidecar reads the note etcd's command leaves when it refuses to start etcd (the start volume, writable for the recovery's control files)", () => {
     const sidecar = containers(spec).find((c) => c.name === SIDECAR_NAME) as Json;
     expect(envOf(sidecar).ETCD_AGENT_START_NOTE_FILE).toBe(START_NOTE_FILE);
-    expect(sidecar.volumeMounts).toContainEqual({ name: START_VOLUME, mountPath: START_MOUNT_PATH, readOnly: true });
+    expect((sidecar.volumeMounts as Json[]).filter((m) => m.name === START_VOLUME)).toEqual([{ name: START_VOLUME, mountPath: START_MOUNT_PATH }]);
     expect(START_NOTE_FILE.startsWith(`${START_MOUNT_PATH}/`)).toBe(true);
   });
 

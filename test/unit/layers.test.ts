@@ -19,6 +19,7 @@ const RANKS: Readonly<Record<string, number>> = {
   'usage.ts': 1,
   'paths.ts': 1,
   'host-network.ts': 1,
+  'crash-point.ts': 1,
   observability: 2,
   'watched-files.ts': 3,
   'config.ts': 3,
@@ -27,11 +28,12 @@ const RANKS: Readonly<Record<string, number>> = {
   health: 6,
   maintenance: 7,
   prepare: 8,
-  server: 9,
-  cli: 10,
-  'agent.ts': 11,
-  'command-table.ts': 12,
-  'main.ts': 13,
+  recovery: 9,
+  server: 10,
+  cli: 11,
+  'agent.ts': 12,
+  'command-table.ts': 13,
+  'main.ts': 14,
 };
 
 /** The layer of an agent/ path ("membership/join.ts" → "membership", "config.ts" → "config.ts"). */

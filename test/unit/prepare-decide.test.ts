@@ -66,10 +66,21 @@ describe('decidePrepare', () => {
     ['nothing answers and the marker names another bootstrap', 'ask-peers', '-', { cluster: down, marker: { initialCluster, token: 'old' } }],
     ['nothing answers and this pod is not an initial member', 'wait', '-', { cluster: down, self: { name: 'etcd-3', peerURL: url(3) } }],
     ['nothing answers and the initial cluster gives this name another URL', 'wait', '-', { cluster: down, self: { name: 'etcd-1', peerURL: url(7) } }],
+    ['a recovery of this cluster was ordered and nothing answers', 'start', 'existing', { cluster: down, dataDir: { kind: 'member', memberId: 'a1', clusterId: 'c1' }, recovery: { clusterId: 'c1' } }],
+    ['a recovery of another cluster was ordered and nothing answers', 'wait', '-', { cluster: down, dataDir: { kind: 'member', memberId: 'a1', clusterId: 'c1' }, recovery: { clusterId: 'c9' } }],
+    ['a recovery was ordered but the cluster answers and lists this member', 'start', 'existing', { dataDir: { kind: 'member', memberId: 'a1', clusterId: 'c1' }, recovery: { clusterId: 'c1' } }],
+    ['a recovery was ordered but the data dir is empty and nothing answers', 'ask-peers', '-', { cluster: down, recovery: { clusterId: 'c1' } }],
   ])('when %s, then the step is %s %s', (_story, kind, state, over) => {
     const step = decidePrepare(facts(over));
     expect(step.kind).toBe(kind);
     if (state !== '-') expect(step.kind === 'start' && step.state).toBe(state);
+  });
+
+  it('when a recovery of its cluster was ordered and nothing answers, then it starts once with --force-new-cluster, and only then', () => {
+    const held = { cluster: down, dataDir: { kind: 'member' as const, memberId: 'a1', clusterId: 'c1' } };
+    expect(decidePrepare(facts({ ...held, recovery: { clusterId: 'c1' } }))).toMatchObject({ kind: 'start', state: 'existing', once: ['--force-new-cluster'] });
+    expect(decidePrepare(facts(held))).not.toHaveProperty('once');
+    expect(decidePrepare(facts({ dataDir: held.dataDir, recovery: { clusterId: 'c1' } }))).not.toHaveProperty('once');
   });
 
   it('when it decides new, then --initial-cluster is the initial set', () => {

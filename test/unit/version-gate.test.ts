@@ -1,4 +1,4 @@
-import { DataVersions, formatMinor, gateRefusal, gateScript, minorOf, versionGate } from '../../agent/prepare/version-gate';
+import { DataVersions, formatMinor, gateLines, gateRefusal, minorOf, versionGate } from '../../agent/prepare/version-gate';
 import { isV2Request } from '../../agent/prepare/wal-scan';
 
 const V34: DataVersions = { cluster: '3.4.0' };
@@ -86,25 +86,14 @@ describe('minorOf', () => {
   });
 });
 
-describe('gateScript: the shell lines of the flags file', () => {
-  const lines = gateScript(versionGate(V37)!, "/run/it's/note");
+describe('gateLines: the gate as data lines of the flags file', () => {
+  const lines = gateLines(versionGate(V37)!);
 
-  it('when rendered, then it compares ranks of the gate and carries both refusals with the version left to the shell', () => {
-    const script = lines.join('\n');
-    expect(script).toContain('-lt 30007 ]');
-    expect(script).toContain('-gt 30008 ]');
-    expect(script).toContain(`etcd_agent_refusal='etcd '"$etcd_agent_version"' cannot run data written by 3.7; upgrade the image or restore'`);
-    expect(script).toContain('exit 1');
-  });
-
-  it('when the note path holds a quote, then it is quoted for the shell', () => {
-    expect(lines.join('\n')).toContain(`> '/run/it'\\''s/note'`);
-  });
-
-  it('when there is no note file, then nothing is written but stderr and the termination log', () => {
-    const script = gateScript(versionGate(V37)!, undefined).join('\n');
-    expect(script).not.toContain(': >');
-    expect(script).toContain('/dev/termination-log');
+  it('when rendered, then it carries the ranks of the gate and both refusals with the version left to the start script, all as comments', () => {
+    expect(lines.every((l) => l.startsWith('#'))).toBe(true);
+    expect(lines).toContain('#etcd-version-gate 30007 30008');
+    expect(lines).toContain('#etcd-version-too-old etcd {version} cannot run data written by 3.7; upgrade the image or restore');
+    expect(lines.filter((l) => l.startsWith('#etcd-version-too-new etcd {version} '))).toHaveLength(1);
   });
 });
 

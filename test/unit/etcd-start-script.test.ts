@@ -1,0 +1,187 @@
+/**
+ * kube-inject's etcd start script, run for real: under Debian's static busybox copied as `sh` with no
+ * PATH and no other file (as in the etcd container, whose image has no shell and no tools), and under
+ * dash (any POSIX sh). etcd is played by a small script that notes its arguments and its signals.
+ */
+import { ChildProcess, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { etcdStartScript } from '../../agent/cli/kube-inject-prepare';
+import { flagLine } from '../../agent/prepare/etcd-control';
+import { BUSYBOX } from '../helpers/prepare-pods';
+
+jest.setTimeout(20_000);
+
+interface Shell {
+  name: string;
+  /** The shell binary, as etcd's command names it. */
+  setup: (dir: string) => string;
+  env: NodeJS.ProcessEnv;
+}
+
+const SHELLS: Shell[] = [
+  {
+    name: 'busybox copied as sh, no PATH',
+    setup: (dir) => {
+      if (!fs.existsSync(BUSYBOX)) throw new Error(`${BUSYBOX} is missing: apt-get install busybox-static (scripts/setup.sh and .ci/run do)`);
+      const sh = path.join(dir, 'run', 'sh');
+      fs.copyFileSync(BUSYBOX, sh);
+      fs.chmodSync(sh, 0o755);
+      return sh;
+    },
+    env: {},
+  },
+  { name: 'dash', setup: () => '/bin/dash', env: { PATH: '/usr/bin:/bin' } },
+];
+
+async function until<T>(what: string, fn: () => T | undefined, timeoutMs = 10_000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const value = fn();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+describe.each(SHELLS)('the etcd start script under $name', (shell) => {
+  let dir: string;
+  let run: string;
+  let data: string;
+  let sh: string;
+  let script: ChildProcess | undefined;
+  let exited: Promise<number | null>;
+  let stderr = '';
+
+  const file = (name: string): string => path.join(run, name);
+  const read = (name: string): string | undefined => (fs.existsSync(file(name)) ? fs.readFileSync(file(name), 'utf8') : undefined);
+  /** Each start of the fake etcd: its arguments, one line per start. */
+  const starts = (): string[] => (read('starts') ?? '').split('\n').filter(Boolean);
+  const state = (): string => (read('etcd-state') ?? '').trim();
+  const writeFlags = (name: string, flags: string[]): void => fs.writeFileSync(file(name), `# a comment\n\n${flags.map(flagLine).join('\n')}\n`);
+
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'start-script-'));
+    run = path.join(dir, 'run');
+    data = path.join(dir, 'volume', 'default.etcd');
+    fs.mkdirSync(run);
+    fs.mkdirSync(data, { recursive: true });
+    fs.writeFileSync(path.join(data, 'wal'), 'x');
+    sh = shell.setup(dir);
+    // The fake etcd: notes its arguments; exits 7 on SIGTERM, or with the code in `exit-code` when that appears.
+    fs.writeFileSync(
+      file('etcd'),
+      [
+        `#!${sh}`,
+        `echo "$*" >> ${file('starts')}`,
+        `trap 'echo TERM >> ${file('signals')}; exit 7' TERM`,
+        `while [ ! -e ${file('exit-code')} ] && [ -e ${run} ]; do sleep 0.05; done`,
+        `read -r c < ${file('exit-code')}; exit "$c"`,
+        '',
+      ].join('\n'),
+    );
+    fs.chmodSync(file('etcd'), 0o755);
+    writeFlags('etcd-flags.sh', ['--initial-cluster=a=http://a:2380', '--initial-cluster-state=existing', '--initial-cluster-token=tok']);
+    stderr = '';
+  });
+
+  afterEach(async () => {
+    // The script and the fake etcd are one process group: kill both, whatever the test left running.
+    if (script?.pid !== undefined) {
+      try {
+        process.kill(-script.pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+      await exited;
+    }
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  function start(): void {
+    const child = spawn(sh, ['-c', etcdStartScript(file('etcd-flags.sh'), file('etcd'), data), file('etcd'), '--name=a', '--data-dir=x'], {
+      env: shell.env,
+      stdio: ['ignore', 'ignore', 'pipe'],
+      detached: true,
+    });
+    child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    script = child;
+    exited = new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+  }
+
+  it("when it starts, then etcd gets its own arguments and then the flags file's, and the state names its pid", async () => {
+    start();
+    const [args] = await until('the first start', () => (starts().length > 0 ? starts() : undefined));
+    expect(args).toBe('--name=a --data-dir=x --initial-cluster=a=http://a:2380 --initial-cluster-state=existing --initial-cluster-token=tok');
+    expect(state()).toMatch(/^running \d+$/);
+  });
+
+  it.each([
+    ['a command, which is never run', 'touch PWNED'],
+    ['a flag that is not allowed', `set -- "$@" '--data-dir=/elsewhere'`],
+    ['--force-new-cluster outside the one-shot file', `set -- "$@" '--force-new-cluster'`],
+    ['an allowed flag followed by a command', `set -- "$@" '--initial-cluster-token=t'; touch PWNED`],
+    ['a quote inside a value', `set -- "$@" '--initial-cluster-token=a'\\''b'`],
+  ])('when the flags file holds %s, then etcd is not started and the script exits 2 naming the line', async (_what, line) => {
+    fs.appendFileSync(file('etcd-flags.sh'), `${line.replace('PWNED', file('PWNED'))}\n`);
+    start();
+    expect(await exited).toBe(2);
+    expect(starts()).toEqual([]);
+    expect(fs.existsSync(file('PWNED'))).toBe(false);
+    expect(stderr).toContain('refused line');
+  });
+
+  it('when a one-shot flags file waits, then the next start alone uses it: renamed before, and the state says so', async () => {
+    writeFlags('etcd-flags-once.sh', ['--force-new-cluster']);
+    start();
+    await until('the first start', () => starts().length === 1);
+    expect(starts()[0]).toMatch(/--initial-cluster-token=tok --force-new-cluster$/);
+    expect(read('etcd-flags-once.sh')).toBeUndefined();
+    expect(read('etcd-flags-once.sh.used')).toContain('--force-new-cluster');
+    expect(state()).toMatch(/^running \d+ once$/);
+    fs.writeFileSync(file('etcd-restart'), 'r1\n');
+    await until('the second start', () => starts().length === 2);
+    expect(starts()[1]).not.toContain('--force-new-cluster');
+    await until('the plain state', () => /^running \d+$/.test(state()));
+    expect(read('signals')).toBe('TERM\n');
+  });
+
+  it('when held, then etcd is stopped with SIGTERM and not started; the data directory moves only to a .removed- sibling; released, it starts again', async () => {
+    start();
+    await until('the first start', () => starts().length === 1);
+    fs.writeFileSync(file('etcd-hold'), 'n1\n');
+    fs.writeFileSync(file('etcd-restart'), 'n1\n');
+    await until('held', () => state() === 'held n1');
+    expect(read('signals')).toBe('TERM\n');
+    for (const bad of [path.join(dir, 'elsewhere'), `${data}.removed-x/../../escape`]) {
+      fs.writeFileSync(file('etcd-move-aside'), `${bad}\n`);
+      await until('the request read', () => !fs.existsSync(file('etcd-move-aside')));
+      expect(fs.existsSync(data)).toBe(true);
+    }
+    fs.writeFileSync(file('etcd-move-aside'), `${data}.removed-20261201T120000Z\n`);
+    await until('the move', () => !fs.existsSync(data));
+    expect(fs.readFileSync(path.join(`${data}.removed-20261201T120000Z`, 'wal'), 'utf8')).toBe('x');
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    expect(starts()).toHaveLength(1);
+    fs.rmSync(file('etcd-hold'));
+    await until('the start after the hold', () => starts().length === 2);
+    expect(state()).toMatch(/^running \d+$/);
+  });
+
+  it("when the container is stopped (SIGTERM to the script), then etcd gets SIGTERM and the script exits with etcd's status", async () => {
+    start();
+    await until('the first start', () => starts().length === 1);
+    script?.kill('SIGTERM');
+    expect(await exited).toBe(7);
+    expect(read('signals')).toBe('TERM\n');
+  });
+
+  it("when etcd exits unasked, then the script exits with etcd's status (the kubelet restarts the container)", async () => {
+    start();
+    await until('the first start', () => starts().length === 1);
+    fs.writeFileSync(file('exit-code'), '3\n');
+    expect(await exited).toBe(3);
+    expect(starts()).toHaveLength(1);
+  });
+});
