@@ -7,6 +7,7 @@
  * remove it. A crash between the steps (the Cluster API incident) is recovered
  * by the next call: it reads the list again and does only what is still missing.
  */
+import { crashPoint } from '../crash-point';
 import { etcdRefusal } from '../etcd/errors';
 import type { LeaveRequest } from '../proto/requests';
 import type { ActionResult } from '../proto/types';
@@ -28,6 +29,7 @@ export function leave(run: ActionRun, req: LeaveRequest): Promise<ActionResult> 
       if (decision.kind === 'move-leader') {
         await moveLeadership(run, held, decision.from, decision.to);
         done.moved = true;
+        crashPoint('leave-leadership-moved');
         return 'again'; // read and decide again: the member is a follower now
       }
       const { member, leaderTransferred } = decision;

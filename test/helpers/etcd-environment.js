@@ -9,6 +9,8 @@ class EtcdVersionEnvironment extends TestEnvironment {
     super(config, context);
     const version = config.projectConfig.testEnvironmentOptions.etcdVersion;
     if (version) this.global.process.env.ETCD_VERSION = version;
+    // Whether this project is the run's first version, which runs every case (version-scope.ts).
+    this.global.process.env.ETCD_TEST_FIRST_VERSION = config.projectConfig.testEnvironmentOptions.firstVersion === false ? 'false' : 'true';
   }
 }
 module.exports = EtcdVersionEnvironment;

@@ -26,8 +26,11 @@ import type { Answer } from '../helpers/http-call';
 import { leaderOf, post, settle } from '../helpers/membership';
 import { prng } from '../helpers/prng';
 import { QuorumWatch } from '../helpers/quorum-watch';
+import { firstVersionOfRun } from '../helpers/version-scope';
 
-const ITERATIONS = Number(process.env.FAULT_ITERATIONS ?? 12);
+// Twelve on the run's first etcd version; six on the others, which still hold a leader killed
+// mid-join and a member frozen mid-leave (seed 7: iterations 1, 4 and 5) beside the agent's kills.
+const ITERATIONS = Number(process.env.FAULT_ITERATIONS ?? (firstVersionOfRun ? 12 : 6));
 const SEED = Number(process.env.FAULT_SEED ?? 7);
 const CORE = ['etcd-0', 'etcd-1', 'etcd-2'];
 const JOIN = '/v1/members/join';

@@ -53,8 +53,9 @@ describe('the agent killed in the middle of a membership change', () => {
   });
 
   /** etcd-0's agent; through a proxy to `via` when given, else straight to every member. */
-  async function podAgent(via?: TcpProxy): Promise<ChildAgent> {
+  async function podAgent(via?: TcpProxy, crashPoints?: string): Promise<ChildAgent> {
     const agent = await ChildAgent.start(main, {
+      ...(crashPoints === undefined ? {} : { ETCD_AGENT_CRASH_POINTS: crashPoints }),
       ETCD_AGENT_MEMBER_NAME: 'etcd-0',
       ETCD_AGENT_ENDPOINTS: via?.url ?? cluster().clientURLs().join(','),
       ETCD_AGENT_LOCAL_ENDPOINT: cluster().member('etcd-0').clientURL,
@@ -70,14 +71,10 @@ describe('the agent killed in the middle of a membership change', () => {
     const other = cluster().members.find((m) => m.name !== leader.name) as { clientURL: string };
     const proxy = await TcpProxy.start(other.clientURL);
     proxies.push(proxy);
-    const dying = await podAgent(proxy);
-    dying.onLine(
-      (l) => l.message === 'membership change' && l.what === 'move-leader' && l.outcome === 'done',
-      () => {
-        proxy.freeze();
-        void dying.kill('SIGKILL');
-      },
-    );
+    // Killed exactly after the MoveLeader answered (a crash point: a kill sent on its log line landed
+    // a few milliseconds later, sometimes past the MemberRemove), the proxy frozen as it dies.
+    const dying = await podAgent(proxy, 'leave-leadership-moved');
+    dying.onLine((l) => l.message === 'membership change' && l.what === 'move-leader' && l.outcome === 'done', () => proxy.freeze());
 
     const first = await settled(post(dying.url, LEAVE, { name: leader.name }, 20_000));
     await dying.exited;
