@@ -24,7 +24,6 @@ const LEAVE = '/v1/members/leave';
 
 describe('any agent, with only its own member as endpoint, finds a live member for every call', () => {
   let c: LocalEtcdCluster;
-  let started: number;
   let watcher: EtcdCluster; // the test's own view of the cluster, for timing promotions
   const agents = new Map<string, RunningAgent>();
   let lock: HeldLock | undefined;
@@ -38,7 +37,6 @@ describe('any agent, with only its own member as endpoint, finds a live member f
   }
 
   beforeAll(async () => {
-    started = Date.now();
     c = await startTestCluster(3);
     watcher = new EtcdCluster({ endpoints: c.clientURLs() });
     await agentBeside('etcd-0');
@@ -87,11 +85,16 @@ describe('any agent, with only its own member as endpoint, finds a live member f
   }
 
   it('when etcd refuses a join as "unhealthy cluster" past the call\'s deadline while every voter answers, then it is retried and answered unsafe saying how long it waited', async () => {
-    // etcd refuses membership changes for 5 s after its peers connected: the cluster has just started.
-    // On every version: 3.4 wants every voter connected for 5 s, 3.5.30+/3.6.11+/3.7 a quorum of the
-    // voters after the add, which of 3 voters is all 3 (etcd-facts.test.ts shows where they differ).
-    expect(Date.now() - started).toBeLessThan(4000);
+    // etcd refuses membership changes for 5 s after a peer (re)connected, on every version: 3.4 wants
+    // every voter connected for 5 s, 3.5.30+/3.6.11+/3.7 a quorum of the voters after the add, which
+    // of 3 voters is all 3 (etcd-facts.test.ts shows where they differ). So a follower other than
+    // etcd-0 is restarted, and the join is sent as soon as it answers again, with the agent's own
+    // connections made before (a loaded machine once spent the window on the cluster's start).
     const spec = await c.reserveMember('etcd-9');
+    expect((await get(agent0(), '/v1/members')).status).toBe(200);
+    const leader = await leaderOf(c);
+    const follower = ['etcd-1', 'etcd-2'].find((n) => n !== leader.name) as string;
+    await c.restart(follower);
 
     const t0 = Date.now();
     const reply = await post(agent0(), JOIN, { name: 'etcd-9', peerURLs: [spec.peerURL], timeoutSeconds: 2 });
