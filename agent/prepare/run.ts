@@ -37,7 +37,9 @@ import { scanWal } from './wal-scan';
 /** Pause between passes while waiting. */
 const PASS_PAUSE_MS = 500;
 /** How long one read of the member list may take before the cluster counts as not answering. */
-const LIST_TIMEOUT_MS = 2000;
+const LIST_TIMEOUT_MS = 3000;
+/** The least time the no-quorum look of prepare gives each Status call. */
+const PREPARE_STATUS_MS = 800;
 /** After deciding `new`, keep answering until every initial peer was seen deciding (or running etcd), at most this long. */
 const LINGER_MAX_MS = 10_000;
 /** …and at least this long, so the last to decide is seen by the others. */
@@ -89,7 +91,9 @@ export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<
   const { config } = opts;
   const cluster = new EtcdCluster(connectionOptions(config, logger));
   // Without a quorum the member list read answers at once, naming the figures: the reason prepare waits.
-  const gate = new QuorumGate({ cluster, config, logger });
+  // An init container is in no hurry: its look at the voters gets at least 800 ms per Status (a loaded
+  // node's 500 ms answers left it undecided, and the pass said "did not answer in time" without figures).
+  const gate = new QuorumGate({ cluster, config: { statusTimeoutMs: Math.max(config.statusTimeoutMs, PREPARE_STATUS_MS) }, logger });
   const membership = new MembershipService({ cluster, config, logger, metrics: createMetrics({ defaultMetrics: false }), gate });
   let server: AnswerServer | undefined;
   try {

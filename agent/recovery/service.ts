@@ -20,7 +20,7 @@ import * as path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import type { Config } from '../config';
 import { crashPoint } from '../crash-point';
-import { Deadline, delay } from '../deadline';
+import { Deadline } from '../deadline';
 import type { EtcdCluster } from '../etcd/cluster-client';
 import { fetchPeerMembers } from '../etcd/peer-members';
 import { readRecoveryRecord, writeRecoveryRecord } from '../etcd/recovery-record';
@@ -80,6 +80,8 @@ export class RecoveryService {
   private acting = 0;
   private closed = false;
   private readonly loops: Array<Promise<void>> = [];
+  /** The loops' pauses in progress, ended at once by close(). */
+  private readonly wakers = new Set<() => void>();
 
   constructor(private readonly deps: RecoveryDeps) {
     if (deps.prepare !== undefined) {
@@ -97,6 +99,7 @@ export class RecoveryService {
   /** Stops the loops (a hold in force stays: the next agent finishes it). */
   async close(): Promise<void> {
     this.closed = true;
+    for (const wake of this.wakers) wake();
     await Promise.all(this.loops);
   }
 
@@ -462,8 +465,21 @@ export class RecoveryService {
         if (error !== lastError) this.deps.logger.warn(`recovery: the ${name} failed; it tries again`, { error });
         lastError = error;
       }
-      for (let waited = 0; waited < periodMs && !this.closed; waited += 100) await delay(100);
+      if (!this.closed) await this.pause(periodMs);
     }
+  }
+
+  /** Waits `ms`, or until close(): a stop neither waits out a loop's period nor leaves its timer behind. */
+  private pause(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        this.wakers.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.wakers.add(done);
+    });
   }
 }
 
