@@ -68,6 +68,9 @@ export function formatMinor(v: Minor): string {
   return `${v.major}.${v.minor}`;
 }
 
+/** The cluster version etcd records at bootstrap, before it has decided one. */
+const BOOTSTRAP_PLACEHOLDER: Minor = { major: 3, minor: 0 };
+
 /** The last minor that replays etcd 3.5's v2 requests. */
 const LAST_V2_READER: Minor = { major: 3, minor: 6 };
 
@@ -77,13 +80,17 @@ const LAST_V2_READER: Minor = { major: 3, minor: 6 };
  */
 export function versionGate(versions: DataVersions, v2Entries = 0): VersionGate | undefined {
   const storage = versions.storage === undefined ? undefined : minorOf(versions.storage);
-  const cluster = versions.cluster === undefined ? undefined : minorOf(versions.cluster);
+  const recordedCluster = versions.cluster === undefined ? undefined : minorOf(versions.cluster);
+  // 3.0 is etcd's placeholder (its MinClusterVersion), written at bootstrap until the leader decides
+  // the cluster version from the members' own, seconds later: it says nothing of the data. A pod
+  // restarted in those seconds once read "written by 3.0" and refused its own etcd.
+  const cluster = recordedCluster !== undefined && rank(recordedCluster) === rank(BOOTSTRAP_PLACEHOLDER) ? undefined : recordedCluster;
   const own = storage ?? cluster;
   if (own === undefined) return undefined;
   const oldest = cluster === undefined || rank(own) >= rank(cluster) ? own : cluster;
   const recorded = [
     ...(versions.storage === undefined ? [] : [`storage version ${versions.storage}`]),
-    ...(versions.cluster === undefined ? [] : [`cluster version ${versions.cluster}`]),
+    ...(cluster === undefined || versions.cluster === undefined ? [] : [`cluster version ${versions.cluster}`]),
   ].join(', ');
   const oneMinorOn = { major: own.major, minor: own.minor + 1 };
   const cappedByLog = v2Entries > 0 && rank(LAST_V2_READER) < rank(oneMinorOn);

@@ -106,12 +106,14 @@ describe("kbagent conformance: KubeBlocks' Go client and kbagent's probes, again
       ['timeoutSeconds 120 (kbagent caps it at 60)', { action: 'roleProbe', timeoutSeconds: 120 }, {}],
       ['arguments, a retry policy in nanoseconds and rerun', { action: 'roleProbe', arguments: [['x']], retryPolicy: { maxRetries: 3, retryInterval: 5e9 }, rerun: true }, {}],
     ])('when it sends %s, then it gets a normal kbagent answer: the role', async (_what, req, extraFields) => {
-      const leader = await leaderOf(cluster());
-
-      const answer = await goClient(agentOf('etcd-0'), req, extraFields);
-
-      expect(answer.headers['content-type']).toMatch(/^application\/json/);
-      expect(output(answer)).toBe(leader.name === 'etcd-0' ? 'leader' : 'follower');
+      // The role is read from the agent's shared observation and may lag a change (the cluster's first
+      // election included) by up to its 1 s max age: the two agree within a few seconds.
+      await eventually(async () => {
+        const leader = await leaderOf(cluster());
+        const answer = await goClient(agentOf('etcd-0'), req, extraFields);
+        expect(answer.headers['content-type']).toMatch(/^application\/json/);
+        expect(output(answer)).toBe(leader.name === 'etcd-0' ? 'leader' : 'follower');
+      }, 5000, 250);
     });
 
     it('when it sends unknown fields and timeoutSeconds -1 or 120, then the log says what was ignored and which deadline was used', async () => {

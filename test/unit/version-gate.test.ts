@@ -17,6 +17,8 @@ describe('versionGate: which etcd minors may start on a data directory', () => {
     ['a member on 3.7 whose cluster still runs 3.6 (may go back)', { storage: '3.6.0', cluster: '3.6.0' }, '3.6 to 3.7'],
     ['a storage version behind the cluster version', { storage: '3.6.0', cluster: '3.7.0' }, '3.7 to 3.7'],
     ['an unreadable storage version beside a cluster version', { storage: 'garbage', cluster: '3.5.0' }, '3.5 to 3.6'],
+    ["etcd's bootstrap placeholder alone (cluster version 3.0.0, not decided yet)", { cluster: '3.0.0' }, undefined],
+    ['a storage version beside the bootstrap placeholder', { storage: '3.6.0', cluster: '3.0.0' }, '3.6 to 3.7'],
   ])('when the data records %s, then etcd %s may run it', (_what, versions, range) => {
     const gate = versionGate(versions);
     expect(gate === undefined ? undefined : `${formatMinor(gate.oldest)} to ${formatMinor(gate.newest)}`).toBe(range);
