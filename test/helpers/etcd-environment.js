@@ -42,7 +42,7 @@ class EtcdVersionEnvironment extends TestEnvironment {
       .filter(([, n]) => n > 0);
     if (left.length > 0) {
       const what = left.map(([kind, n]) => `${kind} +${n}`).join(', ');
-      process.stderr.write(`open handles after ${path.relative(process.cwd(), this.testPath)}: ${what}\n`);
+      process.stderr.write(`handles still active after ${path.relative(process.cwd(), this.testPath)} (unref'd timers included): ${what}\n`);
     }
     await super.teardown();
   }

@@ -22,7 +22,7 @@ beforeAll(async () => {
   pki = await createPki();
 }, 30_000);
 afterAll(async () => {
-  await Promise.all(running.map((a) => a.stop(100)));
+  await Promise.all(running.map((a) => a.stop(2000)));
   await pki?.cleanup();
 });
 
@@ -202,7 +202,7 @@ describe('when the certificate files change', () => {
     const dir = fs.mkdtempSync(path.join(pki.dir, 'stop-'));
     const pair = await pki.ca.issue('stopping', { into: { cert: path.join(dir, 'tls.crt'), key: path.join(dir, 'tls.key') } });
     const { agent, logs } = await start({ ETCD_AGENT_TLS_CERT_FILE: pair.cert, ETCD_AGENT_TLS_KEY_FILE: pair.key });
-    await agent.stop(100);
+    await agent.stop(2000);
 
     await pki.ca.issue('stopping', { into: pair });
     await new Promise((resolve) => setTimeout(resolve, 400)); // four poll intervals

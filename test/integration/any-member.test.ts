@@ -44,7 +44,7 @@ describe('any agent, with only its own member as endpoint, finds a live member f
 
   afterAll(async () => {
     await lock?.release();
-    await Promise.all([...agents.values()].map((a) => a.stop(100)));
+    await Promise.all([...agents.values()].map((a) => a.stop(2000)));
     watcher?.close();
     await c?.destroy();
   });
@@ -174,7 +174,7 @@ describe('any agent, with only its own member as endpoint, finds a live member f
     expect(members.filter((m) => !m.isLearner && m.started)).toHaveLength(5);
   });
 
-  it('when the member beside an agent is SIGKILLed, then that agent removes it (removed, with the member) within 2 s and /v1/operations answers 200', async () => {
+  it('when the member beside an agent is SIGKILLed, then that agent removes it (removed, with the member) within 3 s, not at its deadline, and /v1/operations answers 200', async () => {
     const leader = await leaderOf(c);
     const victim = ['etcd-1', 'etcd-2'].find((n) => n !== leader.name) as string;
     const beside = await agentBeside(victim);
@@ -190,7 +190,9 @@ describe('any agent, with only its own member as endpoint, finds a live member f
 
     expect(reply.status).toBe(200);
     expect(reply.json).toMatchObject({ outcome: 'removed', complete: true, member: { id, name: victim } });
-    expect(took).toBeLessThanOrEqual(2000);
+    // Promptly, not at the call's 10 s deadline: no wait for its own dead member (about 1 s alone; a
+    // loaded 2-core machine running three suites beside it took up to 2.3 s).
+    expect(took).toBeLessThanOrEqual(3000);
     expect(operations.status).toBe(200);
     expect(operations.json.operations).toEqual([]);
     expect((await c.listMembers()).map((m) => m.name)).not.toContain(victim);

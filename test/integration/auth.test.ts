@@ -48,7 +48,7 @@ beforeAll(() => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'auth-test-'));
 });
 afterAll(async () => {
-  await Promise.all(running.map((a) => a.stop(100)));
+  await Promise.all(running.map((a) => a.stop(2000)));
   fs.rmSync(dir, { recursive: true, force: true });
 });
 

@@ -41,7 +41,7 @@ describe('etcd-lifecycle-agent CLI against a running agent and a real 3-member e
   }, 30_000);
 
   afterAll(async () => {
-    await agent?.stop(100);
+    await agent?.stop(2000);
   });
 
   it.each([
@@ -157,7 +157,7 @@ describe('etcd-lifecycle-agent CLI against a running agent and a real 3-member e
       expect(without.code).toBe(1);
       expect(without.stderr).toMatch(/^etcd-lifecycle-agent transfer-leader: unauthorized: /);
     } finally {
-      await guarded.stop(100);
+      await guarded.stop(2000);
       fs.rmSync(dir, { recursive: true, force: true });
     }
   }, 30_000);

@@ -117,7 +117,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await loop?.stop();
-  await agent?.stop(100);
+  await agent?.stop(2000);
   await cluster?.destroy();
   await Promise.all([oldPki?.cleanup(), newPki?.cleanup()]);
 });

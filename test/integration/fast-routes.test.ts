@@ -64,7 +64,7 @@ describe('the fast routes against express serving the same routes, on a real 3-m
   }, 30_000);
 
   afterAll(async () => {
-    await agent?.stop(100);
+    await agent?.stop(2000);
   });
 
   it.each(['/v1/health', '/v1/health/local', '/livez', '/readyz'])(

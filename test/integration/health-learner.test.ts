@@ -39,7 +39,7 @@ describe('a learner catching up, and an alarm, seen through /v1/health and /v1/h
 
   afterAll(async () => {
     await lock?.release();
-    await Promise.all([agent, beside].map((a) => a?.stop(100)));
+    await Promise.all([agent, beside].map((a) => a?.stop(2000)));
     await c?.destroy();
     await fronts.close();
   });

@@ -25,7 +25,7 @@ describe('GET /v1/health and /v1/health/local against real etcd', () => {
   });
 
   afterAll(async () => {
-    await Promise.all([agent, ...others].map((a) => a?.stop(100)));
+    await Promise.all([agent, ...others].map((a) => a?.stop(2000)));
   });
 
   /** An agent beside member `name` (its local endpoint), stopped after the suite. */

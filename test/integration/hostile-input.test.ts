@@ -373,7 +373,7 @@ describe('hostile input (real etcd, real HTTP)', () => {
     });
   });
   afterAll(async () => {
-    await agent?.stop(100);
+    await agent?.stop(2000);
   });
 
   it(`when hundreds of generated malformed requests hit every route (seed ${SEED}), then each is refused with a 4xx envelope, the agent stays up and the member list does not change`, async () => {

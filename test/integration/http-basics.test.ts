@@ -70,7 +70,7 @@ beforeAll(() => {
 });
 
 afterEach(async () => {
-  await Promise.all(started.splice(0).map((agent) => agent.stop(100)));
+  await Promise.all(started.splice(0).map((agent) => agent.stop(2000)));
 });
 
 afterAll(() => {

@@ -93,7 +93,7 @@ describe("kbagent conformance: KubeBlocks' Go client and kbagent's probes, again
   }, 30_000);
 
   afterAll(async () => {
-    await Promise.all([...agents.values(), ...extra].map((a) => a.stop(100)));
+    await Promise.all([...agents.values(), ...extra].map((a) => a.stop(2000)));
     clients.forEach((c) => c.close());
   });
 
@@ -314,7 +314,7 @@ describe("kbagent conformance: KubeBlocks' Go client and kbagent's probes, again
         if (answer.json?.error === 'preconditionFailed') throw new Error(answer.body);
         return answer;
       }, 20_000, 500);
-      await agentOf('etcd-2').stop(100);
+      await agentOf('etcd-2').stop(2000);
       agents.delete('etcd-2');
       await cluster().stop('etcd-2').catch(() => undefined);
       await cluster().stop('etcd-1');
@@ -330,7 +330,7 @@ describe("kbagent conformance: KubeBlocks' Go client and kbagent's probes, again
     }, 60_000);
 
     it('when memberLeave removes etcd-3, then it answers success once etcd-3 is absent, and its replays stay done', async () => {
-      await agentOf('etcd-3').stop(100);
+      await agentOf('etcd-3').stop(2000);
       agents.delete('etcd-3');
 
       // etcd refuses removals for a few seconds after etcd-1 came back ({error: preconditionFailed}): called again.

@@ -62,7 +62,7 @@ describe('POST /v1.0/action (kbagent wire format) against a real 3-member etcd',
   }, 30_000);
 
   afterAll(async () => {
-    await Promise.all([...agents.values(), ...extra].map((a) => a.stop(100)));
+    await Promise.all([...agents.values(), ...extra].map((a) => a.stop(2000)));
   });
 
   describe('requests it refuses before reaching etcd', () => {
@@ -225,7 +225,7 @@ describe('POST /v1.0/action (kbagent wire format) against a real 3-member etcd',
   });
 
   it('when memberLeave is called twice for etcd-3, then removed and then already-absent, both as output', async () => {
-    await agentOf('etcd-3').stop(100);
+    await agentOf('etcd-3').stop(2000);
     agents.delete('etcd-3');
     const leave = { action: 'memberLeave', parameters: { KB_LEAVE_MEMBER_POD_NAME: 'etcd-3', KB_LEAVE_MEMBER_POD_FQDN: host }, timeoutSeconds: 20 };
 

@@ -183,8 +183,8 @@ describeOnFirstVersion('a rolling defragmentation of a 3-member cluster under a 
   }, 30_000);
 
   afterAll(async () => {
-    await runner?.stop(100);
-    await observer?.stop(100);
+    await runner?.stop(2000);
+    await observer?.stop(2000);
     await cluster?.destroy();
   });
 
@@ -379,7 +379,7 @@ describe('NOSPACE cleared by one call', () => {
   }, 30_000);
 
   afterAll(async () => {
-    for (const agent of agents.values()) await agent.stop(100);
+    for (const agent of agents.values()) await agent.stop(2000);
     await cluster?.destroy();
   });
 
@@ -467,7 +467,7 @@ describeOnFirstVersion('a cluster that would lose its quorum', () => {
   }, 30_000);
 
   afterAll(async () => {
-    await agent?.stop(100);
+    await agent?.stop(2000);
     await cluster?.destroy();
   });
 

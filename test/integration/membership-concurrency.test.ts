@@ -37,7 +37,7 @@ describe('concurrent membership changes', () => {
   });
 
   afterAll(async () => {
-    await Promise.all(agents.map((a) => a.stop(100)));
+    await Promise.all(agents.map((a) => a.stop(2000)));
     clients.forEach((c) => c.close());
   });
 

@@ -49,7 +49,7 @@ describe('the agent killed in the middle of a membership change', () => {
   });
 
   afterAll(async () => {
-    await observer?.stop(100);
+    await observer?.stop(2000);
   });
 
   /** etcd-0's agent; through a proxy to `via` when given, else straight to every member. */

@@ -5,7 +5,7 @@
  */
 import type { RunningAgent } from '../../agent/agent';
 import { withCluster, type MemberSpec } from '../helpers/etcd-cluster';
-import { actionsAnswered, changesSent, get, post, settle, startMemberAgent } from '../helpers/membership';
+import { actionsAnswered, changesSent, get, post, settle, startMemberAgent, until } from '../helpers/membership';
 
 const JOIN = '/v1/members/join';
 const LEAVE = '/v1/members/leave';
@@ -19,10 +19,13 @@ describe('joining and leaving a 4th member', () => {
     agent = await startMemberAgent(cluster(), 'etcd-0');
     etcd3 = await cluster().reserveMember('etcd-3');
     await settle();
-  }, 20_000);
+    // The agent has seen every member answer once (its connections made), as a readiness probe would
+    // make it: a first call that also made them, on a loaded machine, found a Status past its 500 ms.
+    await until(() => get(agent, '/v1/health'), (a) => a.json.status === 'healthy');
+  }, 30_000);
 
   afterAll(async () => {
-    await agent?.stop(100);
+    await agent?.stop(2000);
   });
 
   it('when the 4th member is joined twice before its etcd starts, then the first call adds it as a learner (202 added) and the second answers in-progress without a second MemberAdd', async () => {

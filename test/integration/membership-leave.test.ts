@@ -25,7 +25,7 @@ describe('leaving and moving leadership', () => {
   });
 
   afterAll(async () => {
-    await agent?.stop(100);
+    await agent?.stop(2000);
   });
 
   it('when leadership is moved to a named voter, then transferred, and asked again, already-leader', async () => {
@@ -82,7 +82,7 @@ describe('a removal that would lose quorum', () => {
   let agent: RunningAgent | undefined;
 
   afterAll(async () => {
-    await agent?.stop(100);
+    await agent?.stop(2000);
   });
 
   it('when one of 3 voters is paused and another healthy one is asked to leave, then 409 unsafe and nothing changes; with force: true it is removed', async () => {
@@ -135,7 +135,7 @@ describe('the last voter', () => {
   });
 
   afterAll(async () => {
-    await agent?.stop(100);
+    await agent?.stop(2000);
   });
 
   it('when the last voter is asked to leave, then 409 unsafe even with force', async () => {

@@ -22,7 +22,7 @@ describe('a leave whose MemberRemove reply is lost', () => {
   });
 
   afterAll(async () => {
-    await agent?.stop(100);
+    await agent?.stop(2000);
     await proxy?.close();
   });
 

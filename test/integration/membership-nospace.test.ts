@@ -21,7 +21,7 @@ describe('membership changes under a NOSPACE alarm', () => {
   }, 20_000);
 
   afterAll(async () => {
-    await agent?.stop(100);
+    await agent?.stop(2000);
   });
 
   it('when the backend quota is exceeded, then a leave answers 503 naming the NOSPACE alarm and the remedy, and changes nothing', async () => {

@@ -55,7 +55,7 @@ describe('4 voters, 2 of them killed: no quorum', () => {
   }, 30_000);
 
   afterAll(async () => {
-    await agent?.stop(100);
+    await agent?.stop(2000);
   });
 
   const figures = { voters: 4, healthyVoters: 2, required: 3 };
@@ -168,7 +168,7 @@ describe('3 voters while the leader is replaced: an election is not a lost quoru
   let agent: RunningAgent;
 
   afterAll(async () => {
-    await agent?.stop(100);
+    await agent?.stop(2000);
   });
 
   it('when calls are made right after the leader is killed, then they wait out the election and succeed', async () => {
@@ -215,7 +215,7 @@ describe('wait: true through a quorum loss', () => {
   }, 30_000);
 
   afterAll(async () => {
-    await agent?.stop(100);
+    await agent?.stop(2000);
   });
 
   it('when a 5 s quorum loss comes and goes, then a join with wait: true succeeds once the quorum is back, and one whose deadline ends first answers unavailable with the figures', async () => {

@@ -48,7 +48,7 @@ describe('alert rules on a real Prometheus scraping real agents', () => {
 
   afterAll(async () => {
     await prometheus?.stop();
-    await Promise.all(agents.map((a) => a.stop(100)));
+    await Promise.all(agents.map((a) => a.stop(2000)));
   });
 
   const quorumLost = async (): Promise<ActiveAlert | undefined> =>

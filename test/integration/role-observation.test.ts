@@ -48,7 +48,7 @@ describe('the role from the shared observation', () => {
   });
 
   afterAll(async () => {
-    await agent?.stop(100);
+    await agent?.stop(2000);
   });
 
   it.each<[string, () => Promise<string>]>([

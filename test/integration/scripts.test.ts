@@ -51,7 +51,7 @@ describe('member-join.sh and member-leave.sh against a running agent and a real 
   }, 30_000);
 
   afterAll(async () => {
-    await agent?.stop(100);
+    await agent?.stop(2000);
     if (bin !== undefined) fs.rmSync(bin, { recursive: true, force: true });
   });
 
@@ -178,7 +178,7 @@ describe('member-join.sh and member-leave.sh against a running agent and a real 
       expect(curlWithout.code).toBe(1);
       expect(curlWithout.stderr).toMatch(/^member-leave: unauthorized: /);
     } finally {
-      await guarded.stop(100);
+      await guarded.stop(2000);
       fs.rmSync(dir, { recursive: true, force: true });
     }
   }, 30_000);
