@@ -8,7 +8,7 @@
  * is fresh (no etcd call) when that finds no quorum or began after the call, else by a quick probe:
  * a member list as one member holds it (no quorum
  * needed) and a Status call to each member, bounded by `ETCD_AGENT_STATUS_TIMEOUT_MS`, asked once
- * more of the voters that did not answer when the first round finds no quorum — and again
+ * more, with twice that, of the voters that did not answer when the first round finds no quorum — and again
  * every status timeout while the call waits. quorum-verdict.ts decides: when no quorum answers, the
  * call's own deadline is cut (its etcd calls stop retrying) and it answers `unavailable` with the
  * figures; during an election, or when it cannot tell, the call goes on waiting inside its deadline.
@@ -117,10 +117,11 @@ export class QuorumGate {
       let probe = await probeMembers(cluster, list.members, config.statusTimeoutMs);
       let verdict = verdictOf(probe);
       if (verdict.kind === 'no-quorum') {
-        // The voters that did not answer are asked once more: one answer slowed by a loaded machine
-        // must not turn a cluster with a quorum into `unavailable`. A dead member refuses at once.
+        // The voters that did not answer are asked once more, with twice the time: one answer slowed
+        // by a loaded machine must not turn a cluster with a quorum into `unavailable` (a leave beside
+        // a frozen member once answered so). A dead member refuses at once, in either round.
         const silent = probe.probes.filter((p) => p.status === undefined && p.url !== undefined);
-        const again = await probeMembers(cluster, silent.map((p) => p.member), config.statusTimeoutMs);
+        const again = await probeMembers(cluster, silent.map((p) => p.member), 2 * config.statusTimeoutMs);
         probe = new ClusterProbe([...probe.probes.filter((p) => !silent.includes(p)), ...again.probes]);
         verdict = verdictOf(probe);
       }
