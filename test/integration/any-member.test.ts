@@ -157,7 +157,7 @@ describe('any agent, with only its own member as endpoint, finds a live member f
     expect(await changesSent(learnerAgent.metrics)).toMatchObject({ promote: 1 });
   });
 
-  it('when the 5th member is joined right after the 4th became a voter, then its first call succeeds within its deadline, and its own agent promotes it within 2 s of being in sync', async () => {
+  it('when the 5th member is joined right after the 4th became a voter, then its first call succeeds within its deadline, and its own agent promotes it within 3 s of being in sync', async () => {
     const spec = await c.reserveMember('etcd-4');
 
     const t0 = Date.now();
@@ -169,7 +169,9 @@ describe('any agent, with only its own member as endpoint, finds a live member f
 
     await startMember('etcd-4');
     const { inSyncAt, voterAt } = await timePromotion('etcd-4');
-    expect(voterAt - inSyncAt).toBeLessThanOrEqual(2000);
+    // Its agent's auto-promotion looks once a second: about 1 s alone; up to 2.2 s was seen on a loaded
+    // 2-core machine running three suites beside it.
+    expect(voterAt - inSyncAt).toBeLessThanOrEqual(3000);
     const members = await c.listMembers();
     expect(members.filter((m) => !m.isLearner && m.started)).toHaveLength(5);
   });
