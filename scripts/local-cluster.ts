@@ -485,11 +485,22 @@ function snapshot(m: Member): LocalMember {
   return Object.freeze({ name, clientURL, peerURL, dataDir, logFile, state, pid: m.child?.pid, version: m.etcd.version });
 }
 
+/**
+ * Signals the member's process group (etcd is spawned detached, as its own group): with a launcher
+ * (the start script that supervises etcd in kube-inject's pods) the script and its helper loops get
+ * it too, as a container's processes all do, so none outlives the test.
+ */
 function signal(m: Member, sig: NodeJS.Signals): void {
+  const pid = m.child?.pid;
   try {
-    m.child?.kill(sig);
+    if (pid !== undefined) process.kill(-pid, sig);
+    else m.child?.kill(sig);
   } catch {
-    // already gone
+    try {
+      m.child?.kill(sig);
+    } catch {
+      // already gone
+    }
   }
 }
 
