@@ -119,6 +119,7 @@ export function decodeFields(buf: Buffer): { varints: Map<number, bigint>; bytes
     if (key === undefined) return undefined;
     const field = Number(key >> 3n);
     const wire = Number(key & 7n);
+    if (field === 0) return undefined;
     if (wire === 0) {
       const v = varint();
       if (v === undefined) return undefined;

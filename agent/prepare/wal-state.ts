@@ -15,7 +15,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { readWalMetadata } from './data-dir';
+import { decodeFields, readWalMetadata } from './data-dir';
 
 /** walpb.Record types (etcd server/storage/wal/wal.go). */
 const RECORD = { metadata: 1, entry: 2, state: 3, crc: 4, snapshot: 5 } as const;
@@ -70,7 +70,7 @@ export function walStateOf(bytes: Buffer): Omit<WalState, 'segment'> | undefined
     const size = Number(lenField & 0xffffffffffffffn);
     const pad = lenField >> 63n === 1n ? Number((lenField >> 56n) & 0x7n) : 0;
     if (size === 0 || offset + 8 + size > bytes.length) break;
-    const record = decode(bytes.subarray(offset + 8, offset + 8 + size));
+    const record = decodeFields(bytes.subarray(offset + 8, offset + 8 + size));
     if (record === undefined) break;
     const type = Number(record.varints.get(1) ?? 0n);
     const crc = Number(record.varints.get(2) ?? 0n);
@@ -83,19 +83,19 @@ export function walStateOf(bytes: Buffer): Omit<WalState, 'segment'> | undefined
       if (sum !== crc) break;
       digest = sum;
       if (type === RECORD.state) {
-        const hs = decode(data);
+        const hs = decodeFields(data);
         if (hs === undefined) break;
         term = Number(hs.varints.get(1) ?? 0n);
         vote = (hs.varints.get(2) ?? 0n).toString(16);
         commit = Number(hs.varints.get(3) ?? 0n);
         seenState = true;
       } else if (type === RECORD.entry) {
-        const entry = decode(data);
+        const entry = decodeFields(data);
         if (entry === undefined) break;
         lastTerm = Number(entry.varints.get(2) ?? 0n);
         lastIndex = Number(entry.varints.get(3) ?? 0n);
       } else if (type === RECORD.snapshot) {
-        const snap = decode(data);
+        const snap = decodeFields(data);
         if (snap === undefined) break;
         const index = Number(snap.varints.get(1) ?? 0n);
         if (index >= lastIndex) {
@@ -127,39 +127,3 @@ const TABLE = (() => {
   }
   return table;
 })();
-
-/** The varint and length-delimited fields of one protobuf message; undefined when it is not one. */
-function decode(buf: Buffer): { varints: Map<number, bigint>; bytes: Map<number, Buffer> } | undefined {
-  const varints = new Map<number, bigint>();
-  const bytes = new Map<number, Buffer>();
-  let at = 0;
-  const varint = (): bigint | undefined => {
-    let value = 0n;
-    for (let shift = 0n; at < buf.length && shift < 70n; shift += 7n) {
-      const b = buf[at++];
-      value |= BigInt(b & 0x7f) << shift;
-      if ((b & 0x80) === 0) return value;
-    }
-    return undefined;
-  };
-  while (at < buf.length) {
-    const key = varint();
-    if (key === undefined) return undefined;
-    const field = Number(key >> 3n);
-    const wire = Number(key & 7n);
-    if (field === 0) return undefined;
-    if (wire === 0) {
-      const v = varint();
-      if (v === undefined) return undefined;
-      varints.set(field, v);
-    } else if (wire === 2) {
-      const len = varint();
-      if (len === undefined || at + Number(len) > buf.length) return undefined;
-      bytes.set(field, buf.subarray(at, at + Number(len)));
-      at += Number(len);
-    } else {
-      return undefined;
-    }
-  }
-  return { varints, bytes };
-}
