@@ -25,6 +25,7 @@ import { baseFlags, etcdInstall } from '../../scripts/etcd-version';
 import { freePorts } from '../../scripts/ports';
 import { binCommand } from '../../scripts/bin-command';
 import { ChildAgent, LogLine, MAIN_JS } from './child-agent';
+import { eventually } from './etcd-cluster';
 
 
 /** Debian's static busybox (package busybox-static), which the agent's image copies into the pod as etcd's shell. */
@@ -381,6 +382,22 @@ export class PodSet {
         else resolve(String(stdout));
       });
     });
+  }
+
+  /**
+   * Starts the pods `names` as a StatefulSet's pods start: each init container (prepare) run again
+   * until it exits 0, etcd under its start script (restarted when it exits, as the kubelet does), then
+   * the sidecar agents as processes with `agentEnv`. Answers the cluster id each pod's etcd reports.
+   */
+  async startAll(names: string[], agentEnv: Record<string, string>): Promise<Record<string, string>> {
+    await Promise.all(names.map((n) => this.prepareUntilReady(n, { waitSeconds: 60, attempts: 2 })));
+    for (const n of names) {
+      this.pod(n).restartOnExit = true;
+      this.startEtcd(n);
+    }
+    await Promise.all(names.map((n) => eventually(async () => expect(await this.healthy(n)).toBe(true), 30_000, 200)));
+    await Promise.all(names.map((n) => this.startAgent(n, agentEnv, { process: true })));
+    return this.clusterIds(names);
   }
 
   /** The cluster id each named pod's etcd reports about itself (hex), by pod. */

@@ -81,15 +81,7 @@ async function killAtEachStep(name: string, steps: string[]): Promise<void> {
 
 describe('recovery, crashes', () => {
   it('when four pods start, then they form one cluster', async () => {
-    // As the kubelet runs init containers: again until they exit 0.
-    await Promise.all(ALL.map((n) => pods.prepareUntilReady(n, { waitSeconds: 60, attempts: 2 })));
-    for (const n of ALL) {
-      pods.pod(n).restartOnExit = true;
-      pods.startEtcd(n);
-    }
-    await Promise.all(ALL.map((n) => eventually(async () => expect(await pods.healthy(n)).toBe(true), 30_000, 200)));
-    await Promise.all(ALL.map((n) => pods.startAgent(n, AGENT_ENV, { process: true })));
-    const ids = new Set(Object.values(await pods.clusterIds(ALL)));
+    const ids = new Set(Object.values(await pods.startAll(ALL, AGENT_ENV)));
     expect(ids.size).toBe(1);
     clusterId = [...ids][0];
   });

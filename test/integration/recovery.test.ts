@@ -129,15 +129,7 @@ describe('recovery', () => {
   });
 
   it('when five pods start, then they form one cluster', async () => {
-    // As the kubelet runs init containers: again until they exit 0.
-    await Promise.all(ALL.map((n) => pods.prepareUntilReady(n, { waitSeconds: 60, attempts: 2 })));
-    for (const n of ALL) {
-      pods.pod(n).restartOnExit = true;
-      pods.startEtcd(n);
-    }
-    await Promise.all(ALL.map((n) => eventually(async () => expect(await pods.healthy(n)).toBe(true), 30_000, 200)));
-    await Promise.all(ALL.map((n) => pods.startAgent(n, AGENT_ENV, { process: true })));
-    const ids = new Set(Object.values(await pods.clusterIds(ALL)));
+    const ids = new Set(Object.values(await pods.startAll(ALL, AGENT_ENV)));
     expect(ids.size).toBe(1);
     clusterId = [...ids][0];
   });
