@@ -32,7 +32,7 @@ check() {
     fi
     ask=version
     [ "$bin" = etcd ] && ask=--version
-    got="$("$dir/$bin" "$ask" 2>&1 | sed -n -E 's/^(etcd|etcdctl|etcdutl) [Vv]ersion: *([0-9.]+).*/\2/p' | head -1)"
+    got="$("$dir/$bin" "$ask" 2>&1 | sed -n -E 's/^(etcd|etcdctl|etcdutl) [Vv]ersion: *([0-9.]+).*/\2/p' | sed -n 1p)"
     if [ "$got" != "$want" ]; then
       echo "etcd.sh: $dir/$bin --version says '${got:-nothing}', expected $want" >&2
       return 1
@@ -66,7 +66,7 @@ fi
 
 module="tools/etcd-$minor"
 [ -f "$module/go.mod" ] || usage
-version="$(sed -n -E 's/^[[:space:]]*go\.etcd\.io\/etcd\/server\/v3 v([0-9][0-9.]*)( .*)?$/\1/p' "$module/go.mod" | head -1)"
+version="$(sed -n -E 's/^[[:space:]]*go\.etcd\.io\/etcd\/server\/v3 v([0-9][0-9.]*)( .*)?$/\1/p' "$module/go.mod" | sed -n 1p)"
 [ -n "$version" ] || {
   echo "etcd.sh: $module/go.mod pins no go.etcd.io/etcd/server/v3 version" >&2
   exit 1

@@ -17,7 +17,7 @@ module=tools/kbagent-1.0
   echo "usage: bash scripts/kbagent.sh [1.0]" >&2
   exit 2
 }
-version="$(sed -n -E 's/^[[:space:]]*github\.com\/apecloud\/kubeblocks v([0-9][0-9A-Za-z.+-]*)( .*)?$/\1/p' "$module/go.mod" | head -1)"
+version="$(sed -n -E 's/^[[:space:]]*github\.com\/apecloud\/kubeblocks v([0-9][0-9A-Za-z.+-]*)( .*)?$/\1/p' "$module/go.mod" | sed -n 1p)"
 [ -n "$version" ] || {
   echo "kbagent.sh: $module/go.mod requires no github.com/apecloud/kubeblocks version" >&2
   exit 1
