@@ -31,7 +31,7 @@ export interface Agent extends Pick<ExpressApp.ExpressAppDeps, 'config' | 'logge
   cluster: EtcdCluster;
   /** Every route: the fast ones (fast-routes.ts), the rest through the express app, built on first use. */
   app: RequestListener;
-  /** Releases what the services hold (locks, timers) and closes etcd connections. */
+  /** Releases what the services hold (locks, timers), closes etcd connections, and waits for the calls in flight to answer. */
   close(): Promise<void>;
 }
 
@@ -102,6 +102,7 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
     close: async () => {
       for (const stop of stoppers) await stop();
       cluster.close();
+      await membership.settled();
     },
   };
 }

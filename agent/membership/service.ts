@@ -111,6 +111,15 @@ export class MembershipService {
     await this.deps.lock.releaseAll();
   }
 
+  /**
+   * Settles once the calls in flight now have answered. After the etcd client is closed that is
+   * soon (their next etcd call fails as shutting down, which is never retried); a stop waits for it,
+   * so that no retry of theirs outlives the agent.
+   */
+  settled(): Promise<void> {
+    return this.flights.settled();
+  }
+
   private deadline(timeoutSeconds?: number): Deadline {
     return Deadline.in((timeoutSeconds ?? this.deps.config.timeoutSeconds) * 1000);
   }

@@ -26,6 +26,11 @@ export class SingleFlight<T> {
   get size(): number {
     return this.inflight.size;
   }
+
+  /** Settles once every execution in flight now has settled, however it ended. */
+  async settled(): Promise<void> {
+    await Promise.allSettled([...this.inflight.values()]);
+  }
 }
 
 /** A key that is equal for equal requests whatever their fields' order: `action` + canonical JSON. */

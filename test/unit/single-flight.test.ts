@@ -32,6 +32,29 @@ describe('SingleFlight', () => {
     expect(flights.size).toBe(0);
   });
 
+  it('when executions are in flight, then settled() waits until each has settled, failed ones too', async () => {
+    const flights = new SingleFlight<string>();
+    const ok = deferred<string>();
+    const failing = deferred<string>();
+    void flights.do('a', () => ok.promise);
+    void flights.do('b', () => failing.promise).catch(() => undefined);
+    let settled = false;
+    const waiting = flights.settled().then(() => (settled = true));
+
+    ok.resolve('done');
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(settled).toBe(false);
+    failing.reject(new Error('closed'));
+    await waiting;
+
+    expect(settled).toBe(true);
+    expect(flights.size).toBe(0);
+  });
+
+  it('when nothing is in flight, then settled() settles at once', async () => {
+    await expect(new SingleFlight<string>().settled()).resolves.toBeUndefined();
+  });
+
   it('when the execution fails, then every caller gets the same error and the next call runs again', async () => {
     const flights = new SingleFlight<string>();
     const boom = new Error('busy');
