@@ -10,6 +10,8 @@ const { TestEnvironment } = require('jest-environment-node');
 const path = require('node:path');
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- as above
 const { setTimeout: sleep } = require('node:timers/promises');
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- as above
+const asyncHooks = require('node:async_hooks');
 
 /** Open handles of this process by kind ({Timeout: 2, TCPSocketWrap: 1}). */
 function handleCounts() {
@@ -31,6 +33,20 @@ class EtcdVersionEnvironment extends TestEnvironment {
   async setup() {
     await super.setup();
     this.handlesBefore = handleCounts();
+    // JEST_HANDLE_STACKS=1: also where each timer and socket still holding the worker at the end was made.
+    if (process.env.JEST_HANDLE_STACKS === '1') {
+      this.made = new Map();
+      this.hook = asyncHooks
+        .createHook({
+          init: (id, type, _trigger, resource) => {
+            if (type === 'Timeout' || type === 'TCPWRAP' || type === 'PROCESSWRAP' || type === 'PIPEWRAP') {
+              this.made.set(id, { type, resource, stack: new Error().stack.split('\n').slice(2, 14).join('\n') });
+            }
+          },
+          destroy: (id) => this.made.delete(id),
+        })
+        .enable();
+    }
   }
 
   async teardown() {
@@ -42,8 +58,13 @@ class EtcdVersionEnvironment extends TestEnvironment {
       .filter(([, n]) => n > 0);
     if (left.length > 0) {
       const what = left.map(([kind, n]) => `${kind} +${n}`).join(', ');
-      process.stderr.write(`handles still active after ${path.relative(process.cwd(), this.testPath)} (unref'd timers included): ${what}\n`);
+      process.stderr.write(`handles still active after ${path.relative(process.cwd(), this.testPath)}: ${what}\n`);
+      for (const { type, resource, stack } of this.made?.values() ?? []) {
+        const held = typeof resource.hasRef === 'function' ? resource.hasRef() : true;
+        if (held && !(type === 'Timeout' && resource._destroyed)) process.stderr.write(`  ${type}\n${stack}\n`);
+      }
     }
+    this.hook?.disable();
     await super.teardown();
   }
 }

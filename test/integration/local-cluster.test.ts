@@ -28,7 +28,8 @@ describe('LocalEtcdCluster (real etcd processes on loopback)', () => {
     const unstarted = (await c.listMembers()).find((m) => m.peerURLs.includes(reserved.peerURL));
     expect(unstarted).toMatchObject({ name: '', started: false, isLearner: true });
     // The race freePorts leaves open: another process binds the reserved client port first.
-    const squatter = net.createServer();
+    // It takes whatever connects (the harness probing the port) and drops it, so that closing it leaves no socket.
+    const squatter = net.createServer((socket) => socket.destroy());
     const taken = new URL(reserved.clientURL);
     await new Promise<void>((resolve) => squatter.listen(Number(taken.port), taken.hostname, resolve));
 
