@@ -1,27 +1,47 @@
 /**
- * etcd3's channel resets, made prompt.
+ * etcd3's channel resets, without a timer that holds the process.
  *
- * After a failed call (a member down, frozen or not started yet) and on `close()`, etcd3 drops a
- * host's gRPC clients; one whose channel is still connecting it does not close but watches for up
- * to 1 s more (`waitForReady`, its workaround for grpc-node issue 1487: closing a connecting channel
- * used to fail the calls still pending on it as UNAVAILABLE, which is also how they fail now, and
- * what the agent retries). Each such reset held a timer and a connection attempt for that second,
- * past the agent's stop too, so a stopped agent kept its process (and jest's workers) open.
+ * After a failed call (a member down, frozen or not started yet) etcd3 drops a host's gRPC clients;
+ * one whose channel is still connecting it keeps for up to 1 s more (`waitForReady`, its workaround
+ * for grpc-node issue 1487), and so does `close()`. That keeps the connection attempt, which gRPC
+ * shares with the client that replaces it, and that matters: closing it at once makes the next
+ * Status to a frozen member start over and wait its whole timeout (health answers went from 12 ms to
+ * 200 ms at p99, health-paused.test.ts). But gRPC's 1 s watch is a ref'd timer per reset, so a
+ * stopped agent kept its process (and jest's workers) open.
  *
- * Invariant: once installed, a gRPC client etcd3 drops is closed at once, whatever its channel's state.
+ * Invariant: a dropped client whose channel is connecting is closed 1 s later on a timer that holds
+ * nothing open, any other at once; a closed host closes every client at once.
  */
+import { connectivityState } from '@grpc/grpc-js';
 import { Host } from 'etcd3/lib/connection-pool';
 
-/** The part of etcd3's Host this replaces and reads (etcd3 1.1: `cachedServices` is private there). */
+/** How long a dropped connecting channel is kept for the client that replaces it (etcd3's own figure). */
+const CONNECTING_KEPT_MS = 1000;
+
+/** The parts of etcd3's Host this replaces and reads (etcd3 1.1: private there). */
 interface HostInternals {
-  cachedServices: Record<string, { close(): void } | undefined>;
+  cachedServices: Record<string, { close(): void; getChannel(): { getConnectivityState(connect: boolean): number } } | undefined>;
+  closed: boolean;
 }
 
-/** Replaces etcd3's Host.resetAllServices with one that closes every client now. Idempotent. */
+/** Replaces etcd3's Host.resetAllServices and Host.close as the invariant says. Idempotent. */
 export function closeChannelsPromptly(): void {
-  Host.prototype.resetAllServices = function resetAllServicesNow(this: Host): void {
+  Host.prototype.resetAllServices = function resetAllServices(this: Host): void {
+    const host = this as unknown as HostInternals;
+    for (const service of Object.values(host.cachedServices)) {
+      if (service === undefined) continue;
+      if (service.getChannel().getConnectivityState(false) === connectivityState.CONNECTING) {
+        setTimeout(() => service.close(), CONNECTING_KEPT_MS).unref();
+      } else {
+        service.close();
+      }
+    }
+    host.cachedServices = Object.create(null) as HostInternals['cachedServices'];
+  };
+  Host.prototype.close = function close(this: Host): void {
     const host = this as unknown as HostInternals;
     for (const service of Object.values(host.cachedServices)) service?.close();
     host.cachedServices = Object.create(null) as HostInternals['cachedServices'];
+    host.closed = true;
   };
 }

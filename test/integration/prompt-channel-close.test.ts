@@ -2,10 +2,11 @@
  * prompt-channel-close.ts against real gRPC channels that cannot finish connecting: a TCP listener
  * that accepts and never answers, as a frozen member's does. With etcd3's own reset, a failed call
  * leaves gRPC watching the dropped channel for 1 s, a timer that holds the process; with the
- * agent's, nothing is left.
+ * agent's, nothing holds it, and the dropped channel is still closed within that second.
  */
 import asyncHooks from 'node:async_hooks';
 import net from 'node:net';
+import { connectivityState } from '@grpc/grpc-js';
 import { Host } from 'etcd3/lib/connection-pool';
 import { etcd3 } from '../../agent/etcd/etcd3-module';
 
@@ -44,28 +45,52 @@ describe('etcd3 channel resets', () => {
     await new Promise((resolve) => silent.close(resolve));
   });
 
-  /** Watch timers holding the process right after a call to the silent listener failed and its client closed. */
-  async function heldAfterFailedCall(): Promise<number> {
+  /** A client whose one call to the silent listener failed, and the gRPC client etcd3 dropped for it. */
+  async function afterFailedCall(): Promise<{ client: { close(): void }; dropped: { getChannel(): { getConnectivityState(c: boolean): number } } }> {
     const client = new (etcd3().Etcd3)({ hosts: [url] });
-    await expect(client.get('k').options({ deadline: new Date(Date.now() + 300) })).rejects.toThrow();
-    client.close();
+    const host = (client as unknown as { pool: { hosts: Array<{ cachedServices: Record<string, unknown> }> } }).pool.hosts[0];
+    const call = client.get('k').options({ deadline: new Date(Date.now() + 300) }).string();
     await new Promise((resolve) => setImmediate(resolve));
-    const held = heldWatchTimers();
-    // What etcd3 left ends within its 1 s; the next case starts from a quiet process.
-    await new Promise((resolve) => setTimeout(resolve, 1100));
-    return held;
+    const dropped = Object.values(host.cachedServices)[0] as { getChannel(): { getConnectivityState(c: boolean): number } };
+    await expect(call).rejects.toThrow();
+    return { client, dropped };
   }
+
+  /** Waits out whatever etcd3 left (its 1 s), so that the next case starts from a quiet process. */
+  const quiet = (): Promise<unknown> => new Promise((resolve) => setTimeout(resolve, 1100));
 
   it('when etcd3 resets on its own, then a failed call leaves gRPC watching the channel, holding the process (what the agent replaces)', async () => {
     expect(prompt).not.toBe(own);
     Host.prototype.resetAllServices = own;
+    const { client } = await afterFailedCall();
 
-    expect(await heldAfterFailedCall()).toBeGreaterThan(0);
+    expect(heldWatchTimers()).toBeGreaterThan(0);
+    client.close();
+    await quiet();
   });
 
-  it('when the agent loaded etcd3, then a failed call and close leave nothing watching the channel', async () => {
+  it('when the agent loaded etcd3, then a failed call holds nothing open, and the dropped channel is closed within 1 s', async () => {
     Host.prototype.resetAllServices = prompt;
+    const { client, dropped } = await afterFailedCall();
 
-    expect(await heldAfterFailedCall()).toBe(0);
+    expect(heldWatchTimers()).toBe(0);
+    await quiet();
+    expect(dropped.getChannel().getConnectivityState(false)).toBe(connectivityState.SHUTDOWN);
+    client.close();
+  });
+
+  it('when the agent closes a client whose channel is connecting, then it is closed at once and nothing is left', async () => {
+    const client = new (etcd3().Etcd3)({ hosts: [url] });
+    const host = (client as unknown as { pool: { hosts: Array<{ cachedServices: Record<string, unknown> }> } }).pool.hosts[0];
+    const call = client.get('k').options({ deadline: new Date(Date.now() + 5000) }).string();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const service = Object.values(host.cachedServices)[0] as { getChannel(): { getConnectivityState(c: boolean): number } };
+    expect(service.getChannel().getConnectivityState(false)).toBe(connectivityState.CONNECTING);
+
+    client.close();
+
+    expect(service.getChannel().getConnectivityState(false)).toBe(connectivityState.SHUTDOWN);
+    await expect(call).rejects.toThrow();
+    expect(heldWatchTimers()).toBe(0);
   });
 });
