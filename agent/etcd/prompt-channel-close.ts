@@ -10,7 +10,9 @@
  * stopped agent kept its process (and jest's workers) open.
  *
  * Invariant: a dropped client whose channel is connecting is closed 1 s later on a timer that holds
- * nothing open, any other at once; a closed host closes every client at once.
+ * nothing open, any other at once; a closed host closes every client at once, those it dropped and
+ * still keeps too (calls still queued on them would otherwise hold their deadline timers past the
+ * close).
  */
 import { connectivityState } from '@grpc/grpc-js';
 import { Host } from 'etcd3/lib/connection-pool';
@@ -18,11 +20,20 @@ import { Host } from 'etcd3/lib/connection-pool';
 /** How long a dropped connecting channel is kept for the client that replaces it (etcd3's own figure). */
 const CONNECTING_KEPT_MS = 1000;
 
+/** A gRPC client of etcd3's, as far as this uses it. */
+interface ServiceClient {
+  close(): void;
+  getChannel(): { getConnectivityState(connect: boolean): number };
+}
+
 /** The parts of etcd3's Host this replaces and reads (etcd3 1.1: private there). */
 interface HostInternals {
-  cachedServices: Record<string, { close(): void; getChannel(): { getConnectivityState(connect: boolean): number } } | undefined>;
+  cachedServices: Record<string, ServiceClient | undefined>;
   closed: boolean;
 }
+
+/** Per host, the dropped clients still kept (connecting), closed with the host at the latest. */
+const keptOf = new WeakMap<Host, Set<ServiceClient>>();
 
 /** Replaces etcd3's Host.resetAllServices and Host.close as the invariant says. Idempotent. */
 export function closeChannelsPromptly(): void {
@@ -31,7 +42,13 @@ export function closeChannelsPromptly(): void {
     for (const service of Object.values(host.cachedServices)) {
       if (service === undefined) continue;
       if (service.getChannel().getConnectivityState(false) === connectivityState.CONNECTING) {
-        setTimeout(() => service.close(), CONNECTING_KEPT_MS).unref();
+        const kept = keptOf.get(this) ?? new Set<ServiceClient>();
+        keptOf.set(this, kept);
+        kept.add(service);
+        setTimeout(() => {
+          kept.delete(service);
+          service.close();
+        }, CONNECTING_KEPT_MS).unref();
       } else {
         service.close();
       }
@@ -40,7 +57,8 @@ export function closeChannelsPromptly(): void {
   };
   Host.prototype.close = function close(this: Host): void {
     const host = this as unknown as HostInternals;
-    for (const service of Object.values(host.cachedServices)) service?.close();
+    for (const service of [...Object.values(host.cachedServices), ...(keptOf.get(this) ?? [])]) service?.close();
+    keptOf.delete(this);
     host.cachedServices = Object.create(null) as HostInternals['cachedServices'];
     host.closed = true;
   };
