@@ -102,7 +102,7 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
     close: async () => {
       for (const stop of stoppers) await stop();
       cluster.close();
-      await membership.settled();
+      await Promise.all([membership.settled(), cluster.settled()]);
     },
   };
 }

@@ -54,6 +54,8 @@ export class EtcdCluster {
   private readonly discovery: MemberDiscovery;
   /** The etcd version each endpoint reported in its last Status answer (server-version.ts). */
   private readonly versions = new ServerVersions();
+  /** Calls in `retrying` now: a stop waits for them (`settled`), so no retry pause outlives it. */
+  private readonly inFlight = new Set<Promise<unknown>>();
   /** The auth token of Status calls, when the agent has etcd credentials (status-token.ts). */
   private readonly statusToken?: StatusToken;
 
@@ -349,6 +351,14 @@ export class EtcdCluster {
   }
 
   /**
+   * Settles once every call in flight now has ended. After `close` that is within one retry pause
+   * (400 ms at most): the next attempt fails as shutting down, which is never retried.
+   */
+  async settled(): Promise<void> {
+    await Promise.allSettled([...this.inFlight]);
+  }
+
+  /**
    * `call` through the known endpoints; when none of them can serve it (all down, or learners),
    * reads the member list at a peer listener to find the others, and tries once more.
    */
@@ -406,10 +416,14 @@ export class EtcdCluster {
 
   /** A call, retried on transient failure while the deadline allows another attempt. */
   private async retrying<T>(deadline: Deadline, fn: () => Promise<T>): Promise<T> {
+    const call = pRetry(fn, retryTransient(deadline, { minTimeout: 50, maxTimeout: 400, reserveMs: 100 }));
+    this.inFlight.add(call);
     try {
-      return await pRetry(fn, retryTransient(deadline, { minTimeout: 50, maxTimeout: 400, reserveMs: 100 }));
+      return await call;
     } catch (err) {
       throw toAgentError(err);
+    } finally {
+      this.inFlight.delete(call);
     }
   }
 }
