@@ -10,7 +10,8 @@ const { integrationProjects } = require('./test/helpers/etcd-versions');
  *   (test/helpers/built-agent.ts) and finds each version's etcd.
  */
 const common = {
-  testEnvironment: 'node',
+  // jest's node environment, saying which handles a file left open (handle-environment.js).
+  testEnvironment: '<rootDir>/test/helpers/handle-environment.js',
   testMatch: ['**/*.test.ts'],
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },
   // Latency-measuring suites run last and alone (see the file); the same runner for both projects, so
