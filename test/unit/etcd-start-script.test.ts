@@ -180,7 +180,10 @@ describe.each(SHELLS)('the etcd start script under $name', (shell) => {
   it("when etcd exits unasked, then the script exits with etcd's status (the kubelet restarts the container)", async () => {
     start();
     await until('the first start', () => starts().length === 1);
-    fs.writeFileSync(file('exit-code'), '3\n');
+    // Renamed into place: the fake etcd reads the file as soon as it exists, and a file written in
+    // place could be read empty (`exit ""`, status 2).
+    fs.writeFileSync(file('exit-code.tmp'), '3\n');
+    fs.renameSync(file('exit-code.tmp'), file('exit-code'));
     expect(await exited).toBe(3);
     expect(starts()).toHaveLength(1);
   });
