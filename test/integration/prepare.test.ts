@@ -9,7 +9,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { delay, Deadline } from '../../agent/deadline';
+import type { Etcd3 } from 'etcd3';
 import { EtcdCluster } from '../../agent/etcd/cluster-client';
+import { etcd3 } from '../../agent/etcd/etcd3-module';
 import { readDataDir } from '../../agent/prepare/data-dir';
 import type { Member, MemberList } from '../../agent/proto/types';
 import { eventually } from '../helpers/etcd-cluster';
@@ -88,11 +90,15 @@ class Writer {
   failures = 0;
   private running = true;
   private readonly done: Promise<void>;
-  private readonly etcd: EtcdCluster;
+  private readonly etcd: Etcd3;
 
-  /** Writes through `through` (pods whose etcd stays up: a put to a dead endpoint would wait for its deadline). */
+  /**
+   * Writes through `through` only (pods whose etcd stays up: a put to a dead endpoint would wait for
+   * its deadline), as a workload's own etcd client does: not the agent's cluster client, which also
+   * tries the members the cluster reports (a stopped one among them).
+   */
   constructor(through: string[]) {
-    this.etcd = new EtcdCluster({ endpoints: through.map((n) => pods.pod(n).clientURL) });
+    this.etcd = new (etcd3().Etcd3)({ hosts: through.map((n) => pods.pod(n).clientURL) });
     this.done = this.loop();
   }
 
@@ -100,7 +106,7 @@ class Writer {
     for (let i = 0; this.running; i++) {
       const key = `w/${String(i).padStart(6, '0')}`;
       try {
-        await this.etcd.raw.put(key).value(String(i)).options({ deadline: new Date(Date.now() + 2000) });
+        await this.etcd.put(key).value(String(i)).options({ deadline: new Date(Date.now() + 2000) });
         this.acked.push(key);
       } catch {
         this.failures++;
@@ -114,7 +120,7 @@ class Writer {
     this.running = false;
     await this.done;
     expect(this.acked.length).toBeGreaterThan(20);
-    const read = await this.etcd.raw.getAll().prefix('w/').strings();
+    const read = await this.etcd.getAll().prefix('w/').strings();
     const missing = this.acked.filter((k) => read[k] === undefined);
     expect(missing).toEqual([]);
     this.etcd.close();
