@@ -18,6 +18,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config } from '../config';
 import { crashPoint } from '../crash-point';
 import { Deadline } from '../deadline';
@@ -78,10 +79,9 @@ export class RecoveryService {
   private running: Promise<unknown> = Promise.resolve();
   /** How many acts are in flight or waiting: the rejoin watch stays out of their way. */
   private acting = 0;
-  private closed = false;
+  /** Aborted by close(): the loops stop, and a pause in progress ends at once (its timer with it). */
+  private readonly stopping = new AbortController();
   private readonly loops: Array<Promise<void>> = [];
-  /** The loops' pauses in progress, ended at once by close(). */
-  private readonly wakers = new Set<() => void>();
 
   constructor(private readonly deps: RecoveryDeps) {
     if (deps.prepare !== undefined) {
@@ -98,8 +98,7 @@ export class RecoveryService {
 
   /** Stops the loops (a hold in force stays: the next agent finishes it). */
   async close(): Promise<void> {
-    this.closed = true;
-    for (const wake of this.wakers) wake();
+    this.stopping.abort();
     await Promise.all(this.loops);
   }
 
@@ -455,7 +454,7 @@ export class RecoveryService {
 
   private async loop(name: string, periodMs: number, body: () => Promise<void>): Promise<void> {
     let lastError: string | undefined;
-    while (!this.closed) {
+    while (!this.stopping.signal.aborted) {
       try {
         await body();
         lastError = undefined;
@@ -465,21 +464,9 @@ export class RecoveryService {
         if (error !== lastError) this.deps.logger.warn(`recovery: the ${name} failed; it tries again`, { error });
         lastError = error;
       }
-      if (!this.closed) await this.pause(periodMs);
+      // Rejected when close() aborts it: the loop then ends without waiting out its period.
+      await sleep(periodMs, undefined, { signal: this.stopping.signal }).catch(() => undefined);
     }
-  }
-
-  /** Waits `ms`, or until close(): a stop neither waits out a loop's period nor leaves its timer behind. */
-  private pause(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const done = (): void => {
-        clearTimeout(timer);
-        this.wakers.delete(done);
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      this.wakers.add(done);
-    });
   }
 }
 
