@@ -11,7 +11,7 @@
  * most every 5 minutes.
  */
 import type { Config } from '../config';
-import { Deadline, delay } from '../deadline';
+import { Deadline } from '../deadline';
 import type { EtcdCluster } from '../etcd/cluster-client';
 import { shuttingDownError, toAgentError } from '../etcd/errors';
 import type { MembershipLock } from '../etcd/lock';
@@ -99,7 +99,8 @@ export class MaintenanceService {
     const run = this.current;
     if (run === undefined) return;
     run.stop();
-    await Promise.race([run.result.catch(() => undefined), delay(CLOSE_WAIT_MS)]);
+    // The wait's timer holds nothing open: when the run ends first, it must not outlive the stop (as in auto-promote.ts).
+    await Promise.race([run.result.catch(() => undefined), new Promise((resolve) => setTimeout(resolve, CLOSE_WAIT_MS).unref())]);
   }
 
   private start(req: DefragmentRequest, context: MaintenanceContext): DefragmentRun {
