@@ -95,6 +95,19 @@ export async function probeMembers(cluster: Pick<EtcdCluster, 'memberStatus'>, m
 }
 
 /**
+ * `probe` with its silent members (asked, but no answer) asked once more, with `timeoutMs`, and
+ * their new answers in place of the old: one answer slowed by a loaded machine, or by a channel
+ * still connecting after a certificate rotation, must not read as a member down. A dead member
+ * refuses at once, in either round; only a frozen or cut-off one costs the second wait.
+ */
+export async function reaskSilent(cluster: Pick<EtcdCluster, 'memberStatus'>, probe: ClusterProbe, timeoutMs: number): Promise<ClusterProbe> {
+  const silent = probe.probes.filter((p) => p.status === undefined && p.url !== undefined);
+  if (silent.length === 0) return probe;
+  const again = await probeMembers(cluster, silent.map((p) => p.member), timeoutMs);
+  return new ClusterProbe([...probe.probes.filter((p) => !silent.includes(p)), ...again.probes]);
+}
+
+/**
  * etcd's promote check (`isLearnerInSync`) applied to two statuses: their committed indexes
  * approximate it without sending a promote that would be refused.
  */

@@ -19,7 +19,7 @@ import type { Config } from '../config';
 import { Deadline } from '../deadline';
 import type { EtcdCluster } from '../etcd/cluster-client';
 import type { Logger } from '../observability/logger';
-import { ClusterProbe, probeMembers } from './probe';
+import { probeMembers, reaskSilent, type ClusterProbe } from './probe';
 import { noQuorumError, quorumVerdict, type QuorumEvidence, type QuorumVerdict } from './quorum-verdict';
 
 /** How long a call through a quorum may take before the gate looks at the voters. */
@@ -117,12 +117,9 @@ export class QuorumGate {
       let probe = await probeMembers(cluster, list.members, config.statusTimeoutMs);
       let verdict = verdictOf(probe);
       if (verdict.kind === 'no-quorum') {
-        // The voters that did not answer are asked once more, with twice the time: one answer slowed
-        // by a loaded machine must not turn a cluster with a quorum into `unavailable` (a leave beside
-        // a frozen member once answered so). A dead member refuses at once, in either round.
-        const silent = probe.probes.filter((p) => p.status === undefined && p.url !== undefined);
-        const again = await probeMembers(cluster, silent.map((p) => p.member), 2 * config.statusTimeoutMs);
-        probe = new ClusterProbe([...probe.probes.filter((p) => !silent.includes(p)), ...again.probes]);
+        // Asked once more, with twice the time, before a cluster with a quorum is called `unavailable`
+        // (a leave beside a frozen member once answered so on a loaded machine).
+        probe = await reaskSilent(cluster, probe, 2 * config.statusTimeoutMs);
         verdict = verdictOf(probe);
       }
       this.deps.logger?.debug('quorum gate: probed the voters', {

@@ -18,7 +18,7 @@ import type { ActionName, ActionResult, Member, MemberList } from '../proto/type
 import type { Answer, NeedsProbe } from './answer';
 import { converge, type RetryFilter } from './converge';
 import { summarizeCluster } from './match';
-import { ClusterProbe, probeMembers } from './probe';
+import { probeMembers, reaskSilent, type ClusterProbe } from './probe';
 import type { QuorumGate } from './quorum-gate';
 import { isNoQuorum } from './quorum-verdict';
 
@@ -101,10 +101,18 @@ export class ActionRun {
     });
   }
 
-  /** Status of every member in `members`, in parallel, each within the configured status timeout. */
+  /**
+   * Status of every member in `members`, in parallel, each within the configured status timeout;
+   * a voter that did not answer is asked once more with twice that (inside the deadline), so that
+   * a slow answer is not taken for a member down by a quorum guard (reaskSilent).
+   */
   async probe(members: Member[]): Promise<ClusterProbe> {
     this.begin('asking the members for their status');
-    this.lastProbe = await probeMembers(this.deps.cluster, members, this.statusTimeoutMs());
+    const first = await probeMembers(this.deps.cluster, members, this.statusTimeoutMs());
+    const silentVoter = first.probes.some((p) => !p.member.isLearner && p.status === undefined && p.url !== undefined);
+    this.lastProbe = silentVoter && !this.deadline.expired()
+      ? await reaskSilent(this.deps.cluster, first, Math.min(2 * this.deps.config.statusTimeoutMs, Math.max(1, this.deadline.remainingMs())))
+      : first;
     return this.lastProbe;
   }
 
