@@ -124,7 +124,7 @@ describe('any agent, with only its own member as endpoint, finds a live member f
     expect(reply.json).toMatchObject({ outcome: 'added', member: { peerURLs: [spec.peerURL], isLearner: true } });
   });
 
-  it("when the learner's agent has only its own member as endpoint, then its /v1/health matches a voter agent's, and once free to it promotes its member within 2 s", async () => {
+  it("when the learner's agent has only its own member as endpoint, then its /v1/health matches a voter agent's, and once free to it promotes its member within 3 s", async () => {
     // A join in flight holds the lock: the learner stays a learner while the two answers are compared.
     lock = await new MembershipLock(agent0().cluster, { keyPrefix: agent0().config.keyPrefix, agent: 'etcd-0', logger: createLogger({ silent: true }) }).acquire(
       { action: 'memberJoin', member: { name: 'etcd-3', peerURLs: [] } },
@@ -157,11 +157,12 @@ describe('any agent, with only its own member as endpoint, finds a live member f
     lock = undefined;
     const { voterAt } = await timePromotion('etcd-3');
 
-    expect(voterAt - freed).toBeLessThanOrEqual(2000);
+    // Its loop looks once a second; a loaded machine adds to the look and to the promote RPC.
+    expect(voterAt - freed).toBeLessThanOrEqual(3000);
     expect(await changesSent(learnerAgent.metrics)).toMatchObject({ promote: 1 });
   });
 
-  it('when the 5th member is joined right after the 4th became a voter, then its first call succeeds within its deadline, and its own agent promotes it within 3 s of being in sync', async () => {
+  it('when the 5th member is joined right after the 4th became a voter, then its first call succeeds within its deadline, and its own agent promotes it within 5 s of being in sync', async () => {
     const spec = await c.reserveMember('etcd-4');
 
     const t0 = Date.now();
@@ -173,9 +174,10 @@ describe('any agent, with only its own member as endpoint, finds a live member f
 
     await startMember('etcd-4');
     const { inSyncAt, voterAt } = await timePromotion('etcd-4');
-    // Its agent's auto-promotion looks once a second: about 1 s alone; up to 2.2 s was seen on a loaded
-    // 2-core machine running three suites beside it.
-    expect(voterAt - inSyncAt).toBeLessThanOrEqual(3000);
+    // Its agent's auto-promotion looks once a second: about 1 s alone; 2.2 s and 3.5 s were seen on a
+    // loaded 2-core machine running three suites beside it (the bound is promptness, not speed: no
+    // other loop of the agent or of a controller would promote it within seconds).
+    expect(voterAt - inSyncAt).toBeLessThanOrEqual(5000);
     const members = await c.listMembers();
     expect(members.filter((m) => !m.isLearner && m.started)).toHaveLength(5);
   });
