@@ -56,6 +56,8 @@ export const START_NOTE_FILE = `${START_MOUNT_PATH}/etcd-start-note`;
  * `--force-new-cluster` are taken; any other line stops the start (exit 2). Whoever can write the
  * start directory can therefore choose among these flags, but cannot run anything in etcd's container.
  *
+ * `etcd-state` is written to `etcd-state.new` and renamed into place, so the sidecar reads one whole line.
+ *
  * SIGTERM and SIGINT are passed on to etcd, and the script exits with etcd's status; when etcd exits
  * unasked, so does the script, and the kubelet restarts the container as it always did.
  */
@@ -67,6 +69,9 @@ export function etcdStartScript(flagsFile: string, binary: string, dataDir: stri
   const once = f('etcd-flags-once.sh');
   const used = f('etcd-flags-once.sh.used');
   const note = f('etcd-start-note');
+  // Written whole, then renamed into place: a reader never sees it half written (or empty).
+  const state = f('etcd-state');
+  const stateNew = f('etcd-state.new');
   return [
     `pid= stop=; trap 'stop=1; [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null' TERM INT`,
     'while :; do',
@@ -75,7 +80,7 @@ export function etcdStartScript(flagsFile: string, binary: string, dataDir: stri
     `    read -r n < ${f('etcd-hold')}`,
     `    if [ -e ${f('etcd-move-aside')} ]; then read -r t < ${f('etcd-move-aside')}`,
     `      case "$t" in ${data}.removed-*/*) ;; ${data}.removed-*) [ -e "$t" ] || mv ${data} "$t";; esac; rm -f ${f('etcd-move-aside')}; fi`,
-    `    echo "held $n" > ${f('etcd-state')}; [ -n "$stop" ] && exit 0; sleep 0.2; continue`,
+    `    echo "held $n" > ${stateNew}; mv -f ${stateNew} ${state}; [ -n "$stop" ] && exit 0; sleep 0.2; continue`,
     '  fi',
     '  [ -n "$stop" ] && exit 0',
     `  o=; [ -e ${once} ] && mv -f ${once} ${used} && o=${used}`,
@@ -92,7 +97,7 @@ export function etcdStartScript(flagsFile: string, binary: string, dataDir: stri
     `    if [ -n "$r" ]; then r=\${r%%\\{version\\}*}$v\${r#*\\{version\\}}; printf 'etcd-lifecycle-agent: %s\\n' "$r" >&2`,
     `      { printf '%s\\n' "$r" > ${note}; } 2>/dev/null; [ -w /dev/termination-log ] && { printf '%s\\n' "$r" > /dev/termination-log; } 2>/dev/null; exit 1; fi`,
     `    { : > ${note}; } 2>/dev/null; exec ${binary} "$@" ) &`,
-    `  pid=$!; echo "running $pid\${o:+ once}" > ${f('etcd-state')}`,
+    `  pid=$!; echo "running $pid\${o:+ once}" > ${stateNew}; mv -f ${stateNew} ${state}`,
     `  ( while [ ! -e ${f('etcd-restart')} ]; do sleep 1; done; kill -TERM "$pid" ) & w=$!`,
     '  wait "$pid"; rc=$?',
     '  if [ -n "$stop" ]; then wait "$pid"; r=$?; [ "$r" = 127 ] || rc=$r; kill "$w" 2>/dev/null; exit "$rc"; fi',

@@ -114,7 +114,8 @@ describe.each(SHELLS)('the etcd start script under $name', (shell) => {
     start();
     const [args] = await until('the first start', () => (starts().length > 0 ? starts() : undefined));
     expect(args).toBe('--name=a --data-dir=x --initial-cluster=a=http://a:2380 --initial-cluster-state=existing --initial-cluster-token=tok');
-    expect(state()).toMatch(/^running \d+$/);
+    // etcd (its own child) may note its start before the script has written the state.
+    await until('the running state', () => /^running \d+$/.test(state()));
   });
 
   it.each([
@@ -139,7 +140,7 @@ describe.each(SHELLS)('the etcd start script under $name', (shell) => {
     expect(starts()[0]).toMatch(/--initial-cluster-token=tok --force-new-cluster$/);
     expect(read('etcd-flags-once.sh')).toBeUndefined();
     expect(read('etcd-flags-once.sh.used')).toContain('--force-new-cluster');
-    expect(state()).toMatch(/^running \d+ once$/);
+    await until('the running-once state', () => /^running \d+ once$/.test(state()));
     fs.writeFileSync(file('etcd-restart'), 'r1\n');
     await until('the second start', () => starts().length === 2);
     expect(starts()[1]).not.toContain('--force-new-cluster');
@@ -166,7 +167,7 @@ describe.each(SHELLS)('the etcd start script under $name', (shell) => {
     expect(starts()).toHaveLength(1);
     fs.rmSync(file('etcd-hold'));
     await until('the start after the hold', () => starts().length === 2);
-    expect(state()).toMatch(/^running \d+$/);
+    await until('the running state', () => /^running \d+$/.test(state()));
   });
 
   it("when the container is stopped (SIGTERM to the script), then etcd gets SIGTERM and the script exits with etcd's status", async () => {
