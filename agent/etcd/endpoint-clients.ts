@@ -2,6 +2,13 @@
  * The etcd3 clients of the cluster client, one per endpoint (and one without etcd credentials, for
  * Status), built with the TLS material in use. The one place an etcd3 client is made: when the TLS
  * files change, later calls get new clients and the old ones are retired (retiring-clients.ts).
+ *
+ * Invariant: a rotation never leaves a call waiting on a connection it did not need. Each endpoint's
+ * new client is built at once and connects (TLS handshake, etcd's Authenticate) with one Status call
+ * of its own; calls go on through the old client until that call has settled (answered or failed, at
+ * most one attempt timeout), then through the new one, and the old one is retired. Without that, the
+ * first calls after a rotation paid for the handshake inside a 500 ms status budget: on a loaded
+ * machine every one of them failed, and /v1/health answered `unavailable` for a second.
  */
 import * as fs from 'node:fs';
 import { noop } from 'cockatiel';
@@ -22,6 +29,8 @@ export class EndpointClients {
   private readonly credentials?: EtcdCredentials;
   /** Clients built with earlier credentials, closed once the calls on them are done. */
   private readonly retiring: RetiringClients;
+  /** New clients of a rotation still connecting, by the client they replace once connected. */
+  private readonly warming = new Map<Etcd3, Etcd3>();
 
   constructor(
     private readonly options: EtcdConnectionOptions,
@@ -58,7 +67,10 @@ export class EndpointClients {
   /** Closes the clients of `url` (a member that left); a later call there builds new ones. */
   drop(url: string): void {
     for (const clients of [this.perEndpoint, this.anonymous]) {
-      clients.get(url)?.close();
+      const client = clients.get(url);
+      if (client === undefined) continue;
+      this.stopWarming(client);
+      client.close();
       clients.delete(url);
     }
   }
@@ -69,20 +81,47 @@ export class EndpointClients {
     this.closed = true;
     this.credentials?.stop();
     this.retiring.closeAll();
+    for (const next of this.warming.values()) next.close();
+    this.warming.clear();
     for (const client of [...this.perEndpoint.values(), ...this.anonymous.values()]) client.close();
     this.perEndpoint.clear();
     this.anonymous.clear();
   }
 
   /**
-   * New credentials are in use: later calls go through new clients (etcd3 takes TLS credentials at
-   * construction), and the old ones are retired, closed once the calls already on them are done.
+   * New credentials are in use: each endpoint gets a new client (etcd3 takes TLS credentials at
+   * construction), which replaces the old one once connected (the module's invariant); the old ones
+   * are retired, closed once the calls already on them are done. A client still connecting from an
+   * earlier rotation is closed: the newest credentials win.
    */
   private renew(): void {
     if (this.closed) return;
-    this.retiring.retire([...this.perEndpoint.values(), ...this.anonymous.values()]);
-    this.perEndpoint.clear();
-    this.anonymous.clear();
+    for (const [authenticated, clients] of [[true, this.perEndpoint], [false, this.anonymous]] as const) {
+      for (const [url, old] of clients) {
+        this.stopWarming(old);
+        this.warm(url, authenticated, old, clients);
+      }
+    }
+  }
+
+  /** Builds the new client of `url`, connects it, then puts it in `old`'s place and retires `old`. */
+  private warm(url: string, authenticated: boolean, old: Etcd3, clients: Map<string, Etcd3>): void {
+    const next = this.build(url, authenticated);
+    this.warming.set(old, next);
+    const swap = (): void => {
+      if (this.warming.get(old) !== next) return; // dropped, closed, or replaced by a newer rotation
+      this.warming.delete(old);
+      if (clients.get(url) === old) clients.set(url, next);
+      else next.close();
+      this.retiring.retire([old]);
+    };
+    next.maintenance.status({ deadline: new Date(Date.now() + this.attemptTimeoutMs) }).then(swap, swap);
+  }
+
+  /** Closes the client still connecting to replace `old`, if any. */
+  private stopWarming(old: Etcd3): void {
+    this.warming.get(old)?.close();
+    this.warming.delete(old);
   }
 
   /**
