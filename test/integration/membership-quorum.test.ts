@@ -15,8 +15,12 @@ const LEAVE = '/v1/members/leave';
 const PROMOTE = '/v1/members/promote';
 const TRANSFER = '/v1/leader/transfer';
 const ACTION = '/v1.0/action';
-/** The bound for a call without a quorum to answer. */
-const AT_ONCE_MS = 1500;
+/**
+ * The bound for a call without a quorum to answer: "at once", against the 10 s deadline it spent
+ * before. Typically 100–650 ms (README); 1.65 s was seen once on a loaded 2-core machine running
+ * three suites beside it, so the bound is a quarter of the deadline, not the typical figure.
+ */
+const AT_ONCE_MS = 2500;
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -74,7 +78,7 @@ describe('4 voters, 2 of them killed: no quorum', () => {
       await Promise.all([cluster().kill('etcd-2'), cluster().kill('etcd-3')]);
     });
 
-    it.each(calls)('when %s is asked, then 503 unavailable within 1.5 s, naming 2 of 4 voters answering and 3 needed', async (_what, ask) => {
+    it.each(calls)('when %s is asked, then 503 unavailable within 2.5 s, naming 2 of 4 voters answering and 3 needed', async (_what, ask) => {
       const { answer, ms } = await timed(ask);
 
       expect(answer.status).toBe(503);
@@ -103,7 +107,7 @@ describe('4 voters, 2 of them killed: no quorum', () => {
       expect(await statusRpcs(agent, 'unavailable')).toBe(statusCalls);
     });
 
-    it('when the kbagent route is asked for memberJoin and memberLeave, then {error: failed} within 1.5 s, the message naming the figures', async () => {
+    it('when the kbagent route is asked for memberJoin and memberLeave, then {error: failed} within 2.5 s, the message naming the figures', async () => {
       const join = await timed(() =>
         post(agent, ACTION, { action: 'memberJoin', parameters: { KB_JOIN_MEMBER_POD_NAME: 'etcd-4', KB_JOIN_MEMBER_POD_FQDN: new URL(etcd4.peerURL).hostname } }),
       );
