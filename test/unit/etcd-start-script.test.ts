@@ -74,8 +74,9 @@ describe.each(SHELLS)('the etcd start script under $name', (shell) => {
       file('etcd'),
       [
         `#!${sh}`,
-        `echo "$*" >> ${file('starts')}`,
+        // The trap first: a test that sees the start may signal at once.
         `trap 'echo TERM >> ${file('signals')}; exit 7' TERM`,
+        `echo "$*" >> ${file('starts')}`,
         `while [ ! -e ${file('exit-code')} ] && [ -e ${run} ]; do sleep 0.05; done`,
         `read -r c < ${file('exit-code')}; exit "$c"`,
         '',
