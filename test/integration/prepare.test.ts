@@ -134,7 +134,9 @@ describe('prepare', () => {
       if (run.code === 0) pods.startEtcd(name);
       return run;
     };
-    const killing = pods.prepare('etcd-0', { killOn: (l) => l.message === 'prepared' });
+    // Killed right after it wrote its flags (a crash point: a kill sent on its last log line could
+    // land after it exited, on a loaded machine).
+    const killing = pods.prepare('etcd-0', { crashAt: 'prepare-flags-written' });
     const others = Promise.all(['etcd-1', 'etcd-2'].map(async (n) => started(n, await pods.prepare(n))));
     expect((await killing).signal).toBe('SIGKILL');
     // The re-run finds its own marker in the still-empty data directory and bootstraps the same cluster
@@ -231,8 +233,10 @@ describe('prepare', () => {
     });
     expect(left.json).toMatchObject({ outcome: 'removed' });
     await stopPod('etcd-4');
-    // Killed as it moves the directory (before or after the rename, the kernel decides), then run again.
-    const killed = await pods.prepare('etcd-4', { endpoints: 5, killOn: (l) => l.message === 'prepare step' && l.step === 'move-aside' });
+    // Killed right after the start script moved the directory aside (a crash point: a kill sent on the
+    // step's log line raced the move, and on a loaded machine prepare had finished before it landed),
+    // then run again.
+    const killed = await pods.prepare('etcd-4', { endpoints: 5, crashAt: 'prepare-moved-aside' });
     expect(killed.signal).toBe('SIGKILL');
     const runs = [killed, ...(await pods.prepareUntilReady('etcd-4', { endpoints: 5 }))];
     expect(stepsOf(runs)).toEqual(expect.arrayContaining(['move-aside', 'join']));
@@ -259,7 +263,7 @@ describe('prepare', () => {
         expect(attempt).toBeLessThan(3);
       }
     }
-    const killedAfter = await pods.prepare('etcd-3', { endpoints: 5, killOn: (l) => l.message === 'prepared' });
+    const killedAfter = await pods.prepare('etcd-3', { endpoints: 5, crashAt: 'prepare-flags-written' });
     expect(killedAfter.signal).toBe('SIGKILL');
     expect(await membersOf('etcd-3')).toHaveLength(1);
     const runs = await pods.prepareUntilReady('etcd-3', { endpoints: 5 });
