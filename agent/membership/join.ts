@@ -74,11 +74,14 @@ export async function join(run: ActionRun, req: JoinRequest): Promise<ActionResu
   let last: ActionResult | undefined;
   let lastError: unknown;
   let refusals = 0;
+  const until = run.deadline.at - WAIT_RESERVE_MS;
   const done = await pollUntil(
     {
-      until: run.deadline.at - WAIT_RESERVE_MS,
-      // Refused again: back off (to 1.6 s), so a refusal that lasts seconds costs a few RPCs, not dozens.
-      pauseMs: () => Math.min(WAIT_POLL_MS * 2 ** Math.min(refusals, 3), 1600),
+      until,
+      // Refused again: back off (to 1.6 s), so a refusal that lasts seconds costs a few RPCs, not dozens;
+      // but never past `until`: the last pass runs then, so a short deadline is waited out to its end,
+      // not given up on a backoff that would not fit (a 3 s join once answered after 1.3 s).
+      pauseMs: () => Math.max(0, Math.min(WAIT_POLL_MS * 2 ** Math.min(refusals, 3), 1600, until - Date.now())),
     },
     async () => {
       try {
