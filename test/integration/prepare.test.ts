@@ -91,6 +91,13 @@ class Writer {
   private running = true;
   private readonly done: Promise<void>;
   private readonly etcd: Etcd3;
+  private firstAck?: () => void;
+  /**
+   * Resolves at the first acknowledged put: a new etcd3 client's first call may wait out a whole
+   * 2 s deadline on its name resolution, and a disruption begun before then (a case that took 2 s)
+   * left the writer one put.
+   */
+  readonly ready = new Promise<void>((resolve) => (this.firstAck = resolve));
 
   /**
    * Writes through `through` only (pods whose etcd stays up: a put to a dead endpoint would wait for
@@ -108,6 +115,7 @@ class Writer {
       try {
         await this.etcd.put(key).value(String(i)).options({ deadline: new Date(Date.now() + 2000) });
         this.acked.push(key);
+        this.firstAck?.();
       } catch {
         this.failures++;
         await delay(50);
@@ -171,6 +179,7 @@ describe('prepare', () => {
 
   it('when the StatefulSet scales 3 → 5 while a writer writes, then each new pod joins as a learner, one at a time, is promoted, and no write is lost', async () => {
     const writer = new Writer(INITIAL);
+    await writer.ready;
     let maxLearners = 0;
     let watching = true;
     const watch = (async () => {
@@ -207,6 +216,7 @@ describe('prepare', () => {
   // run's first version (version-scope.ts).
   itOnFirstVersion('when a voter loses its disk while a writer writes, then prepare removes and re-adds it as a learner, and no write is lost', async () => {
     const writer = new Writer(['etcd-0', 'etcd-1']);
+    await writer.ready;
     const before = (await membersOf('etcd-2'))[0].id;
     await stopPod('etcd-2', true);
     fs.rmSync(pods.pod('etcd-2').dataDir, { recursive: true, force: true });
