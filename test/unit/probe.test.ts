@@ -1,4 +1,4 @@
-import { ClusterProbe, learnerLooksReady, type MemberProbe } from '../../agent/membership/probe';
+import { ClusterProbe, learnerLooksReady, reaskSilent, type MemberProbe } from '../../agent/membership/probe';
 import type { Member, MemberStatus } from '../../agent/proto/types';
 
 function member(id: string, isLearner = false, started = true): Member {
@@ -68,6 +68,33 @@ describe('ClusterProbe', () => {
 
     expect(tied.mostUpToDate()?.member.id).toBe('d');
     expect(tied.mostUpToDate('d')?.member.id).toBe('b');
+  });
+});
+
+describe('reaskSilent', () => {
+  it.each<[string, Row[], string[], string[], string[]]>([
+    // [case, first round, who answers the second, asked again, voters answering after]
+    ['nobody silent: nothing asked again', [['a', false, true, ['a', 2, 10, 10]], ['b', false, true, ['a', 2, 10, 10]]], [], [], ['a', 'b']],
+    ['a slow voter answers the second time', [['a', false, true, ['a', 2, 10, 10]], ['b', false, true, undefined], ['c', false, true, undefined]], ['b'], ['b', 'c'], ['a', 'b']],
+    ['an unstarted member (no URL) is not asked', [['a', false, true, ['a', 2, 10, 10]], ['u', true, false, undefined]], ['u'], [], ['a']],
+    ['still silent: stays silent', [['a', false, true, undefined]], [], ['a'], []],
+  ])('when %s, then only the silent members with a URL are asked again and their new answers replace the old', async (_case, rows, answering, askedAgain, after) => {
+    const asked: string[] = [];
+    const cluster = {
+      memberStatus: async (url: string, timeoutMs: number): Promise<MemberStatus> => {
+        const id = new URL(url).hostname;
+        asked.push(id);
+        expect(timeoutMs).toBe(1000);
+        if (!answering.includes(id)) throw new Error('deadline exceeded');
+        return status(id, 'a', 2, 10);
+      },
+    };
+
+    const probe = await reaskSilent(cluster, probeOf(rows), 1000);
+
+    expect(asked.sort()).toEqual(askedAgain);
+    expect(probe.probes.filter((p) => !p.member.isLearner && p.status !== undefined).map((p) => p.member.id).sort()).toEqual(after);
+    expect(probe.probes).toHaveLength(rows.length);
   });
 });
 
