@@ -73,3 +73,18 @@ export function timeoutError(step: string): AgentError {
 export function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
+
+/**
+ * Waits until `work` settles (fulfilled or rejected: its outcome is its owner's to read) or `ms` have
+ * passed, whichever is first, on a timer that holds nothing open and is cleared once `work` settles:
+ * a stop that waits briefly for a pass in flight never keeps the process alive past it.
+ */
+export async function settledWithin(work: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const waited = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms);
+    timer.unref();
+  });
+  await Promise.race([work.then(() => undefined, () => undefined), waited]);
+  clearTimeout(timer);
+}

@@ -11,7 +11,7 @@
  * most every 5 minutes.
  */
 import type { Config } from '../config';
-import { Deadline } from '../deadline';
+import { Deadline, settledWithin } from '../deadline';
 import type { EtcdCluster } from '../etcd/cluster-client';
 import { shuttingDownError, toAgentError } from '../etcd/errors';
 import type { MembershipLock } from '../etcd/lock';
@@ -99,8 +99,7 @@ export class MaintenanceService {
     const run = this.current;
     if (run === undefined) return;
     run.stop();
-    // The wait's timer holds nothing open: when the run ends first, it must not outlive the stop (as in auto-promote.ts).
-    await Promise.race([run.result.catch(() => undefined), new Promise((resolve) => setTimeout(resolve, CLOSE_WAIT_MS).unref())]);
+    await settledWithin(run.result, CLOSE_WAIT_MS);
   }
 
   private start(req: DefragmentRequest, context: MaintenanceContext): DefragmentRun {

@@ -5,6 +5,7 @@
  * etcd per interval. It logs and counts what it does and never throws.
  */
 import type { Config } from '../config';
+import { settledWithin } from '../deadline';
 import type { EtcdCluster } from '../etcd/cluster-client';
 import type { Logger } from '../observability/logger';
 import { isAgentError } from '../proto/errors';
@@ -48,7 +49,7 @@ export class AutoPromoter {
     this.stopped = true;
     clearTimeout(this.timer);
     if (this.running !== undefined) {
-      await Promise.race([this.running, new Promise((resolve) => setTimeout(resolve, 1000).unref())]);
+      await settledWithin(this.running, 1000);
     }
   }
 
