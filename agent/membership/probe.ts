@@ -38,6 +38,11 @@ export class ClusterProbe {
     return this.probes.filter((p) => !p.member.isLearner && p.status !== undefined).length;
   }
 
+  /** Members asked (they have a client URL) that did not answer. */
+  get silent(): MemberProbe[] {
+    return this.probes.filter((p) => p.status === undefined && p.url !== undefined);
+  }
+
   /** True when member `id` answered. */
   isHealthy(id: string): boolean {
     return this.byId.get(id)?.status !== undefined;
@@ -101,7 +106,7 @@ export async function probeMembers(cluster: Pick<EtcdCluster, 'memberStatus'>, m
  * refuses at once, in either round; only a frozen or cut-off one costs the second wait.
  */
 export async function reaskSilent(cluster: Pick<EtcdCluster, 'memberStatus'>, probe: ClusterProbe, timeoutMs: number): Promise<ClusterProbe> {
-  const silent = probe.probes.filter((p) => p.status === undefined && p.url !== undefined);
+  const silent = probe.silent;
   if (silent.length === 0) return probe;
   const again = await probeMembers(cluster, silent.map((p) => p.member), timeoutMs);
   return new ClusterProbe([...probe.probes.filter((p) => !silent.includes(p)), ...again.probes]);

@@ -109,7 +109,7 @@ export class ActionRun {
   async probe(members: Member[]): Promise<ClusterProbe> {
     this.begin('asking the members for their status');
     const first = await probeMembers(this.deps.cluster, members, this.statusTimeoutMs());
-    const silentVoter = first.probes.some((p) => !p.member.isLearner && p.status === undefined && p.url !== undefined);
+    const silentVoter = first.silent.some((p) => !p.member.isLearner);
     this.lastProbe = silentVoter && !this.deadline.expired()
       ? await reaskSilent(this.deps.cluster, first, Math.min(2 * this.deps.config.statusTimeoutMs, Math.max(1, this.deadline.remainingMs())))
       : first;
