@@ -7,7 +7,8 @@
 # (test/helpers/etcd-versions.js) on 3.4, 3.5 and 3.7 as well, in the same jest run.
 # ETCD_TEST_VERSIONS=3.6,3.4 narrows the versions (the first runs every file).
 # Prints a summary per etcd version and ends with one line adding up everything; a version that
-# cannot be built or does not start is a failure that says so. Exits non-zero on any failure.
+# cannot be built or does not start is a failure that says so, and so is a jest worker that had to be
+# force-exited (a handle left open). Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -56,7 +57,17 @@ joined="$(IFS=,; echo "${versions[*]}")"
 echo "== node $("$node24" --version): unit tests, integration tests on etcd ${joined}"
 # Node 24 first on PATH too, so what the tests spawn (the CLI, the scripts' launcher) runs on it.
 PATH="$(dirname "$node24"):$PATH" JEST_SUMMARY_FILE="$out/summary-node24" ETCD_TEST_VERSIONS="$joined" \
-  "$node24" node_modules/jest/bin/jest.js || status=1
+  "$node24" node_modules/jest/bin/jest.js 2>&1 | tee "$out/node24" || status=1
+
+# A jest worker still running 5 s after it was told to end (workerGracefulExitTimeout in
+# jest.config.js) holds something open: jest kills it and says so. That is a failure here.
+for run in unit node24; do
+  if grep -q 'failed to exit gracefully' "$out/$run"; then
+    echo "-- jest ($run): a worker was force-exited: a test or the agent left a handle open"
+    echo "0 1 0 workers force-exited ($run)" >>"$out/summary-all"
+    status=1
+  fi
+done
 
 # Each jest run writes its summary rows ("passed failed skipped group") last; a run that ended
 # before writing them (a crash) counts as one failure.
