@@ -10,7 +10,9 @@
  *   member list read, so the calls start beside the list read instead of after it; members the new
  *   list adds are asked as soon as it arrives. Before any list was read, the list comes first;
  * - the alarm list, and the operation records when the membership lock is wired in.
- * So an observation costs at most one Status call per member, whatever the request rate.
+ * So an observation costs at most one Status call per member, whatever the request rate; only when
+ * fewer voters than a quorum answered are the silent ones asked once more, in what is left of the
+ * budget (reask.ts), so that one slow round does not read as a quorum lost.
  *
  * When the configured endpoints cannot give the list (down, or a learner, where etcd 3.4 refuses
  * MemberList), it is read at a voter that answered its Status call. When no one gives it, the last
@@ -44,6 +46,7 @@ import type { Member, OperationRecord } from '../proto/types';
 import { canonicalUrl, classify } from './classify';
 import { classifyLocal, type LocalOptions } from './classify-local';
 import type { ClusterHealth, LocalHealth, ObservedFacts, RoleReading, StatusProbe } from './types';
+import { NOT_ASKED, urlsToAskAgain } from './reask';
 import { Observed, SharedObservation } from './shared-observation';
 import { QuorumLossClock, QUORUM_LOSS_MAX_GAP_MS } from './quorum-loss';
 
@@ -262,6 +265,10 @@ export class HealthObserver {
         memberList = { members: local.value.members, fresh: false, readAt: new Date().toISOString() };
       }
     }
+    // Short of a quorum of answers: the silent voters once more, in what is left of the budget (reask.ts).
+    for (const url of urlsToAskAgain(memberList?.members, await Promise.all(probes.values()))) {
+      probes.set(canonicalUrl(url), this.probe(url, this.callMs(startedAt)));
+    }
     const [answers, alarms, records, note] = await Promise.all([Promise.all(probes.values()), alarming, recording, noting]);
     const maintenance = this.deps.maintenance?.();
     const facts: ObservedFacts = {
@@ -284,7 +291,7 @@ export class HealthObserver {
 
   /** One Status call, never throwing: an error becomes the probe's `error`. */
   private async probe(url: string, timeoutMs: number): Promise<StatusProbe> {
-    if (timeoutMs <= 0) return { url, error: 'not asked: the observation had no time left' };
+    if (timeoutMs <= 0) return { url, error: NOT_ASKED };
     const answer = await settle((ms) => this.deps.cluster.memberStatus(url, ms), timeoutMs);
     return answer.ok ? { url, status: answer.value } : { url, error: answer.error };
   }
@@ -342,7 +349,7 @@ type Settled<T> = { ok: true; value: T } | { ok: false; error: string };
  * normally end it first, but an observation must not depend on that (or on etcd3's retries).
  */
 function settle<T>(call: (ms: number) => Promise<T>, ms: number): Promise<Settled<T>> {
-  if (ms <= 0) return Promise.resolve({ ok: false, error: 'not asked: the observation had no time left' });
+  if (ms <= 0) return Promise.resolve({ ok: false, error: NOT_ASKED });
   return new Promise((resolve) => {
     let timer: NodeJS.Timeout | undefined;
     const done = (result: Settled<T>): void => {
