@@ -23,7 +23,8 @@ export interface KbAgentBinary {
 function exec(file: string, args: string[], timeoutMs: number): Promise<string> {
   return new Promise((resolve, reject) => {
     execFile(file, args, { cwd: ROOT, timeout: timeoutMs, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
-      if (err) reject(new Error(`${file} ${args.join(' ')} failed: ${String(stderr).trim() || err.message}`));
+      const how = err === null ? '' : err.signal ? `killed by ${err.signal}` : `exit ${String(err.code)}`;
+      if (err) reject(new Error(`${file} ${args.join(' ')} failed (${how}): ${String(stderr).trim() || err.message}`));
       else resolve(String(stdout));
     });
   });
