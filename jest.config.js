@@ -13,7 +13,8 @@ const common = {
   // jest's node environment, saying which handles a file left open (handle-environment.js).
   testEnvironment: '<rootDir>/test/helpers/handle-environment.js',
   testMatch: ['**/*.test.ts'],
-  transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },
+  // ts-jest, its output shared by every project (ts-transform.js).
+  transform: { '^.+\\.ts$': '<rootDir>/test/helpers/ts-transform.js' },
   // Latency-measuring suites run last and alone (see the file); the same runner for both projects, so
   // unit and integration files still share one pool of workers.
   runner: '<rootDir>/test/helpers/quiet-runner.js',
