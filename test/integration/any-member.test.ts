@@ -110,7 +110,9 @@ describe('any agent, with only its own member as endpoint, finds a live member f
     expect(reply.json.error).toMatchObject({ code: 'unsafe', retryable: true, details: { waitedMs: expect.any(Number) } });
     expect(reply.json.error.message).toMatch(/unhealthy cluster.*after \d+ ms of retries.*every voter answered/);
     expect(reply.json.error.details.waitedMs).toBeGreaterThanOrEqual(500);
-    expect(Date.now() - t0).toBeLessThan(3500);
+    // Answered at its 3 s deadline, not after: within a second of it, as the agent runs in this test's
+    // own process, which on a loaded run shares its event loop with the rest of the file (3.88 s seen).
+    expect(Date.now() - t0).toBeLessThan(4000);
     expect((await changesSent(agent0().metrics)).add).toBeGreaterThan(1); // retried, not answered at the first refusal
     expect((await c.listMembers()).some((m) => m.peerURLs.includes(spec.peerURL))).toBe(false);
   });
