@@ -69,6 +69,9 @@ export function passRetry(f: PassFailure): 'again' | 'settling' | 'stop' {
  */
 export async function converge<T>(run: ConvergingRun, pass: () => Promise<T>, alsoRetry: RetryFilter = () => false): Promise<T> {
   let settlingSince: number | undefined;
+  /** The last "unhealthy cluster" refusal waited on, and where the last failure came from. */
+  let refusal: unknown;
+  let lastFailedIn: PassFailure['failedIn'] = 'other';
   let changeInFlight = false;
   const log = { action: run.action, requestId: run.context.requestId };
   try {
@@ -81,7 +84,11 @@ export async function converge<T>(run: ConvergingRun, pass: () => Promise<T>, al
         const failure = failureOf(run, err, err.attemptNumber, alsoRetry, changeInFlight);
         if (failure.failedIn === 'act' && failure.transient) changeInFlight = true;
         const verdict = passRetry(failure);
-        if (verdict === 'settling') settlingSince ??= Date.now();
+        lastFailedIn = failure.failedIn;
+        if (verdict === 'settling') {
+          settlingSince ??= Date.now();
+          refusal = err;
+        }
         if (verdict === 'stop' || run.deadline.remainingMs() < PASS_RESERVE_MS) throw err;
         run.deps.logger.debug(verdict === 'settling' ? 'etcd refuses changes while a peer settles; retrying' : 'reading again after a failed pass', {
           ...log,
@@ -94,8 +101,21 @@ export async function converge<T>(run: ConvergingRun, pass: () => Promise<T>, al
     }
     return result;
   } catch (err) {
-    throw settlingSince === undefined ? err : withWait(run, err, settlingSince);
+    throw settlingSince === undefined ? err : withWait(run, answerAfterSettling(err, refusal, lastFailedIn, changeInFlight), settlingSince);
   }
+}
+
+/**
+ * What answers a call whose passes etcd refused as "unhealthy cluster" (every voter answering):
+ * the last failure, unless the deadline ended a later pass before it sent a change (while reading
+ * or probing) and no change of an earlier pass is in doubt. Then nothing changed after that
+ * refusal, and the refusal, waited on, is the answer (409 `unsafe` with `waitedMs`), not a bare
+ * timeout: on a loaded machine a pass begun with 600 ms left can run out of them. A timeout while a
+ * change was in flight stays a timeout: that change may be applied. Pure.
+ */
+export function answerAfterSettling(last: unknown, refusal: unknown, lastFailedIn: PassFailure['failedIn'], changeInFlight: boolean): unknown {
+  const timedOut = last instanceof AgentError && last.code === 'timeout';
+  return timedOut && refusal !== undefined && lastFailedIn !== 'act' && !changeInFlight ? refusal : last;
 }
 
 function failureOf(run: ConvergingRun, err: unknown, attempt: number, alsoRetry: RetryFilter, changeInFlight: boolean): PassFailure {

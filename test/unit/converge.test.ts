@@ -1,4 +1,5 @@
-import { passRetry, type PassFailure } from '../../agent/membership/converge';
+import { answerAfterSettling, passRetry, type PassFailure } from '../../agent/membership/converge';
+import { AgentError } from '../../agent/proto/errors';
 
 const failure = (f: Partial<PassFailure>): PassFailure => ({
   attempt: 1,
@@ -25,5 +26,22 @@ describe('passRetry, when a pass runs again', () => {
     ["the failure is the agent's own refusal (unsafe, busy)", 'stop', { failedIn: 'other' }],
   ])('when %s, then: %s', (_what, verdict, f) => {
     expect(passRetry(failure(f))).toBe(verdict);
+  });
+});
+
+describe('answerAfterSettling: what answers a call etcd refused as "unhealthy cluster"', () => {
+  const refusal = new AgentError('unsafe', 'etcdserver: unhealthy cluster');
+  const timeout = new AgentError('timeout', 'the deadline passed while reading the member list');
+  const unavailable = new AgentError('unavailable', 'no quorum');
+  it.each<[string, AgentError, AgentError | undefined, PassFailure['failedIn'], boolean, AgentError]>([
+    ['the last pass was refused again', refusal, refusal, 'act', false, refusal],
+    ['the deadline ended the next pass while it read the member list', timeout, refusal, 'read', false, refusal],
+    ['the deadline ended the next pass while it probed', timeout, refusal, 'other', false, refusal],
+    ['the deadline ended the next pass while its change was in flight (it may be applied)', timeout, refusal, 'act', false, timeout],
+    ["an earlier pass's change is in doubt", timeout, refusal, 'read', true, timeout],
+    ['the next pass found no quorum', unavailable, refusal, 'read', false, unavailable],
+    ['no refusal was waited on', timeout, undefined, 'read', false, timeout],
+  ])('when %s', (_what, last, waited, failedIn, inFlight, expected) => {
+    expect(answerAfterSettling(last, waited, failedIn, inFlight)).toBe(expected);
   });
 });
