@@ -58,7 +58,9 @@ describe('a learner catching up, and an alarm, seen through /v1/health and /v1/h
     await c.addMemberProcess(LEARNER);
     learnerId = (await c.listMembers()).find((m) => m.name === LEARNER)?.id as string;
 
-    const answer = await until(health, (a) => a.json.status === 'healthy' && a.json.members.length === 4);
+    // An observation whose read of the operation records missed its budget (a loaded run) is still
+    // healthy, and says so in its errors instead of listing them: the next one lists them.
+    const answer = await until(health, (a) => a.json.status === 'healthy' && a.json.members.length === 4 && a.json.operations !== undefined);
 
     expect(answer.json.quorum).toMatchObject({ voters: 3, healthyVoters: 3, faultTolerance: 1 });
     expect(answer.json.members.find((m: { name: string }) => m.name === LEARNER)).toMatchObject({ id: learnerId, isLearner: true, reachable: true, errors: [] });
