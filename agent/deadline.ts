@@ -75,16 +75,33 @@ export function delay(ms: number): Promise<void> {
 }
 
 /**
- * Waits until `work` settles (fulfilled or rejected: its outcome is its owner's to read) or `ms` have
- * passed, whichever is first, on a timer that holds nothing open and is cleared once `work` settles:
- * a stop that waits briefly for a pass in flight never keeps the process alive past it.
+ * `promise`'s value, or undefined once `ms` have passed first. The timer never outlives the wait and
+ * holds nothing open: a stop that waits briefly for a pass in flight never keeps the process alive.
  */
-export async function settledWithin(work: Promise<unknown>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const waited = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, ms);
+export function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => resolve(undefined), Math.max(0, ms));
     timer.unref();
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        reject(err);
+      },
+    );
   });
-  await Promise.race([work.then(() => undefined, () => undefined), waited]);
-  clearTimeout(timer);
+}
+
+/** Waits until `work` settles (fulfilled or rejected: its outcome is its owner's to read) or `ms` have passed, whichever is first. */
+export async function settledWithin(work: Promise<unknown>, ms: number): Promise<void> {
+  await within(
+    work.then(
+      () => undefined,
+      () => undefined,
+    ),
+    ms,
+  );
 }

@@ -13,6 +13,7 @@
  * observation that takes over about two thirds of the max age again makes some callers wait): the
  * load on etcd still depends on the max age, not on the request rate. Nobody asking, nothing runs.
  */
+import { within } from '../deadline';
 
 /** Time, beyond an observation's own duration, by which the next one starts ahead of expiry (covers the gap between callers). */
 const REFRESH_MARGIN_MS = 150;
@@ -104,21 +105,4 @@ export class SharedObservation<T> {
     this.flights.push({ startedAt, done });
     return done;
   }
-}
-
-/** `promise`'s value, or undefined once `ms` have passed first; the timer never outlives the wait. */
-export function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => resolve(undefined), Math.max(0, ms));
-    promise.then(
-      (value) => {
-        clearTimeout(timer);
-        resolve(value);
-      },
-      (err: unknown) => {
-        clearTimeout(timer);
-        reject(err);
-      },
-    );
-  });
 }

@@ -1,5 +1,5 @@
-import { SharedObservation, within } from '../../agent/health/shared-observation';
-import { delay } from '../../agent/deadline';
+import { delay, within } from '../../agent/deadline';
+import { SharedObservation } from '../../agent/health/shared-observation';
 
 /** An observe function whose calls are counted and each resolves when the test says so. */
 function controlled(): {
