@@ -40,8 +40,10 @@ check() {
     echo "kbagent.sh: go version -m $1 failed: $info" >&2
     return 1
   }
-  path="$(printf '%s\n' "$info" | awk '$1 == "path" { print $2; exit }')"
-  mod="$(printf '%s\n' "$info" | awk '$1 == "mod" && $2 == "github.com/apecloud/kubeblocks" { print $3; exit }')"
+  # A here-string, not `printf | awk '{ …; exit }'`: awk leaving before printf has written all of
+  # kbagent's long module list killed printf with SIGPIPE, and pipefail made that this script's exit 141.
+  path="$(awk '$1 == "path" { print $2; exit }' <<<"$info")"
+  mod="$(awk '$1 == "mod" && $2 == "github.com/apecloud/kubeblocks" { print $3; exit }' <<<"$info")"
   if [ "$path" != "github.com/apecloud/kubeblocks/cmd/kbagent" ] || [ "$mod" != "v$version" ]; then
     echo "kbagent.sh: $1 is '${path:-?}' of kubeblocks '${mod:-?}', expected github.com/apecloud/kubeblocks/cmd/kbagent of v$version" >&2
     return 1
