@@ -2,7 +2,11 @@
 // passed, N failed, N skipped", for the files of its "integration <version>" project), the unit
 // tests' own, and "jest: N passed, N failed, N skipped" for the whole run. With JEST_SUMMARY_FILE
 // set, also appends one line per group, "<passed> <failed> <skipped> <group>", to that file
-// (scripts/test.sh adds up its runs and prints the per-version summary).
+// (scripts/test.sh adds up its runs and prints the per-version summary). With JEST_CASES_FILE set,
+// appends one tab-separated line per case, "<ms>\t<group>\t<file>\t<case>", to find where the
+// suite's time goes (`sort -rn` it).
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- jest loads reporters as CommonJS
+const path = require('node:path');
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- jest loads reporters as CommonJS
 const fs = require('node:fs');
 
@@ -35,6 +39,12 @@ class SummaryReporter {
       // A run-level failure no file carries (a failing globalSetup) still counts.
       const unaccounted = failed - [...groups.values()].reduce((n, g) => n + g.failed, 0);
       fs.appendFileSync(process.env.JEST_SUMMARY_FILE, rows + (unaccounted > 0 ? `0 ${unaccounted} 0 run\n` : '') + (rows === '' && failed === 0 ? '0 0 0 empty\n' : ''));
+    }
+    if (process.env.JEST_CASES_FILE) {
+      const cases = results.testResults.flatMap((file) =>
+        file.testResults.map((c) => `${c.duration ?? 0}\t${groupOf(file)}\t${path.basename(file.testFilePath)}\t${c.fullName}\n`),
+      );
+      fs.appendFileSync(process.env.JEST_CASES_FILE, cases.join(''));
     }
   }
 }
