@@ -48,6 +48,15 @@ export type RecoveryDecision =
     };
 
 /** A cluster id as written in a call: lowercase hex without `0x` or leading zeros. */
+/**
+ * How long the quorum has been lost, in seconds, as the answers show it: rounded down to a tenth, so
+ * that a loss the rule finds too short never reads as reaching the minimum (2.96 s shown as 3 beside
+ * "less than 3 s").
+ */
+export function shownLossSeconds(nowMs: number, lostSinceMs: number): number {
+  return Math.floor(Math.max(0, nowMs - lostSinceMs) / 100) / 10;
+}
+
 export function normalizeClusterId(id: string): string {
   const hex = id.trim().toLowerCase().replace(/^0x/, '');
   return /^[0-9a-f]{1,16}$/.test(hex) ? BigInt(`0x${hex}`).toString(16) : hex;
@@ -97,12 +106,13 @@ export function decideRecovery(f: RecoveryFacts): RecoveryDecision {
   }
   const lostForSeconds = f.lostSinceMs === undefined ? 0 : Math.max(0, (f.nowMs - f.lostSinceMs) / 1000);
   if (f.lostSinceMs === undefined || lostForSeconds < f.minLossSeconds) {
+    const shown = f.lostSinceMs === undefined ? 0 : shownLossSeconds(f.nowMs, f.lostSinceMs);
     return refuse(
       'unsafe',
       f.lostSinceMs === undefined
         ? `this agent has not seen the quorum lost without a break; it must be lost for ${f.minLossSeconds} s (ETCD_AGENT_RECOVERY_MIN_LOSS_SECONDS)`
-        : `the quorum has been lost for ${lostForSeconds.toFixed(1)} s as this agent saw it, less than ${f.minLossSeconds} s (ETCD_AGENT_RECOVERY_MIN_LOSS_SECONDS)`,
-      { quorum: quorumFigures, quorumLostForSeconds: Math.round(lostForSeconds * 10) / 10, minLossSeconds: f.minLossSeconds },
+        : `the quorum has been lost for ${shown.toFixed(1)} s as this agent saw it, less than ${f.minLossSeconds} s (ETCD_AGENT_RECOVERY_MIN_LOSS_SECONDS)`,
+      { quorum: quorumFigures, quorumLostForSeconds: shown, minLossSeconds: f.minLossSeconds },
     );
   }
   if (from.source === 'none' || from.committedIndex === null || from.raftTerm === null) {

@@ -6,7 +6,7 @@
  */
 import type { RecoveryPlan } from '../proto/recovery';
 import { mostAdvanced } from './candidate';
-import { decideRecovery, RecoveryFacts } from './decision';
+import { decideRecovery, RecoveryFacts, shownLossSeconds } from './decision';
 
 /** What the plan needs beyond the decision's facts. */
 export interface PlanFacts extends Omit<RecoveryFacts, 'request'> {
@@ -17,7 +17,7 @@ export interface PlanFacts extends Omit<RecoveryFacts, 'request'> {
 /** Builds the plan (see the module comment). */
 export function buildPlan(f: PlanFacts): RecoveryPlan {
   const ids = [...new Set(f.members.map((m) => m.clusterId).filter((id): id is string => id !== null))];
-  const lostForSeconds = f.lostSinceMs === undefined ? null : Math.round(Math.max(0, f.nowMs - f.lostSinceMs) / 100) / 10;
+  const lostForSeconds = f.lostSinceMs === undefined ? null : shownLossSeconds(f.nowMs, f.lostSinceMs);
   const base = {
     clusterId: ids.length === 1 ? ids[0] : null,
     quorum: f.quorum,

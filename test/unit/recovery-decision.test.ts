@@ -1,5 +1,5 @@
 import { aheadOf, compareAdvanced, mostAdvanced, Survivor } from '../../agent/recovery/candidate';
-import { decideRecovery, normalizeClusterId, RecoveryDecision, RecoveryFacts } from '../../agent/recovery/decision';
+import { decideRecovery, normalizeClusterId, RecoveryDecision, RecoveryFacts, shownLossSeconds } from '../../agent/recovery/decision';
 import { buildPlan } from '../../agent/recovery/plan';
 import type { MemberLogState, RecoveryRecord } from '../../agent/proto/recovery';
 
@@ -104,6 +104,22 @@ describe('decideRecovery', () => {
 
   it('when the loss is too short, then the refusal carries the figures', () => {
     expect(decideRecovery(facts({ lostSinceMs: NOW - 12_300 }))).toMatchObject({ kind: 'refuse', details: { quorumLostForSeconds: 12.3, minLossSeconds: MIN, quorum: { voters: 5, answering: 2, required: 3 } } });
+  });
+
+  it.each([
+    [12_300, 12.3],
+    [2_960, 2.9],
+    [2_999, 2.9],
+    [3_000, 3],
+    [0, 0],
+  ])('when the quorum was lost %j ms ago, then the figure shown is %j s, rounded down (never reaching the minimum before the rule does)', (ms, shown) => {
+    expect(shownLossSeconds(NOW, NOW - ms)).toBe(shown);
+  });
+
+  it('when the loss is 40 ms short of the minimum, then the refusal shows a figure below it', () => {
+    const d = decideRecovery(facts({ lostSinceMs: NOW - (MIN * 1000 - 40) }));
+    expect(d).toMatchObject({ kind: 'refuse', code: 'unsafe', details: { quorumLostForSeconds: MIN - 0.1 } });
+    expect(d.kind === 'refuse' && d.message).toContain(`lost for ${(MIN - 0.1).toFixed(1)} s`);
   });
 
   it.each([
