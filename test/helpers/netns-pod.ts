@@ -115,7 +115,7 @@ export class NetnsPod {
     const args = this.etcdArgs(initialCluster, state, token);
     const log = fs.openSync(path.join(this.dir, 'etcd.log'), 'a');
     const start = (): void => {
-      const child = this.network.spawn(this.ns, this.bins.etcd.etcd, args, { env: { PATH: process.env.PATH }, stdio: ['ignore', log, log] });
+      const child = this.network.spawn(this.ns, this.bins.etcd.etcd, args, { env: { PATH: process.env.PATH, ...(process.env.GOMAXPROCS === undefined ? {} : { GOMAXPROCS: process.env.GOMAXPROCS }) }, stdio: ['ignore', log, log] });
       this.etcdChild = child;
       child.once('exit', () => {
         if (this.etcdChild === child) this.etcdChild = undefined;

@@ -222,7 +222,9 @@ export class PodSet {
       fs.writeFileSync(wrapper, `echo "$*" >> ${path.join(this.root, name, 'etcd-starts.log')}\nexec ${etcd} "$@"\n`);
       const argv = [shell, '-c', etcdStartScript(pod.flagsFile, `${shell} ${wrapper}`, pod.dataDir), this.etcdBin, ...args];
       const [cmd, ...rest] = setpriv === undefined ? argv : [setpriv, '--pdeathsig=KILL', '--', ...argv];
-      const child = spawn(cmd, rest, { env: {}, stdio: ['ignore', log, log], detached: true });
+      // Nothing of the machine's environment, as in the pod, but its CPU limit's GOMAXPROCS (etcd-environment.js).
+      const env = process.env.GOMAXPROCS === undefined ? {} : { GOMAXPROCS: process.env.GOMAXPROCS };
+      const child = spawn(cmd, rest, { env, stdio: ['ignore', log, log], detached: true });
       pod.etcd = child;
       pod.etcdExited = new Promise((resolve) =>
         child.once('exit', () => {
