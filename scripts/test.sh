@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole suite: setup (which also builds dist/ and the etcd versions), then on the machine's Node
-# (20) the type check, lint and the unit tests, beside (at the lowest CPU priority) Node 24 LTS, the
-# image's runtime (scripts/node24.sh installs it from the npm package pinned in tools/node24), running
-# the unit tests again and the integration tests against real local etcd processes: every file on etcd 3.6 (the default,
+# (20) the type check, lint and the unit tests, then on Node 24 LTS, the image's runtime
+# (scripts/node24.sh installs it from the npm package pinned in tools/node24), the unit tests again
+# and the integration tests against real local etcd processes: every file on etcd 3.6 (the default,
 # what KubeBlocks and kubeadm ship), and the files whose result depends on etcd's version
 # (test/helpers/etcd-versions.js) on 3.4, 3.5 and 3.7 as well, in the same jest run.
 # ETCD_TEST_VERSIONS=3.6,3.4 narrows the versions (the first runs every file).
@@ -36,26 +36,15 @@ if [ "${#versions[@]}" -eq 0 ]; then
   exit 1
 fi
 
-joined="$(IFS=,; echo "${versions[*]}")"
-echo "== node $(node --version): typecheck, lint, unit tests (beside the run below, at the lowest CPU priority; printed once it is done)"
-# Side by side with each other and with the Node 24 run, under `nice -n 19`: they take only the CPU the
-# integration tests leave idle (about 15 % of the 2 cores while etcd elections and timers are waited
-# on), so they add nothing to the suite's wall time (run first, they added ~40 s) and do not slow the
-# timing-bound integration cases. Each one's output is printed whole once the Node 24 run is done.
-nice -n 19 npm run --silent typecheck >"$out/typecheck" 2>&1 &
+echo "== node $(node --version): typecheck, lint, unit tests"
+# Side by side (each is mostly one busy process, and together they take ~20 s instead of ~35 s on
+# 2 cores); each one's output is printed whole once they are all done.
+npm run --silent typecheck >"$out/typecheck" 2>&1 &
 typecheck=$!
-nice -n 19 npm run --silent lint >"$out/lint" 2>&1 &
+npm run --silent lint >"$out/lint" 2>&1 &
 lint=$!
-JEST_SUMMARY_FILE="$out/summary-node20" nice -n 19 npm run --silent test:unit >"$out/unit" 2>&1 &
+JEST_SUMMARY_FILE="$out/summary-node20" npm run --silent test:unit >"$out/unit" 2>&1 &
 unit=$!
-
-echo "== node $("$node24" --version): unit tests, integration tests on etcd ${joined}"
-# Node 24 first on PATH too, so what the tests spawn (the CLI, the scripts' launcher) runs on it.
-PATH="$(dirname "$node24"):$PATH" JEST_SUMMARY_FILE="$out/summary-node24" ETCD_TEST_VERSIONS="$joined" \
-  "$node24" node_modules/jest/bin/jest.js 2>&1 | tee "$out/node24" || status=1
-
-echo
-echo "== node $(node --version): typecheck, lint, unit tests (run beside the above)"
 for step in typecheck lint unit; do
   if ! wait "${!step}"; then
     status=1
@@ -63,6 +52,12 @@ for step in typecheck lint unit; do
   fi
   cat "$out/$step"
 done
+
+joined="$(IFS=,; echo "${versions[*]}")"
+echo "== node $("$node24" --version): unit tests, integration tests on etcd ${joined}"
+# Node 24 first on PATH too, so what the tests spawn (the CLI, the scripts' launcher) runs on it.
+PATH="$(dirname "$node24"):$PATH" JEST_SUMMARY_FILE="$out/summary-node24" ETCD_TEST_VERSIONS="$joined" \
+  "$node24" node_modules/jest/bin/jest.js 2>&1 | tee "$out/node24" || status=1
 
 # A jest worker still running 5 s after it was told to end (workerGracefulExitTimeout in
 # jest.config.js) holds something open: jest kills it and says so. That is a failure here.
