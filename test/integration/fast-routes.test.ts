@@ -67,11 +67,25 @@ describe('the fast routes against express serving the same routes, on a real 3-m
     await agent?.stop(2000);
   });
 
+  /**
+   * `fast` then `slow`, asked again (up to five times) while the two were served from different
+   * observations: the agent refreshes an observation ahead of its expiry, and on a loaded machine a
+   * refresh once finished between the two requests (observedAt 3 s apart), which proves nothing
+   * about the routes.
+   */
+  async function pairOfOneObservation(fast: string, slow: string): Promise<[Answer, Answer]> {
+    const stamps = (a: Answer): string => (a.text.match(/"observedAt":"[^"]*"/g) ?? []).join();
+    let pair: [Answer, Answer] = [await call(agent.listening.url, { path: fast }), await call(agent.listening.url, { path: slow })];
+    for (let again = 0; again < 4 && stamps(pair[0]) !== stamps(pair[1]); again++) {
+      pair = [await call(agent.listening.url, { path: fast }), await call(agent.listening.url, { path: slow })];
+    }
+    return pair;
+  }
+
   it.each(['/v1/health', '/v1/health/local', '/livez', '/readyz'])(
     'when %s is asked plainly and with a trailing slash, then both answers are the same but for the request id and age',
     async (path) => {
-      const fast = await call(agent.listening.url, { path });
-      const slow = await call(agent.listening.url, { path: `${path}/` });
+      const [fast, slow] = await pairOfOneObservation(path, `${path}/`);
 
       expect(fast.status).toBe(200);
       expect(slow.status).toBe(fast.status);
@@ -83,8 +97,7 @@ describe('the fast routes against express serving the same routes, on a real 3-m
   );
 
   it('when /v1/health/local?voter=true is asked, then the fast answer is the one express gives to the same query with a trailing slash', async () => {
-    const fast = await call(agent.listening.url, { path: '/v1/health/local?voter=true' });
-    const slow = await call(agent.listening.url, { path: '/v1/health/local/?voter=true' });
+    const [fast, slow] = await pairOfOneObservation('/v1/health/local?voter=true', '/v1/health/local/?voter=true');
 
     expect(fast.status).toBe(200);
     expect(slow.status).toBe(fast.status);
