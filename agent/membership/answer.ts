@@ -37,13 +37,21 @@ export function withMember(list: MemberList, member: Member, remove = false): Me
   return { ...list, members: known ? list.members.map((m) => (m.id === member.id ? member : m)) : [...list.members, member] };
 }
 
-/** Throws `unavailable` unless the voters that answered make a quorum. */
+/**
+ * Throws `unavailable` unless the voters that answered make a quorum; the message and `details.silent`
+ * say why each voter that did not answer is counted out (refused, no answer in time, …), so a caller
+ * can tell a member down from one that answers too slowly.
+ */
 export function requireQuorum(probe: ClusterProbe): void {
   const voters = probe.voters.length;
   const healthy = probe.healthyVoters;
   if (!hasQuorum(voters, healthy)) {
-    throw new AgentError('unavailable', `only ${healthy} of ${voters} voters answered a status call; a quorum needs ${quorumOf(voters)}`, {
-      details: { voters, healthyVoters: healthy, required: quorumOf(voters) },
+    const silent = probe.probes
+      .filter((p) => !p.member.isLearner && p.status === undefined)
+      .map((p) => ({ name: p.member.name || p.member.id, error: p.error ?? 'not asked: it has no client URL' }));
+    const why = silent.map((s) => `${s.name}: ${s.error}`).join('; ');
+    throw new AgentError('unavailable', `only ${healthy} of ${voters} voters answered a status call; a quorum needs ${quorumOf(voters)} (${why})`, {
+      details: { voters, healthyVoters: healthy, required: quorumOf(voters), silent },
     });
   }
 }

@@ -34,6 +34,16 @@ describe('decideJoin', () => {
   ])('when %s, then the join decides: %s', (_what, decision, wanted, members, probed, sentSoFar) => {
     expect(said(() => decideJoin(wanted, members, probed(members), sentSoFar))).toBe(decision);
   });
+
+  it('when fewer than a quorum of voters answer, then the refusal says why each silent voter is counted out', () => {
+    expect(() => decideJoin(asLearner, three, probe(three, { a: ['a', 100] }), sent())).toThrow(
+      expect.objectContaining({
+        code: 'unavailable',
+        message: 'only 1 of 3 voters answered a status call; a quorum needs 2 (etcd-b: silent; etcd-c: silent)',
+        details: { voters: 3, healthyVoters: 1, required: 2, silent: [{ name: 'etcd-b', error: 'silent' }, { name: 'etcd-c', error: 'silent' }] },
+      }),
+    );
+  });
 });
 
 describe('the answer after MemberAdd', () => {
