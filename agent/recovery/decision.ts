@@ -47,7 +47,6 @@ export type RecoveryDecision =
       forced: boolean;
     };
 
-/** A cluster id as written in a call: lowercase hex without `0x` or leading zeros. */
 /**
  * How long the quorum has been lost, in seconds, as the answers show it: rounded down to a tenth, so
  * that a loss the rule finds too short never reads as reaching the minimum (2.96 s shown as 3 beside
@@ -57,6 +56,7 @@ export function shownLossSeconds(nowMs: number, lostSinceMs: number): number {
   return Math.floor(Math.max(0, nowMs - lostSinceMs) / 100) / 10;
 }
 
+/** A cluster id as written in a call: lowercase hex without `0x` or leading zeros. */
 export function normalizeClusterId(id: string): string {
   const hex = id.trim().toLowerCase().replace(/^0x/, '');
   return /^[0-9a-f]{1,16}$/.test(hex) ? BigInt(`0x${hex}`).toString(16) : hex;
