@@ -111,9 +111,9 @@ export class CallLoop {
       if (verdict !== 'ok') call.message = answer.json?.error?.message ?? JSON.stringify(answer.json?.errors ?? answer.text).slice(0, 300);
       // For a health answer that failed: why each member that did not count was left out, to trace it.
       if (verdict !== 'ok' && Array.isArray(answer.json?.members)) {
-        const left = (answer.json.members as Array<{ name?: string; reachable?: boolean; error?: string; leaderId?: string }>)
+        const left = (answer.json.members as Array<{ name?: string; reachable?: boolean; error?: string }>)
           .filter((m) => m.reachable !== true || m.error !== undefined)
-          .map((m) => `${m.name ?? '?'}: ${m.error ?? (m.reachable === true ? 'reachable' : 'unreachable')}`);
+          .map((m) => `${m.name ?? '?'}: ${m.error ?? 'unreachable'}`);
         if (left.length > 0) call.message += ` [${left.join('; ').slice(0, 400)}]`;
       }
     } catch (err) {

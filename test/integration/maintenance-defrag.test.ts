@@ -58,6 +58,15 @@ async function putStatus(clientURL: string): Promise<number> {
   }
 }
 
+/**
+ * The first running member's Status as etcdctl prints it (JSON; its 64-bit ids read as strings, as
+ * JSON numbers would lose their last digits).
+ */
+async function etcdStatus(cluster: LocalEtcdCluster): Promise<{ header: { revision: number }; dbSize: number; dbSizeInUse: number }> {
+  const out = (await cluster.etcdctl(['endpoint', 'status', '-w', 'json'])).replace(/"(leader|member_id|cluster_id|ID)":(\d+)/g, '"$1":"$2"');
+  return (JSON.parse(out) as Array<{ Status: { header: { revision: number }; dbSize: number; dbSizeInUse: number } }>)[0].Status;
+}
+
 /** Fails with the answer's body when its status is not `status`. */
 function expectStatus(reply: Answer, status: number): void {
   if (reply.status !== status) throw new Error(`expected HTTP ${status}, got ${reply.status}: ${reply.text.slice(0, 2000)}`);
@@ -321,7 +330,7 @@ describeOnFirstVersion('a rolling defragmentation of a 3-member cluster under a 
 
   it('when a member is being defragmented by someone else (etcdctl), then the run waits for it and never defragments another meanwhile', async () => {
     await writeKeys(cluster.members[0].clientURL, { ...LOAD, keys: 8000 });
-    const revision = JSON.parse((await cluster.etcdctl(['endpoint', 'status', '-w', 'json'])).replace(/"(leader|member_id|cluster_id|ID)":(\d+)/g, '"$1":"$2"'))[0].Status.header.revision as number;
+    const revision = (await etcdStatus(cluster)).header.revision;
     await cluster.etcdctl(['compact', String(revision), '--physical']);
     expect(await putStatus(cluster.members[0].clientURL)).toBe(200);
     const since = Date.now();
@@ -478,13 +487,12 @@ describeOnFirstVersion('a cluster that would lose its quorum', () => {
     await churn(cluster.members[0].clientURL, 20);
     // Compacted here, then one more put: etcd 3.4 counts the pages a compaction freed as in use until the next write.
     const url = cluster.members[0].clientURL;
-    const status = JSON.parse((await cluster.etcdctl(['endpoint', 'status', '-w', 'json'])).replace(/"(leader|member_id|cluster_id|ID)":(\d+)/g, '"$1":"$2"')) as Array<{ Status: { header: { revision: number } } }>;
-    await cluster.etcdctl(['compact', String(status[0].Status.header.revision), '--physical']);
+    await cluster.etcdctl(['compact', String((await etcdStatus(cluster)).header.revision), '--physical']);
     expect(await putStatus(url)).toBe(200);
     // etcd counts the freed pages only once its backend has committed (every 100 ms, later on a
     // loaded machine): once the forced call found 'nothing-to-do' for that. Its own Status says when.
     await eventually(async () => {
-      const [{ Status: s }] = JSON.parse((await cluster.etcdctl(['endpoint', 'status', '-w', 'json'])).replace(/"(leader|member_id|cluster_id|ID)":(\d+)/g, '"$1":"$2"')) as Array<{ Status: { dbSize: number; dbSizeInUse: number } }>;
+      const s = await etcdStatus(cluster);
       expect((s.dbSize - s.dbSizeInUse) / s.dbSize).toBeGreaterThanOrEqual(SMALL.minFragmentation);
     }, 10_000, 100);
     const since = Date.now();
