@@ -20,6 +20,14 @@ const PICK_ATTEMPTS = 50;
  */
 const SLICES = 8;
 const handedOut = new Set<number>();
+/**
+ * Ports the Fetch standard blocks ("bad ports"): Node's `fetch` refuses them with "bad port" before
+ * connecting, so a test that fetches a member's URL failed when a pick landed on one (10080 lies in
+ * worker 1's slice). Never handed out. The list is the standard's, above 1024.
+ */
+export const FETCH_BLOCKED_PORTS: ReadonlySet<number> = new Set([
+  1719, 1720, 1723, 2049, 3659, 4045, 4190, 5060, 5061, 6000, 6566, 6665, 6666, 6667, 6668, 6669, 6679, 6697, 10080,
+]);
 
 /** The ports this process picks from: its worker's slice, or the whole range outside jest's workers. */
 export function pickRange(below: number): [from: number, to: number] {
@@ -57,7 +65,7 @@ export async function freePorts(count: number, host = '127.0.0.1'): Promise<numb
       let port: number | undefined;
       for (let attempt = 0; port === undefined && to - from > 500 && attempt < PICK_ATTEMPTS; attempt++) {
         const candidate = from + Math.floor(Math.random() * (to - from));
-        if (handedOut.has(candidate)) continue;
+        if (handedOut.has(candidate) || FETCH_BLOCKED_PORTS.has(candidate)) continue;
         const server = net.createServer();
         port = await listenOn(server, host, candidate).catch(() => undefined);
         if (port !== undefined) servers.push(server);

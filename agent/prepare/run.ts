@@ -21,6 +21,7 @@ import { Deadline } from '../deadline';
 import { pollUntil } from '../poll';
 import { EtcdCluster } from '../etcd/cluster-client';
 import { connectionOptions } from '../etcd/connection-options';
+import { fetchPeerMembers } from '../etcd/peer-members';
 import { QuorumGate } from '../membership/quorum-gate';
 import { MembershipService } from '../membership/service';
 import type { Logger } from '../observability/logger';
@@ -289,15 +290,16 @@ async function linger(opts: PrepareOptions, plan: BootstrapPlan, logger: Logger)
   logger.info('stopped waiting for the other initial members to decide', { member: opts.self.name, notSeen: [...waiting] });
 }
 
-/** Whether an etcd serves `GET <peer URL>/members` (every member does, even without a quorum). */
-async function peerEtcdAnswers(peerURL: string): Promise<boolean> {
-  try {
-    const res = await fetch(`${peerURL}/members`, { signal: AbortSignal.timeout(500) });
-    await res.arrayBuffer();
-    return res.ok;
-  } catch {
-    return false;
-  }
+/**
+ * Whether an etcd serves `GET <peer URL>/members` (every member does, even without a quorum). Over
+ * node:http, not `fetch`: fetch refuses the Fetch standard's "bad ports" (6000, 10080, …) without
+ * connecting, and a peer URL may name any port.
+ */
+function peerEtcdAnswers(peerURL: string): Promise<boolean> {
+  return fetchPeerMembers(peerURL, 500).then(
+    () => true,
+    () => false,
+  );
 }
 
 function readMarker(dataDir: string): BootstrapPlan | undefined {

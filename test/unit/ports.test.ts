@@ -1,4 +1,4 @@
-import { ephemeralStart, freePorts, pickRange } from '../../scripts/ports';
+import { ephemeralStart, FETCH_BLOCKED_PORTS, freePorts, pickRange } from '../../scripts/ports';
 
 describe('listening ports for local etcd clusters', () => {
   const worker = process.env.JEST_WORKER_ID;
@@ -32,6 +32,20 @@ describe('listening ports for local etcd clusters', () => {
     for (const port of ports) {
       expect(port).toBeGreaterThanOrEqual(from);
       expect(port).toBeLessThan(to);
+    }
+  });
+
+  it("when a random pick lands on 10080, one of the Fetch standard's bad ports (Node's fetch refuses it), then it is passed over", async () => {
+    process.env.JEST_WORKER_ID = '1';
+    const [from, to] = pickRange(ephemeralStart());
+    expect(FETCH_BLOCKED_PORTS.has(10_080) && from <= 10_080 && 10_080 < to).toBe(true);
+    const random = jest.spyOn(Math, 'random').mockReturnValueOnce((10_080 - from + 0.5) / (to - from));
+    try {
+      const [port] = await freePorts(1);
+      expect(random).toHaveBeenCalledTimes(2);
+      expect(port).not.toBe(10_080);
+    } finally {
+      random.mockRestore();
     }
   });
 });
