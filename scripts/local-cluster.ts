@@ -328,22 +328,23 @@ export class LocalEtcdCluster {
   }
 
   /**
-   * The member list, ids in hex; unstarted members have an empty name. etcd 3.4 answers MemberList from
-   * the answering member's local state, not linearizably (etcd-io/etcd#11198, fixed in 3.5).
+   * The member list, ids in hex; unstarted members have an empty name. Asked as etcdctl of the same
+   * version asks it: linearizable from 3.6 (its `--consistency=l`), not before (etcd 3.4 answers
+   * MemberList from the answering member's local state, etcd-io/etcd#11198). Through etcd's own JSON
+   * gateway (`POST /v3/cluster/member/list`), each endpoint in turn until one answers, as etcdctl's
+   * client fails over; with a user (auth on) through etcdctl, which logs in. A full run asked ~650
+   * member lists: one etcdctl process each cost ~40 s of CPU in all.
    */
-  async listMembers(endpoints?: string[]): Promise<ListedMember[]> {
-    // etcdctl prints uint64 ids as JSON numbers, which JSON.parse would round: quote them first.
-    const out = (await this.etcdctl(['member', 'list', '-w', 'json'], endpoints)).replace(/"(ID|cluster_id|member_id)":(\d+)/g, '"$1":"$2"');
-    const parsed = JSON.parse(out) as { members?: Array<Partial<ListedMember> & { ID: string }> };
-    return (parsed.members ?? []).map((m) => ({
-      id: BigInt(m.ID).toString(16),
-      name: m.name ?? '',
-      peerURLs: m.peerURLs ?? [],
-      clientURLs: m.clientURLs ?? [],
-      isLearner: m.isLearner ?? false,
-      // etcd omits name and client URLs until the member has published itself.
-      started: Boolean(m.name),
-    }));
+  async listMembers(endpoints: string[] = this.runningURLs()): Promise<ListedMember[]> {
+    if (this.etcdctlUser !== undefined) return parseMemberList(await this.etcdctl(['member', 'list', '-w', 'json'], endpoints));
+    const body = { linearizable: this.etcd.minor !== '3.4' && this.etcd.minor !== '3.5' };
+    const failures: string[] = [];
+    for (const url of endpoints) {
+      const answer = await postJson(url, '/v3/cluster/member/list', body, 5000, this.opts.clientTls);
+      if (answer.status === 200) return parseMemberList(answer.text);
+      failures.push(`${url}: ${answer.status === 0 ? answer.text : `HTTP ${answer.status} ${answer.text.trim().slice(0, 200)}`}`);
+    }
+    throw new Error(`member list failed at every endpoint: ${failures.join('; ') || 'no endpoint'}`);
   }
 
   /** Kills every process (SIGKILL), waits for them, and removes the run directory; safe to call twice. */
@@ -534,11 +535,15 @@ function tlsFlags(tls: ClientTls | undefined): string[] {
   return tls.clientCert ? [...flags, '--client-cert-auth'] : flags;
 }
 
+/** The CA and client certificate to reach an https client URL with (none for http). */
+function clientTlsOptions(clientURL: string, tls?: ClientTls): https.RequestOptions {
+  if (!clientURL.startsWith('https:') || tls === undefined) return {};
+  return { ca: fs.readFileSync(tls.ca), ...(tls.clientCert && tls.clientKey ? { cert: fs.readFileSync(tls.clientCert), key: fs.readFileSync(tls.clientKey) } : {}) };
+}
+
 function checkHealth(clientURL: string, timeoutMs: number, tls?: ClientTls): Promise<string> {
   const secure = clientURL.startsWith('https:');
-  const tlsOptions = secure && tls
-    ? { ca: fs.readFileSync(tls.ca), ...(tls.clientCert && tls.clientKey ? { cert: fs.readFileSync(tls.clientCert), key: fs.readFileSync(tls.clientKey) } : {}) }
-    : {};
+  const tlsOptions = clientTlsOptions(clientURL, tls);
   return new Promise((resolve) => {
     const get = secure ? https.get : http.get;
     const req = get(`${clientURL}/health`, { agent: false, timeout: Math.max(timeoutMs, 1), ...tlsOptions }, (res) => {
@@ -556,6 +561,46 @@ function checkHealth(clientURL: string, timeoutMs: number, tls?: ClientTls): Pro
     });
     req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
     req.on('error', (err) => resolve(err.message));
+  });
+}
+
+/**
+ * The member list of etcdctl's `-w json` or of the gateway: uint64 ids, as JSON numbers (etcdctl,
+ * which JSON.parse would round: quoted first) or strings (the gateway), in hex.
+ */
+function parseMemberList(text: string): ListedMember[] {
+  const parsed = JSON.parse(text.replace(/"(ID|cluster_id|member_id)":(\d+)/g, '"$1":"$2"')) as { members?: Array<Partial<ListedMember> & { ID: string }> };
+  return (parsed.members ?? []).map((m) => ({
+    id: BigInt(m.ID).toString(16),
+    name: m.name ?? '',
+    peerURLs: m.peerURLs ?? [],
+    clientURLs: m.clientURLs ?? [],
+    isLearner: m.isLearner ?? false,
+    // etcd omits name and client URLs until the member has published itself.
+    started: Boolean(m.name),
+  }));
+}
+
+/** POSTs `body` as JSON to `path` of a member's client URL; status 0 and the reason when no answer came. */
+function postJson(clientURL: string, path: string, body: object, timeoutMs: number, tls?: ClientTls): Promise<{ status: number; text: string }> {
+  const secure = clientURL.startsWith('https:');
+  const tlsOptions = clientTlsOptions(clientURL, tls);
+  const payload = JSON.stringify(body);
+  return new Promise((resolve) => {
+    const req = (secure ? https : http).request(
+      `${clientURL}${path}`,
+      { method: 'POST', agent: false, timeout: timeoutMs, headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(payload) }, ...tlsOptions },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+        res.on('error', (err) => resolve({ status: 0, text: err.message }));
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
+    req.on('error', (err) => resolve({ status: 0, text: err.message }));
+    req.end(payload);
   });
 }
 
