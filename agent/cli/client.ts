@@ -1,9 +1,11 @@
 /**
  * The HTTP client of the command line (CONTRACT §7): one call to a running
- * agent with Node's fetch, the bearer token read from a file, and every way a
- * call can fail turned into one line a person can act on.
+ * agent (http-request.ts: node:http, not fetch, so any port works), the bearer
+ * token read from a file, and every way a call can fail turned into one line a
+ * person can act on.
  */
 import * as fs from 'node:fs';
+import { request, RequestTimeout } from '../http-request';
 
 /** Where the agent is and how to call it. */
 export interface AgentClientOptions {
@@ -49,25 +51,20 @@ export class AgentClient {
 
   private async call(method: 'GET' | 'POST', path: string, body?: object): Promise<AgentAnswer> {
     const headers: Record<string, string> = { Accept: 'application/json' };
-    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    if (payload !== undefined) headers['Content-Type'] = 'application/json';
     const token = this.token();
     if (token !== undefined) headers.Authorization = `Bearer ${token}`;
     const url = `${this.base}${path}`;
-    let res: Response;
+    let res: { status: number; text: string };
     try {
-      res = await fetch(url, {
-        method,
-        headers,
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(this.options.timeoutMs),
-      });
+      res = await request(url, { method, headers, payload, timeoutMs: this.options.timeoutMs });
     } catch (err) {
       throw new AgentCallError(unreachable(url, err, this.options.timeoutMs));
     }
-    const text = await res.text().catch(() => '');
     let parsed: unknown;
     try {
-      parsed = JSON.parse(text);
+      parsed = JSON.parse(res.text);
     } catch {
       parsed = undefined;
     }
@@ -90,13 +87,9 @@ export class AgentClient {
   }
 }
 
-/** One line saying why fetch failed: refused, no such host, timed out. */
+/** One line saying why the call failed: refused, no such host, timed out. */
 function unreachable(url: string, err: unknown, timeoutMs: number): string {
-  if (err instanceof Error && (err.name === 'TimeoutError' || err.name === 'AbortError')) {
-    return `the agent at ${url} did not answer within ${Math.round(timeoutMs / 1000)} s`;
-  }
-  // undici reports "fetch failed" and puts the socket error in `cause`.
-  const cause = err instanceof Error ? (err.cause as { code?: string; message?: string } | undefined) : undefined;
-  const reason = cause?.code ?? cause?.message ?? (err instanceof Error ? err.message : String(err));
+  if (err instanceof RequestTimeout) return `the agent at ${url} did not answer within ${Math.round(timeoutMs / 1000)} s`;
+  const reason = (err as { code?: string } | undefined)?.code ?? (err instanceof Error ? err.message : String(err));
   return `cannot reach the agent at ${url}: ${reason}`;
 }

@@ -10,6 +10,7 @@
  */
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { request } from '../http-request';
 import type { BootstrapPlan, InitialMember, PeerAnswer } from './decide';
 import type { DataDirState } from './data-dir';
 
@@ -78,9 +79,9 @@ async function askOne(member: InitialMember, port: number, timeoutMs: number): P
   const target = `http://${url.host.replace(/:\d+$/, '')}:${port}${PREPARE_ANSWER_PATH}`;
   let body: unknown;
   try {
-    const res = await fetch(target, { signal: AbortSignal.timeout(timeoutMs) });
-    if (!res.ok) return { kind: 'no-answer', detail: `its agent port answers HTTP ${res.status}: no prepare is waiting there` };
-    body = await res.json();
+    const res = await request(target, { timeoutMs, headers: { Accept: 'application/json' } });
+    if (res.status !== 200) return { kind: 'no-answer', detail: `its agent port answers HTTP ${res.status}: no prepare is waiting there` };
+    body = JSON.parse(res.text);
   } catch (err) {
     return { kind: 'no-answer', detail: `no prepare answers at ${target}: ${err instanceof Error ? err.message : String(err)}` };
   }

@@ -21,6 +21,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config } from '../config';
 import { crashPoint } from '../crash-point';
+import { getJson } from '../http-request';
 import { Deadline } from '../deadline';
 import type { EtcdCluster } from '../etcd/cluster-client';
 import { fetchPeerMembers } from '../etcd/peer-members';
@@ -381,9 +382,7 @@ export class RecoveryService {
   private async askAgent(m: Member): Promise<LocalRecoveryState> {
     const base = this.agentUrlOf(m);
     if (base === null) throw new Error('no peer URL to find its agent by');
-    const res = await fetch(`${base}/v1/recovery/local`, { signal: AbortSignal.timeout(LOCAL_ASK_MS) });
-    if (!res.ok) throw new Error(`${base} answers HTTP ${res.status}`);
-    const body = (await res.json()) as LocalRecoveryState;
+    const body = (await getJson(`${base}/v1/recovery/local`, LOCAL_ASK_MS)) as LocalRecoveryState;
     if (body.name !== m.name) throw new Error(`${base} answers as ${String(body.name)}`);
     return body;
   }

@@ -68,6 +68,20 @@ describe('etcd-lifecycle-agent CLI against a running agent and a real 3-member e
     expect(ran.stderr).toBe(`etcd-lifecycle-agent members: cannot reach the agent at ${url}/v1/members: ECONNREFUSED\n`);
   });
 
+  it("when the agent listens on 10080, one of the Fetch standard's bad ports (Node's fetch refuses it without connecting), then the CLI reaches it all the same", async () => {
+    const onBadPort = await startMemberAgent(cluster(), 'etcd-1', { ETCD_AGENT_LISTEN: '127.0.0.1:10080' });
+    try {
+      expect(onBadPort.listening.url).toBe('http://127.0.0.1:10080');
+      const ran = await runCli(['members', '--summary', '--agent', onBadPort.listening.url]);
+
+      expect(ran.stderr).toBe('');
+      expect(ran.code).toBe(0);
+      expect(ran.stdout).toMatch(/^cluster [0-9a-f]+: 3 members/);
+    } finally {
+      await onBadPort.stop(2000);
+    }
+  });
+
   it('when ETCD_AGENT_URL names the agent, then members lists the three members (exit 0), and --json prints the full answer', async () => {
     const human = await runCli(['members', '--summary'], { ETCD_AGENT_URL: agent.listening.url });
     const json = await cli('members', '--json');

@@ -20,6 +20,7 @@ const RANKS: Readonly<Record<string, number>> = {
   'paths.ts': 1,
   'host-network.ts': 1,
   'crash-point.ts': 1,
+  'http-request.ts': 1,
   observability: 2,
   'watched-files.ts': 3,
   'config.ts': 3,

@@ -1,0 +1,63 @@
+/**
+ * One HTTP request over node:http (or https) with a time limit: the status and the body text, or a
+ * rejection (the socket's error, whose `code` says why, or RequestTimeout). Not `fetch`: fetch
+ * refuses the Fetch standard's "bad ports" (6000, 6665-6669, 10080, …) without connecting, and an
+ * agent or a peer may listen on any port.
+ */
+import http from 'node:http';
+import https from 'node:https';
+
+/** No answer came within the request's time. */
+export class RequestTimeout extends Error {
+  constructor(readonly url: string, readonly timeoutMs: number) {
+    super(`${url}: no answer within ${timeoutMs} ms`);
+    this.name = 'RequestTimeout';
+  }
+}
+
+export interface RequestOptions {
+  method?: 'GET' | 'POST';
+  headers?: Record<string, string>;
+  /** The body, sent with its Content-Length. */
+  payload?: string;
+  timeoutMs: number;
+}
+
+/** Sends one request to `url`; resolves once the whole answer is read. */
+export function request(url: string, options: RequestOptions): Promise<{ status: number; text: string }> {
+  const { method = 'GET', payload, timeoutMs } = options;
+  const headers = { ...options.headers, ...(payload === undefined ? {} : { 'Content-Length': String(Buffer.byteLength(payload)) }) };
+  return new Promise((resolve, reject) => {
+    let req: http.ClientRequest;
+    try {
+      req = (url.startsWith('https:') ? https : http).request(url, { method, headers, agent: false });
+    } catch (err) {
+      reject(err instanceof Error ? err : new Error(String(err)));
+      return;
+    }
+    const timer = setTimeout(() => req.destroy(new RequestTimeout(url, timeoutMs)), timeoutMs);
+    const fail = (err: Error): void => {
+      clearTimeout(timer);
+      reject(err);
+    };
+    req.on('response', (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (text += chunk));
+      res.on('end', () => {
+        clearTimeout(timer);
+        resolve({ status: res.statusCode ?? 0, text });
+      });
+      res.on('error', fail);
+    });
+    req.on('error', fail);
+    req.end(payload);
+  });
+}
+
+/** GETs `url` and parses its JSON body; rejects on a status other than 200, or a body that is not JSON. */
+export async function getJson(url: string, timeoutMs: number): Promise<unknown> {
+  const res = await request(url, { timeoutMs, headers: { Accept: 'application/json' } });
+  if (res.status !== 200) throw new Error(`${url} answers HTTP ${res.status}`);
+  return JSON.parse(res.text) as unknown;
+}
