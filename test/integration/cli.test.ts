@@ -5,6 +5,7 @@
  * 4 refused as unsafe or busy (or no quorum: membership-quorum.test.ts). And every command's --help.
  */
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { RunningAgent } from '../../agent/agent';
@@ -79,6 +80,22 @@ describe('etcd-lifecycle-agent CLI against a running agent and a real 3-member e
       expect(ran.stdout).toMatch(/^cluster [0-9a-f]+: 3 members/);
     } finally {
       await onBadPort.stop(2000);
+    }
+  });
+
+  it('when something at --agent takes the connection and never answers, then exit 1 once the time is up, with one line saying so', async () => {
+    const silent = net.createServer(() => undefined);
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(silent.address() as net.AddressInfo).port}`;
+    try {
+      const started = Date.now();
+      const ran = await runCli(['members', '--timeout-seconds', '1', '--agent', url]);
+
+      expect(ran.code).toBe(1);
+      expect(ran.stderr).toMatch(new RegExp(`^etcd-lifecycle-agent members: the agent at ${url}/v1/members did not answer within \\d+ s\n$`));
+      expect(Date.now() - started).toBeLessThan(30_000);
+    } finally {
+      silent.close();
     }
   });
 
