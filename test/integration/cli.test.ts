@@ -84,7 +84,8 @@ describe('etcd-lifecycle-agent CLI against a running agent and a real 3-member e
   });
 
   it('when something at --agent takes the connection and never answers, then exit 1 once the time is up, with one line saying so', async () => {
-    const silent = net.createServer(() => undefined);
+    const taken: net.Socket[] = [];
+    const silent = net.createServer((socket) => void taken.push(socket));
     await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
     const url = `http://127.0.0.1:${(silent.address() as net.AddressInfo).port}`;
     try {
@@ -95,7 +96,8 @@ describe('etcd-lifecycle-agent CLI against a running agent and a real 3-member e
       expect(ran.stderr).toMatch(new RegExp(`^etcd-lifecycle-agent members: the agent at ${url}/v1/members did not answer within \\d+ s\n$`));
       expect(Date.now() - started).toBeLessThan(30_000);
     } finally {
-      silent.close();
+      for (const socket of taken) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
     }
   });
 
