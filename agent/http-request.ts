@@ -21,6 +21,8 @@ export interface RequestOptions {
   /** The body, sent with its Content-Length. */
   payload?: string;
   timeoutMs: number;
+  /** For an https URL: the CA to trust and a client certificate (default: Node's CAs, none). */
+  tls?: Pick<https.RequestOptions, 'ca' | 'cert' | 'key'>;
 }
 
 /** Sends one request to `url`; resolves once the whole answer is read. */
@@ -30,7 +32,7 @@ export function request(url: string, options: RequestOptions): Promise<{ status:
   return new Promise((resolve, reject) => {
     let req: http.ClientRequest;
     try {
-      req = (url.startsWith('https:') ? https : http).request(url, { method, headers, agent: false });
+      req = (url.startsWith('https:') ? https : http).request(url, { method, headers, agent: false, ...options.tls });
     } catch (err) {
       reject(err instanceof Error ? err : new Error(String(err)));
       return;

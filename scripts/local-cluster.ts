@@ -5,6 +5,7 @@ import http from 'node:http';
 import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
+import { request } from '../agent/http-request';
 import type { Member as AgentMember } from '../agent/proto/types';
 import { baseFlags, etcdInstall, EtcdInstall, isExecutable } from './etcd-version';
 import { freePorts } from './ports';
@@ -583,25 +584,13 @@ function parseMemberList(text: string): ListedMember[] {
 
 /** POSTs `body` as JSON to `path` of a member's client URL; status 0 and the reason when no answer came. */
 function postJson(clientURL: string, path: string, body: object, timeoutMs: number, tls?: ClientTls): Promise<{ status: number; text: string }> {
-  const secure = clientURL.startsWith('https:');
-  const tlsOptions = clientTlsOptions(clientURL, tls);
-  const payload = JSON.stringify(body);
-  return new Promise((resolve) => {
-    const req = (secure ? https : http).request(
-      `${clientURL}${path}`,
-      { method: 'POST', agent: false, timeout: timeoutMs, headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(payload) }, ...tlsOptions },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => (text += chunk));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-        res.on('error', (err) => resolve({ status: 0, text: err.message }));
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
-    req.on('error', (err) => resolve({ status: 0, text: err.message }));
-    req.end(payload);
-  });
+  return request(`${clientURL}${path}`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    payload: JSON.stringify(body),
+    timeoutMs,
+    tls: clientTlsOptions(clientURL, tls),
+  }).catch((err: Error) => ({ status: 0, text: err.message }));
 }
 
 function logTail(m: Member, lines = 15): string {
