@@ -33,6 +33,8 @@ export interface ConvergingRun {
 const MAX_TRANSIENT_PASSES = 20;
 /** A pass is not begun with less than this left: the answer needs the time. */
 const PASS_RESERVE_MS = 600;
+/** The longest pause between two passes. */
+const RETRY_MAX_DELAY_MS = 500;
 
 /** A failure besides transient ones after which the action wants the pass run again. */
 export type RetryFilter = (err: unknown, attempt: number) => boolean;
@@ -79,7 +81,7 @@ export async function converge<T>(run: ConvergingRun, pass: () => Promise<T>, al
       // The deadline and passRetry bound the passes.
       retries: 1000,
       minTimeout: 100,
-      maxTimeout: 500,
+      maxTimeout: RETRY_MAX_DELAY_MS,
       onFailedAttempt: (err) => {
         const failure = failureOf(run, err, err.attemptNumber, alsoRetry, changeInFlight);
         if (failure.failedIn === 'act' && failure.transient) changeInFlight = true;
@@ -89,7 +91,10 @@ export async function converge<T>(run: ConvergingRun, pass: () => Promise<T>, al
           settlingSince ??= Date.now();
           refusal = err;
         }
-        if (verdict === 'stop' || run.deadline.remainingMs() < PASS_RESERVE_MS) throw err;
+        // The pause before the next pass counts too: begun after it with less than the reserve left, a
+        // pass could still have its change in flight at the deadline, answered then as a timeout (the
+        // change may be applied) instead of the refusal it met (a loaded run: 504 for a 409).
+        if (verdict === 'stop' || run.deadline.remainingMs() < PASS_RESERVE_MS + RETRY_MAX_DELAY_MS) throw err;
         run.deps.logger.debug(verdict === 'settling' ? 'etcd refuses changes while a peer settles; retrying' : 'reading again after a failed pass', {
           ...log,
           error: err.message,

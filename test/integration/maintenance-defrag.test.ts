@@ -250,13 +250,13 @@ describeOnFirstVersion('a rolling defragmentation of a 3-member cluster under a 
     // While the former leader was defragmented, lease keep-alives through the other members were
     // answered: etcd renews a lease on the leader once it has applied everything, which a leader
     // defragmenting in place cannot do (every keep-alive of the cluster then stalls; the bench shows it).
-    const done3 = line.members as Array<{ member: string; putsThroughOthersDuringIt: number; keepAlivesThroughOthersDuringIt: number }>;
-    expect(done3.find((m) => m.member === leaderBefore)?.keepAlivesThroughOthersDuringIt).toBeGreaterThan(0);
+    const perMember = line.members as Array<{ member: string; putsThroughOthersDuringIt: number; keepAlivesThroughOthersDuringIt: number }>;
+    expect(perMember.find((m) => m.member === leaderBefore)?.keepAlivesThroughOthersDuringIt).toBeGreaterThan(0);
     // Writes went on through the others while members were defragmented. Not asked of each window:
     // puts go on through the others even beside a leader defragmenting in place (the bench), so they
     // do not show the move; and the three members share one disk here, where a defragmentation's flush
     // once held the new leader's WAL fsync for a whole 708 ms window (0 puts, 32 keep-alives answered).
-    expect(done3.reduce((sum, m) => sum + m.putsThroughOthersDuringIt, 0)).toBeGreaterThan(0);
+    expect(perMember.reduce((sum, m) => sum + m.putsThroughOthersDuringIt, 0)).toBeGreaterThan(0);
   }, SLOW_STORY_MS);
 
   it('when the same call is made again, then nothing is over the thresholds and the answer says what the last run did', async () => {

@@ -42,7 +42,8 @@ describe('listening ports for local etcd clusters', () => {
     const random = jest.spyOn(Math, 'random').mockReturnValueOnce((10_080 - from + 0.5) / (to - from));
     try {
       const [port] = await freePorts(1);
-      expect(random).toHaveBeenCalledTimes(2);
+      // Passed over, so another pick followed (more than one when that port was in use).
+      expect(random.mock.calls.length).toBeGreaterThanOrEqual(2);
       expect(port).not.toBe(10_080);
     } finally {
       random.mockRestore();
