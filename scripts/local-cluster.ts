@@ -1,8 +1,7 @@
 import { ChildProcess, execFile, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
-import http from 'node:http';
-import https from 'node:https';
+import type https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { request } from '../agent/http-request';
@@ -542,27 +541,20 @@ function clientTlsOptions(clientURL: string, tls?: ClientTls): https.RequestOpti
   return { ca: fs.readFileSync(tls.ca), ...(tls.clientCert && tls.clientKey ? { cert: fs.readFileSync(tls.clientCert), key: fs.readFileSync(tls.clientKey) } : {}) };
 }
 
-function checkHealth(clientURL: string, timeoutMs: number, tls?: ClientTls): Promise<string> {
-  const secure = clientURL.startsWith('https:');
-  const tlsOptions = clientTlsOptions(clientURL, tls);
-  return new Promise((resolve) => {
-    const get = secure ? https.get : http.get;
-    const req = get(`${clientURL}/health`, { agent: false, timeout: Math.max(timeoutMs, 1), ...tlsOptions }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => (body += chunk));
-      res.on('end', () => {
-        try {
-          resolve((JSON.parse(body) as { health?: unknown }).health === 'true' ? 'ok' : `HTTP ${res.statusCode} ${body.trim()}`);
-        } catch {
-          resolve(`HTTP ${res.statusCode} ${body.trim()}`);
-        }
-      });
-      res.on('error', (err) => resolve(err.message));
-    });
-    req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
-    req.on('error', (err) => resolve(err.message));
-  });
+/** 'ok' when the member answers /health with `"true"` within `timeoutMs`, else why not. */
+async function checkHealth(clientURL: string, timeoutMs: number, tls?: ClientTls): Promise<string> {
+  let answer: { status: number; text: string };
+  try {
+    answer = await request(`${clientURL}/health`, { timeoutMs: Math.max(timeoutMs, 1), tls: clientTlsOptions(clientURL, tls) });
+  } catch (err) {
+    return err instanceof Error ? err.message : String(err);
+  }
+  try {
+    if ((JSON.parse(answer.text) as { health?: unknown }).health === 'true') return 'ok';
+  } catch {
+    // not JSON: said below
+  }
+  return `HTTP ${answer.status} ${answer.text.trim()}`;
 }
 
 /**
