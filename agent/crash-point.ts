@@ -12,7 +12,21 @@ let names: ReadonlySet<string> | undefined;
 
 /** Kills this process with SIGKILL when ETCD_AGENT_CRASH_POINTS names `name`; otherwise nothing. */
 export function crashPoint(name: string): void {
+  if (named(name)) process.kill(process.pid, 'SIGKILL');
+}
+
+/**
+ * Kills this process with SIGKILL `afterMs` from now when ETCD_AGENT_CRASH_POINTS names `name`:
+ * for a death while a request just sent is in flight (its caller goes on awaiting the answer). The
+ * timer runs in the agent's own loop, idle while it awaits, so the kill lands on time even where a
+ * test's kill on a log line would come late on a loaded machine.
+ */
+export function crashPointAfter(name: string, afterMs: number): void {
+  if (named(name)) setTimeout(() => process.kill(process.pid, 'SIGKILL'), afterMs).unref();
+}
+
+function named(name: string): boolean {
   // Read once, on first use, so that importing this module reads nothing.
   names ??= new Set((process.env.ETCD_AGENT_CRASH_POINTS ?? '').split(',').map((n) => n.trim()).filter(Boolean));
-  if (names.has(name)) process.kill(process.pid, 'SIGKILL');
+  return names.has(name);
 }

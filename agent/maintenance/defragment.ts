@@ -25,6 +25,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Config } from '../config';
+import { crashPointAfter } from '../crash-point';
 import { Deadline, delay } from '../deadline';
 import type { EtcdCluster } from '../etcd/cluster-client';
 import { etcdRefusal, isNoSpace, shuttingDownError, toAgentError } from '../etcd/errors';
@@ -92,6 +93,8 @@ export class RunningElsewhere extends Error {
 
 /** Failed Defragment RPCs of one member after which the run stops instead of trying it again. */
 const MAX_DEFRAG_FAILURES = 2;
+/** With ETCD_AGENT_CRASH_POINTS=defragment-sent-<n> (tests only): the agent dies this long after sending the n-th member's Defragment, while etcd runs it. */
+const CRASH_IN_FLIGHT_MS = 50;
 
 /** What one look at the cluster saw. */
 interface Seen {
@@ -413,7 +416,9 @@ export class DefragmentRun {
     logger.info('defragmenting a member', { run: this.id, member: member.name, before, wasLeader: wasLeader || this.movedFrom === member.id, mode: this.mode, requestId: this.requestId });
     const started = performance.now();
     try {
-      await cluster.defragment(url, DEFRAG_MEMBER_TIMEOUT_MS);
+      const answered = cluster.defragment(url, DEFRAG_MEMBER_TIMEOUT_MS);
+      crashPointAfter(`defragment-sent-${order}`, CRASH_IN_FLIGHT_MS);
+      await answered;
       metrics.defrags.inc({ member: member.name, result: 'ok' });
     } catch (err) {
       const error = toAgentError(err);
