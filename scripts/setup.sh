@@ -3,7 +3,8 @@
 # machine: etcd 3.4, busybox-static and Prometheus (promtool) from Debian's packages (when missing), etcd 3.5, 3.6 and
 # 3.7 and KubeBlocks' kbagent built from the Go module proxy when Go is here (scripts/etcd.sh,
 # scripts/kbagent.sh; nothing when already built),
-# the project's npm dependencies exactly as package-lock.json pins them, then builds dist/.
+# the project's npm dependencies exactly as package-lock.json pins them (npm ci, its tree kept once
+# per machine), then builds dist/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -54,11 +55,27 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2
   fi
 fi
 
-# Reinstall only when the lock file changed since the last install.
+# Reinstall only when the lock file changed since the last install. The tree `npm ci` makes from a
+# lock file is kept once per machine, keyed by the lock file's hash, the Node ABI and the platform
+# (~/.cache/etcd-lifecycle-agent/node_modules/<key>/): a fresh clone copies it (~1 s) instead of
+# running npm ci again (~20 s of extraction on 2 cores).
 stamp=node_modules/.package-lock.json
 if [ ! -f "$stamp" ] || [ package-lock.json -nt "$stamp" ]; then
-  echo "setup: npm ci"
-  npm ci --no-audit --no-fund --loglevel=error
+  key="$(sha256sum package-lock.json | cut -c1-16)-$(node -p 'process.platform + "-" + process.arch + "-abi" + process.versions.modules')"
+  kept="${NODE_MODULES_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/etcd-lifecycle-agent/node_modules}/$key"
+  if [ -f "$kept/node_modules/.package-lock.json" ]; then
+    echo "setup: node_modules from $kept (npm ci of this lock file, made on this machine)"
+    rm -rf node_modules
+    cp -a "$kept/node_modules" node_modules
+  else
+    echo "setup: npm ci"
+    npm ci --no-audit --no-fund --loglevel=error
+    mkdir -p "$(dirname "$kept")"
+    rm -rf "$kept" # an incomplete copy (no stamp), if any
+    tmp="$(mktemp -d "$kept.XXXXXX")"
+    cp -a node_modules "$tmp/node_modules" && mv -T "$tmp" "$kept" 2>/dev/null || rm -rf "$tmp"
+  fi
+  touch "$stamp"
 fi
 
 echo "setup: building"
