@@ -71,7 +71,6 @@ if [ ! -f "$stamp" ] || [ package-lock.json -nt "$stamp" ]; then
     echo "setup: npm ci"
     npm ci --no-audit --no-fund --loglevel=error
     mkdir -p "$(dirname "$kept")"
-    rm -rf "$kept" # an incomplete copy (no stamp), if any
     tmp="$(mktemp -d "$kept.XXXXXX")"
     cp -a node_modules "$tmp/node_modules" && mv -T "$tmp" "$kept" 2>/dev/null || rm -rf "$tmp"
   fi
