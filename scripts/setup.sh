@@ -55,27 +55,9 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2
   fi
 fi
 
-# Reinstall only when the lock file changed since the last install. The tree `npm ci` makes from a
-# lock file is kept once per machine, keyed by the lock file's hash, the Node ABI and the platform
-# (~/.cache/etcd-lifecycle-agent/node_modules/<key>/): a fresh clone copies it (~1 s) instead of
-# running npm ci again (~20 s of extraction on 2 cores).
-stamp=node_modules/.package-lock.json
-if [ ! -f "$stamp" ] || [ package-lock.json -nt "$stamp" ]; then
-  key="$(sha256sum package-lock.json | cut -c1-16)-$(node -p 'process.platform + "-" + process.arch + "-abi" + process.versions.modules')"
-  kept="${NODE_MODULES_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/etcd-lifecycle-agent/node_modules}/$key"
-  if [ -f "$kept/node_modules/.package-lock.json" ]; then
-    echo "setup: node_modules from $kept (npm ci of this lock file, made on this machine)"
-    rm -rf node_modules
-    cp -a "$kept/node_modules" node_modules
-  else
-    echo "setup: npm ci"
-    npm ci --no-audit --no-fund --loglevel=error
-    mkdir -p "$(dirname "$kept")"
-    tmp="$(mktemp -d "$kept.XXXXXX")"
-    cp -a node_modules "$tmp/node_modules" && mv -T "$tmp" "$kept" 2>/dev/null || rm -rf "$tmp"
-  fi
-  touch "$stamp"
-fi
+# npm ci only when the lock file changed since the last install, from the tree kept on this
+# machine when there is one (scripts/npm-ci.sh).
+bash scripts/npm-ci.sh
 
 echo "setup: building"
 npm run --silent build
