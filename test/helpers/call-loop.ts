@@ -19,6 +19,8 @@ export interface LoopCall {
   result: string;
   verdict: 'ok' | 'refused' | 'failed';
   message?: string;
+  /** A health answer that was not ok: the members it did not count (unreachable, or answering with an error). */
+  leftOut?: Array<{ name: string; error?: string }>;
 }
 
 /**
@@ -111,9 +113,10 @@ export class CallLoop {
       if (verdict !== 'ok') call.message = answer.json?.error?.message ?? JSON.stringify(answer.json?.errors ?? answer.text).slice(0, 300);
       // For a health answer that failed: why each member that did not count was left out, to trace it.
       if (verdict !== 'ok' && Array.isArray(answer.json?.members)) {
-        const left = (answer.json.members as Array<{ name?: string; reachable?: boolean; error?: string }>)
+        call.leftOut = (answer.json.members as Array<{ name?: string; reachable?: boolean; error?: string }>)
           .filter((m) => m.reachable !== true || m.error !== undefined)
-          .map((m) => `${m.name ?? '?'}: ${m.error ?? 'unreachable'}`);
+          .map((m) => ({ name: m.name ?? '?', ...(m.error === undefined ? {} : { error: m.error }) }));
+        const left = call.leftOut.map((m) => `${m.name}: ${m.error ?? 'unreachable'}`);
         if (left.length > 0) call.message += ` [${left.join('; ').slice(0, 400)}]`;
       }
     } catch (err) {
