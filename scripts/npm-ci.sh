@@ -5,6 +5,7 @@
 # the platform and the Node ABI:
 #   ${NODE_MODULES_CACHE_DIR:-~/.cache/etcd-lifecycle-agent/node_modules}/<key>/node_modules
 # and a fresh clone copies it (~1 s) instead of extracting every package again (~20 s on 2 cores).
+# Trees of older lock files stay (~190 MB each) until that folder is deleted; nothing needs them.
 # The copy lands in the clone itself, so what the tests run from it is as readable as the clone (a
 # test runs the agent as the user nobody, who cannot enter /root). Prints nothing on stdout.
 set -euo pipefail
