@@ -8,9 +8,7 @@
  * during a defragmentation. Parsing is pure (`parseMemberMetrics`); the fetch is a plain HTTP(S) GET
  * with the agent's etcd TLS files (a client certificate, when etcd requires one).
  */
-import * as fs from 'node:fs';
-import http from 'node:http';
-import https from 'node:https';
+import { getText, tlsFromFiles, type TlsFiles } from '../http-request';
 
 /** The member's own gauges the maintenance run reads. */
 export interface MemberMetrics {
@@ -18,13 +16,6 @@ export interface MemberMetrics {
   defragmenting: boolean;
   /** The effective backend quota in bytes; undefined when disabled (negative) or not reported. */
   quotaBytes?: number;
-}
-
-/** TLS material for a client URL served over https. */
-export interface MetricsTls {
-  caFile?: string;
-  certFile?: string;
-  keyFile?: string;
 }
 
 /** Largest page read: etcd's is 150–190 KB (3.4–3.7); a page far larger is not etcd's. */
@@ -49,41 +40,7 @@ export function parseMemberMetrics(text: string): MemberMetrics {
 }
 
 /** GET `<clientURL>/metrics` within `timeoutMs` and parse it; rejects on any failure. */
-export function fetchMemberMetrics(clientURL: string, timeoutMs: number, tls: MetricsTls = {}): Promise<MemberMetrics> {
-  const url = new URL('/metrics', clientURL);
-  const secure = url.protocol === 'https:';
-  const options = secure
-    ? {
-        ...(tls.caFile === undefined ? {} : { ca: fs.readFileSync(tls.caFile) }),
-        ...(tls.certFile === undefined || tls.keyFile === undefined ? {} : { cert: fs.readFileSync(tls.certFile), key: fs.readFileSync(tls.keyFile) }),
-      }
-    : {};
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => req.destroy(new Error(`${url.href}: no answer within ${timeoutMs} ms`)), timeoutMs);
-    const req = (secure ? https : http).get(url, { agent: false, ...options }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => {
-        body += chunk;
-        if (body.length > MAX_BYTES) req.destroy(new Error(`${url.href} is larger than ${MAX_BYTES} bytes`));
-      });
-      res.on('end', () => {
-        clearTimeout(timer);
-        if (res.statusCode !== 200) return reject(new Error(`${url.href} answered HTTP ${res.statusCode}`));
-        try {
-          resolve(parseMemberMetrics(body));
-        } catch (err) {
-          reject(err instanceof Error ? err : new Error(String(err)));
-        }
-      });
-      res.on('error', (err) => {
-        clearTimeout(timer);
-        reject(err);
-      });
-    });
-    req.on('error', (err) => {
-      clearTimeout(timer);
-      reject(err);
-    });
-  });
+export async function fetchMemberMetrics(clientURL: string, timeoutMs: number, tls: TlsFiles = {}): Promise<MemberMetrics> {
+  const url = new URL('/metrics', clientURL).href;
+  return parseMemberMetrics(await getText(url, { timeoutMs, maxBytes: MAX_BYTES, tls: tlsFromFiles(url, tls) }));
 }

@@ -5,17 +5,8 @@
  * voters here. Ids are bare uint64 JSON numbers, which `JSON.parse` would round: they are read as
  * text (see /work/shared/ETCD-FACTS.md).
  */
-import * as fs from 'node:fs';
-import http from 'node:http';
-import https from 'node:https';
+import { getText, tlsFromFiles, type TlsFiles } from '../http-request';
 import type { Member } from '../proto/types';
-
-/** TLS material for a peer listener served over https (the etcd client CA and certificate, when set). */
-export interface PeerTls {
-  caFile?: string;
-  certFile?: string;
-  keyFile?: string;
-}
 
 /** Largest answer read: a member list is a few hundred bytes a member. */
 const MAX_BYTES = 1 << 20;
@@ -42,36 +33,9 @@ export function parsePeerMembers(text: string): Member[] {
 }
 
 /** GET `<peerURL>/members` within `timeoutMs`; rejects on any failure. */
-export function fetchPeerMembers(peerURL: string, timeoutMs: number, tls: PeerTls = {}): Promise<Member[]> {
-  const url = new URL('/members', peerURL);
-  const secure = url.protocol === 'https:';
-  const options = secure
-    ? {
-        ...(tls.caFile === undefined ? {} : { ca: fs.readFileSync(tls.caFile) }),
-        ...(tls.certFile === undefined || tls.keyFile === undefined ? {} : { cert: fs.readFileSync(tls.certFile), key: fs.readFileSync(tls.keyFile) }),
-      }
-    : {};
-  return new Promise((resolve, reject) => {
-    const req = (secure ? https : http).get(url, { agent: false, timeout: timeoutMs, ...options }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => {
-        body += chunk;
-        if (body.length > MAX_BYTES) req.destroy(new Error('the peer member list is too large'));
-      });
-      res.on('end', () => {
-        if (res.statusCode !== 200) return reject(new Error(`${url.href} answered HTTP ${res.statusCode}`));
-        try {
-          resolve(parsePeerMembers(body));
-        } catch (err) {
-          reject(err instanceof Error ? err : new Error(String(err)));
-        }
-      });
-      res.on('error', reject);
-    });
-    req.on('timeout', () => req.destroy(new Error(`${url.href}: no answer within ${timeoutMs} ms`)));
-    req.on('error', reject);
-  });
+export async function fetchPeerMembers(peerURL: string, timeoutMs: number, tls: TlsFiles = {}): Promise<Member[]> {
+  const url = new URL('/members', peerURL).href;
+  return parsePeerMembers(await getText(url, { timeoutMs, maxBytes: MAX_BYTES, tls: tlsFromFiles(url, tls) }));
 }
 
 function strings(value: unknown): string[] {
