@@ -19,22 +19,23 @@ export interface LoopCall {
   result: string;
   verdict: 'ok' | 'refused' | 'failed';
   message?: string;
-  /** A health answer that was not ok: the members it did not count (unreachable, or answering with an error). */
-  leftOut?: Array<{ name: string; error?: string }>;
 }
 
 /**
  * How an answer counts. `ok`: what the contract answers when etcd is reachable (health healthy or
- * degraded, a member list, a join added, a leave removed). `refused`: a retryable 409 (`unsafe`,
- * `busy`) that time lifts, e.g. etcd's "unhealthy cluster" for 5 s after a member restart; the loop
- * calls again, as a controller does. `failed`: anything else (503 unavailable, 504, 500, no answer).
+ * degraded, a member list, a join added, a leave removed). `refused`: what time lifts and a restart
+ * explains: a retryable 409 (`unsafe`, `busy`), e.g. etcd's "unhealthy cluster" for 5 s after a
+ * member restart (the loop calls again, as a controller does), or health's 503 while etcd elects a
+ * leader with one member down ({@link electing}). `failed`: anything else (other 503s, 504, 500, no
+ * answer).
  */
 export function verdictOf(kind: LoopCall['kind'], answer: Answer): LoopCall['verdict'] {
   const { status, json } = answer;
   if (status === 409 && json?.error?.retryable === true && (kind === 'join' || kind === 'leave')) return 'refused';
   switch (kind) {
     case 'health':
-      return status === 200 && ['healthy', 'degraded'].includes(json?.status) ? 'ok' : 'failed';
+      if (status === 200 && ['healthy', 'degraded'].includes(json?.status)) return 'ok';
+      return electing(answer) ? 'refused' : 'failed';
     case 'members':
       return status === 200 && Array.isArray(json?.members) ? 'ok' : 'failed';
     case 'join':
@@ -42,6 +43,33 @@ export function verdictOf(kind: LoopCall['kind'], answer: Answer): LoopCall['ver
     case 'leave':
       return status === 200 && ['removed', 'already-absent'].includes(json?.outcome) ? 'ok' : 'failed';
   }
+}
+
+/** A member as /v1/health lists it, as far as the loop reads it. */
+interface HealthMember {
+  name?: string;
+  reachable?: boolean;
+  errors?: string[];
+}
+
+/** The members of a health answer (none when it lists none). */
+function healthMembers(answer: Answer): HealthMember[] {
+  return Array.isArray(answer.json?.members) ? answer.json.members : [];
+}
+
+/**
+ * A health 503 that says only that etcd is electing a leader with one member down: no answering voter
+ * knows a leader, exactly one member is unreachable (the one restarting), and no member has a TLS
+ * error (the answering ones carry etcd's own "no leader" meanwhile). The agent tells the truth there
+ * (no leader, no quorum). etcd elects after a leader's stop when the leader's own hand-over does not
+ * finish in time on a loaded machine (a full run saw 31 such answers over 600 ms).
+ */
+function electing(answer: Answer): boolean {
+  const errors: unknown[] = Array.isArray(answer.json?.errors) ? answer.json.errors : [];
+  if (answer.status !== 503 || !errors.some((e) => String(e).includes('no answering voter knows a leader'))) return false;
+  const members = healthMembers(answer);
+  const tlsError = members.some((m) => (m.errors ?? []).some((e) => /certificate|tls|ssl|handshake/i.test(e)));
+  return members.filter((m) => m.reachable !== true).length === 1 && !tlsError;
 }
 
 /** A running loop of calls; `stop()` waits for the calls in flight and answers every call made. */
@@ -111,14 +139,11 @@ export class CallLoop {
       const result = answer.json?.outcome ?? answer.json?.error?.code ?? (kind === 'health' ? answer.json?.status : String(answer.status));
       call = { kind, phase, start, end: Date.now(), status: answer.status, result, verdict };
       if (verdict !== 'ok') call.message = answer.json?.error?.message ?? JSON.stringify(answer.json?.errors ?? answer.text).slice(0, 300);
-      // For a health answer that failed: why each member that did not count was left out, to trace it.
-      if (verdict !== 'ok' && Array.isArray(answer.json?.members)) {
-        call.leftOut = (answer.json.members as Array<{ name?: string; reachable?: boolean; error?: string }>)
-          .filter((m) => m.reachable !== true || m.error !== undefined)
-          .map((m) => ({ name: m.name ?? '?', ...(m.error === undefined ? {} : { error: m.error }) }));
-        const left = call.leftOut.map((m) => `${m.name}: ${m.error ?? 'unreachable'}`);
-        if (left.length > 0) call.message += ` [${left.join('; ').slice(0, 400)}]`;
-      }
+      // For a health answer that was not ok: why each member that did not count was left out, to trace it.
+      const left = (verdict === 'ok' ? [] : healthMembers(answer))
+        .filter((m) => m.reachable !== true || (m.errors?.length ?? 0) > 0)
+        .map((m) => `${m.name ?? '?'}: ${m.errors?.join(', ') || 'unreachable'}`);
+      if (left.length > 0) call.message += ` [${left.join('; ').slice(0, 400)}]`;
     } catch (err) {
       call = { kind, phase, start, end: Date.now(), status: 0, result: 'transport', verdict: 'failed', message: String(err) };
     }
