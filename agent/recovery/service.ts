@@ -152,6 +152,13 @@ export class RecoveryService {
     }
     let order = this.readOrder();
     const same = order !== undefined && order.clusterId === normalizeClusterId(request.clusterId) && order.from === request.from;
+    if (order !== undefined && same && order.step === 'done') {
+      // This agent's own order, carried out: the recovered cluster's record of it is the answer. Read
+      // straight through its quorum, not from a health observation, which may have begun before the
+      // cluster took writes again (then it still counts the removed voters: 1 of 5 answering).
+      const record = await readRecoveryRecord(this.deps.cluster, config.keyPrefix, Deadline.in(Math.min(2000, deadline.remainingMs()))).catch(() => undefined);
+      if (record?.id === order.id) return { action: 'recovery', outcome: 'already-recovered', complete: true, record, durationMs: Date.now() - started };
+    }
     if (order === undefined || !same || order.step === 'done') {
       const facts = await this.facts();
       const decision = decideRecovery({ ...facts, request });
