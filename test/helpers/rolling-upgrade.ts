@@ -155,6 +155,20 @@ export class HealthCaller {
     await Promise.all(this.loops);
   }
 
+  /**
+   * Resolves once an answer comes from an observation begun at or after `at` (epoch ms): a member
+   * stopped until then has at least one observation made while it was down. The agent serves an
+   * observation for up to its max age (1 s) and starts the next one about as often, so a stop shorter
+   * than that may otherwise see none begin (as on an idle machine, where a restart took ~620 ms).
+   */
+  async observedSince(at: number, timeoutMs = 10_000): Promise<void> {
+    const until = Date.now() + timeoutMs;
+    while (!this.health.some((a) => a.observedAt !== undefined && a.observedAt >= at)) {
+      if (this.stopped || Date.now() > until) throw new Error(`no /v1/health answer observed since ${new Date(at).toISOString()} within ${timeoutMs} ms`);
+      await sleep(this.healthEveryMs);
+    }
+  }
+
   /** The health answers whose status is `status`, or counts per status. */
   countByStatus(answers: HealthAnswer[] = this.health): Record<string, number> {
     const counts: Record<string, number> = {};

@@ -44,7 +44,10 @@ import { etcdVersions, HealthAnswer, HealthCaller, readPrefix, Writer } from '..
 const ROLE_MAX_AGE_MS = 1000;
 
 const CORE = ['etcd-0', 'etcd-1', 'etcd-2'];
-/** How long a member stays stopped before its new binary starts (a pod's restart takes longer). */
+/**
+ * How long a member stays stopped at least before its new binary starts (a pod's restart takes
+ * longer); also until the health caller has an answer observed while it was down.
+ */
 const DOWN_MS = 500;
 /** etcd's --snapshot-count here (its default is 10,000); see the module comment. */
 const SNAPSHOT_COUNT = 100;
@@ -164,7 +167,7 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     await cluster.stop(name);
     const exitedAt = Date.now();
     recorded.push({ member: name, version: from, versions: readDataVersions(cluster.member(name).dataDir) });
-    const [prepared] = await Promise.all([prepare(name), sleep(DOWN_MS)]);
+    const [prepared] = await Promise.all([prepare(name), sleep(DOWN_MS), caller.observedSince(exitedAt)]);
     const prepareMs = prepared.ms;
     if (prepared.code !== 0) throw new Error(`prepare of ${name} exited ${prepared.code}:\n${prepared.output}`);
     const spawnedAt = Date.now();
