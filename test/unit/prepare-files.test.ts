@@ -52,6 +52,26 @@ describe('readDataDir', () => {
       },
       { kind: 'member', memberId: 'bdae9bbc11dd390d', clusterId: 'd1cfaf999eb97a2a' },
     ],
+    [
+      'a WAL preallocated to 64 MB, as etcd makes each segment',
+      (d: string) => {
+        fs.mkdirSync(path.join(d, 'member', 'wal'), { recursive: true });
+        const file = path.join(d, 'member', 'wal', '0000000000000000-0000000000000000.wal');
+        fs.writeFileSync(file, walHead(0xbdae9bbc11dd390dn, 0xd1cfaf999eb97a2an));
+        fs.truncateSync(file, 64_000_000);
+      },
+      { kind: 'member', memberId: 'bdae9bbc11dd390d', clusterId: 'd1cfaf999eb97a2a' },
+    ],
+    [
+      'a WAL whose first frame (100 KiB) ends past the first 64 KiB read',
+      (d: string) => {
+        fs.mkdirSync(path.join(d, 'member', 'wal'), { recursive: true });
+        const big = Buffer.alloc(100 * 1024, 7);
+        const first = frame(Buffer.concat([Buffer.from([0x08, 0x04, 0x1a]), varint(BigInt(big.length)), big]));
+        fs.writeFileSync(path.join(d, 'member', 'wal', '0000000000000000-0000000000000000.wal'), Buffer.concat([first, walHead(5n, 7n)]));
+      },
+      { kind: 'member', memberId: '5', clusterId: '7' },
+    ],
     ['a snapshot database without a WAL', (d: string) => (fs.mkdirSync(path.join(d, 'member', 'snap'), { recursive: true }), fs.writeFileSync(path.join(d, 'member', 'snap', 'db'), 'x')), { kind: 'unusable' }],
     [
       'a WAL file that is not one',
