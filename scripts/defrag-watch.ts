@@ -246,7 +246,8 @@ export class StatusWatch {
 
   constructor(
     members: ReadonlyArray<{ name: string; clientURL: string }>,
-    private readonly slowMs = 250,
+    /** How long a Status may take before the member counts as silent. */
+    readonly slowMs = 250,
     private readonly everyMs = 20,
   ) {
     for (const m of members) {
