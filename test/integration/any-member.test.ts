@@ -121,7 +121,9 @@ describe('any agent, with only its own member as endpoint, finds a live member f
     expect(reply.status).toBe(409);
     expect(reply.json.error).toMatchObject({ code: 'unsafe', retryable: true, details: { waitedMs: expect.any(Number) } });
     expect(reply.json.error.message).toMatch(/unhealthy cluster.*after \d+ ms of retries.*every voter answered/);
-    expect(reply.json.error.details.waitedMs).toBeGreaterThanOrEqual(500);
+    // At least one pause between passes (100 ms, converge.ts); how much more depends on when in the 3 s
+    // the first refusal came, which is late on a loaded run (435 ms of retries were left once).
+    expect(reply.json.error.details.waitedMs).toBeGreaterThanOrEqual(100);
     // Answered at its 3 s deadline, not after: within a second of it, as the agent runs in this test's
     // own process, which on a loaded run shares its event loop with the rest of the file (3.88 s seen).
     expect(Date.now() - t0).toBeLessThan(4000);
