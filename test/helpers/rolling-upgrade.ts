@@ -156,12 +156,14 @@ export class HealthCaller {
   }
 
   /**
-   * Resolves once an answer comes from an observation begun at or after `at` (epoch ms): a member
-   * stopped until then has at least one observation made while it was down. The agent serves an
-   * observation for up to its max age (1 s) and starts the next one about as often, so a stop shorter
-   * than that may otherwise see none begin (as on an idle machine, where a restart took ~620 ms).
+   * Resolves once this caller has recorded an answer from an observation begun at or after `at`
+   * (epoch ms): a member stopped until then has at least one observation made while it was down, in
+   * this caller's own record (the upgrade test's `observedSince` asks the agent itself, and its answer
+   * is not recorded here). The agent serves an observation for up to its max age (1 s) and starts the
+   * next one about as often, so a stop shorter than that may otherwise see none begin (as on an idle
+   * machine, where a restart took ~620 ms).
    */
-  async observedSince(at: number, timeoutMs = 10_000): Promise<void> {
+  async recordedObservationSince(at: number, timeoutMs = 10_000): Promise<void> {
     const until = Date.now() + timeoutMs;
     while (!this.health.some((a) => a.observedAt !== undefined && a.observedAt >= at)) {
       if (this.stopped || Date.now() > until) throw new Error(`no /v1/health answer observed since ${new Date(at).toISOString()} within ${timeoutMs} ms`);

@@ -167,7 +167,7 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     await cluster.stop(name);
     const exitedAt = Date.now();
     recorded.push({ member: name, version: from, versions: readDataVersions(cluster.member(name).dataDir) });
-    const [prepared] = await Promise.all([prepare(name), sleep(DOWN_MS), caller.observedSince(exitedAt)]);
+    const [prepared] = await Promise.all([prepare(name), sleep(DOWN_MS), caller.recordedObservationSince(exitedAt)]);
     const prepareMs = prepared.ms;
     if (prepared.code !== 0) throw new Error(`prepare of ${name} exited ${prepared.code}:\n${prepared.output}`);
     const spawnedAt = Date.now();
