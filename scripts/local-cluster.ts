@@ -331,7 +331,10 @@ export class LocalEtcdCluster {
    * The member list, ids in hex; unstarted members have an empty name. Linearizable wherever etcd has
    * the field (3.5+; etcdctl 3.5 does not ask it, and a full run's list on 3.5, read at a follower right
    * after `member add` at another member, lacked the new member); etcd 3.4 answers MemberList from the
-   * answering member's local state (etcd-io/etcd#11198). Through etcd's own JSON
+   * answering member's local state (etcd-io/etcd#11198), so there a linearizable read at the same
+   * member comes first, as the agent does it (once it returns, that member has applied everything
+   * committed before it: a full run's list on 3.4, read at a follower right after the agent's promote,
+   * still showed a learner). Through etcd's own JSON
    * gateway (`POST /v3/cluster/member/list`), each endpoint in turn until one answers, as etcdctl's
    * client fails over; with a user (auth on) through etcdctl, which logs in. A full run asked ~650
    * member lists: one etcdctl process each cost ~40 s of CPU in all.
@@ -340,10 +343,16 @@ export class LocalEtcdCluster {
     if (this.etcdctlUser !== undefined) return parseMemberList(await this.etcdctl(['member', 'list', '-w', 'json'], endpoints));
     const body = { linearizable: this.etcd.minor !== '3.4' };
     const failures: string[] = [];
+    const said = (a: { status: number; text: string }): string => (a.status === 0 ? a.text : `HTTP ${a.status} ${a.text.trim().slice(0, 200)}`);
     for (const url of endpoints) {
+      const barrier = body.linearizable ? undefined : await postJson(url, '/v3/kv/range', { key: Buffer.from('barrier').toString('base64'), count_only: true }, 5000, this.opts.clientTls);
+      if (barrier !== undefined && barrier.status !== 200) {
+        failures.push(`${url}: barrier read ${said(barrier)}`);
+        continue;
+      }
       const answer = await postJson(url, '/v3/cluster/member/list', body, 5000, this.opts.clientTls);
       if (answer.status === 200) return parseMemberList(answer.text);
-      failures.push(`${url}: ${answer.status === 0 ? answer.text : `HTTP ${answer.status} ${answer.text.trim().slice(0, 200)}`}`);
+      failures.push(`${url}: ${said(answer)}`);
     }
     throw new Error(`member list failed at every endpoint: ${failures.join('; ') || 'no endpoint'}`);
   }
