@@ -59,7 +59,10 @@ export const START_NOTE_FILE = `${START_MOUNT_PATH}/etcd-start-note`;
  * `etcd-state` is written to `etcd-state.new` and renamed into place, so the sidecar reads one whole line.
  *
  * SIGTERM and SIGINT are passed on to etcd, and the script exits with etcd's status; when etcd exits
- * unasked, so does the script, and the kubelet restarts the container as it always did.
+ * unasked, so does the script, and the kubelet restarts the container as it always did. The watcher
+ * of `etcd-restart` ends by itself within a second of etcd's exit: a shell may lose the SIGTERM sent
+ * to a subshell it has just forked (dash's inherited trap, before the subshell resets it), and a
+ * watcher left looping held the script's output open (a test running the script hung on it).
  */
 export function etcdStartScript(flagsFile: string, binary: string, dataDir: string): string {
   const dir = flagsFile.replace(/\/[^/]*$/, '') || '/';
@@ -98,7 +101,7 @@ export function etcdStartScript(flagsFile: string, binary: string, dataDir: stri
     `      { printf '%s\\n' "$r" > ${note}; } 2>/dev/null; [ -w /dev/termination-log ] && { printf '%s\\n' "$r" > /dev/termination-log; } 2>/dev/null; exit 1; fi`,
     `    { : > ${note}; } 2>/dev/null; exec ${binary} "$@" ) &`,
     `  pid=$!; echo "running $pid\${o:+ once}" > ${stateNew}; mv -f ${stateNew} ${state}`,
-    `  ( while [ ! -e ${f('etcd-restart')} ]; do sleep 1; done; kill -TERM "$pid" ) & w=$!`,
+    `  ( while [ ! -e ${f('etcd-restart')} ] && kill -0 "$pid" 2>/dev/null; do sleep 1; done; [ -e ${f('etcd-restart')} ] && kill -TERM "$pid" ) & w=$!`,
     '  wait "$pid"; rc=$?',
     '  if [ -n "$stop" ]; then wait "$pid"; r=$?; [ "$r" = 127 ] || rc=$r; kill "$w" 2>/dev/null; exit "$rc"; fi',
     '  kill "$w" 2>/dev/null; pid=',
