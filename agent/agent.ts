@@ -4,8 +4,8 @@
  * agent here, so tests run exactly what production runs.
  */
 import type { RequestListener } from 'node:http';
-import type { Config } from './config';
-import type { Deadline } from './deadline';
+import type { Config } from './config/config';
+import type { Deadline } from './lib/deadline';
 import { EtcdCluster } from './etcd/cluster-client';
 import { connectionOptions } from './etcd/connection-options';
 import { HealthObserver } from './health/observer';
@@ -23,7 +23,7 @@ import type * as ExpressApp from './server/express-app';
 import { mutationAuthWarnings } from './server/auth';
 import { fastRoutes } from './server/fast-routes';
 import { listen, Listening, ListenOptions } from './server/listen';
-import { SHUTDOWN_BUDGET_MS, SHUTDOWN_CLOSE_RESERVE_MS } from './timings';
+import { SHUTDOWN_BUDGET_MS, SHUTDOWN_CLOSE_RESERVE_MS } from './config/timings';
 
 /** A built agent: its parts (those the express app is built from), for tests to look into, and how to stop it. */
 export interface Agent extends Pick<ExpressApp.ExpressAppDeps, 'config' | 'logger' | 'metrics'> {

@@ -2,8 +2,8 @@
 /**
  * Entry point: argv → the command table (command-table.ts), then the exit. Wiring only; no logic.
  */
-import { runMain } from './command-table';
-import { EXIT_DRAIN_MS } from './timings';
+import { runMain } from './cli/command-table';
+import { EXIT_DRAIN_MS } from './config/timings';
 
 const io = {
   stdout: (s: string) => void process.stdout.write(s),

@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import type https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
-import { request } from '../agent/http-request';
+import { request } from '../agent/lib/http-request';
 import type { Member as AgentMember } from '../agent/proto/types';
 import { baseFlags, etcdInstall, EtcdInstall, isExecutable } from './etcd-version';
 import { freePorts } from './ports';

@@ -5,7 +5,7 @@
  * person can act on.
  */
 import * as fs from 'node:fs';
-import { request, RequestTimeout } from '../http-request';
+import { request, RequestTimeout } from '../lib/http-request';
 
 /** Where the agent is and how to call it. */
 export interface AgentClientOptions {

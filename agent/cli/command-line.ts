@@ -5,7 +5,7 @@
  */
 import { parseArgs } from 'node:util';
 import { parseRetention, type Retention } from '../proto/maintenance';
-import type { CommandUsage, UsageOption } from '../usage';
+import type { CommandUsage, UsageOption } from '../lib/usage';
 
 /** The agent's address when neither `--agent` nor `ETCD_AGENT_URL` names one. */
 export const DEFAULT_AGENT_URL = 'http://127.0.0.1:3501';

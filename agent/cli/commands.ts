@@ -9,8 +9,8 @@
 import { describeError, errorOf, isNoQuorum, summarize } from './answer-text';
 import { AgentAnswer, AgentCallError, AgentClient } from './client';
 import { clientUsage, Command, ParsedCommand, parseCommand, UsageError } from './command-line';
-import { renderUsage, renderUsageError } from '../usage';
-import { CLI_ANSWER_MARGIN_SECONDS, CLI_CHANGE_SECONDS, CLI_READ_SECONDS, CLI_WAIT_AGAIN_MS } from '../timings';
+import { renderUsage, renderUsageError } from '../lib/usage';
+import { CLI_ANSWER_MARGIN_SECONDS, CLI_CHANGE_SECONDS, CLI_READ_SECONDS, CLI_WAIT_AGAIN_MS } from '../config/timings';
 
 /** Exit codes of the client commands (CONTRACT §7). */
 export const EXIT = Object.freeze({

@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 import { firstLine, kubeInject } from './kube-inject';
 import { KubeInjectUsageError } from './kube-inject-host-network';
 import { InjectOptions, KUBE_INJECT_USAGE, resolveInjectOptions } from './kube-inject-options';
-import { PROGRAM, renderUsage, renderUsageError } from '../usage';
+import { PROGRAM, renderUsage, renderUsageError } from '../lib/usage';
 
 /** The streams and file access runKubeInject uses; tests pass their own. */
 export interface KubeInjectIo {

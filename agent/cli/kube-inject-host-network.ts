@@ -5,7 +5,7 @@
  *
  * Such a pod shares the node's network namespace: its loopback is the node's, open to every
  * process and host-network pod on the node, so the agent needs a token (it refuses to start
- * without one, agent/host-network.ts) and kube-inject refuses to inject without
+ * without one, agent/config/host-network.ts) and kube-inject refuses to inject without
  * `--token-secret`. The agent listens on 127.0.0.1 unless told otherwise, off the node's
  * addresses. The kubelet sends an `httpGet` probe to the pod IP unless `httpGet.host` says
  * otherwise, and a host-network pod's IP is the node's address, where nothing would then

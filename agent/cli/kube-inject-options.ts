@@ -3,7 +3,7 @@
  * one check of it: the same whether it comes from the command line or from a caller of kubeInject.
  */
 import { isDnsSubdomain } from '../proto/names';
-import type { CommandUsage } from '../usage';
+import type { CommandUsage } from '../lib/usage';
 import { hostNetworkListenAddress } from './kube-inject-host-network';
 
 /** Image of the sidecar when none is given. */

@@ -54,7 +54,7 @@ export function sidecarContainer(
   const env: object[] = [
     { name: 'POD_NAME', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.name' } } },
     { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } } },
-    // Equal exactly in a host-network pod: the agent then requires a token (agent/host-network.ts).
+    // Equal exactly in a host-network pod: the agent then requires a token (agent/config/host-network.ts).
     { name: 'POD_IP', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'status.podIP' } } },
     { name: 'HOST_IP', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'status.hostIP' } } },
     { name: 'ETCD_AGENT_LISTEN', value: listen.address },

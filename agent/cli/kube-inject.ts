@@ -21,7 +21,7 @@
  * A pod with `hostNetwork: true` needs `--token-secret`, listens on 127.0.0.1 and is probed there
  * (kube-inject-host-network.ts says why). Every sidecar gets `POD_IP` and `HOST_IP` from the
  * downward API, so an agent whose pod is moved to the node's network later sees it
- * (agent/host-network.ts) and does not run without a token.
+ * (agent/config/host-network.ts) and does not run without a token.
  *
  * This file edits the YAML; the command around it is kube-inject-command.ts, the sidecar container
  * kube-inject-sidecar.ts, the options and their check kube-inject-options.ts.

@@ -8,7 +8,7 @@
  */
 import pRetry from 'p-retry';
 import type { Etcd3, IStatusResponse, Lease } from 'etcd3';
-import { Deadline } from '../deadline';
+import { Deadline } from '../lib/deadline';
 import { AgentError } from '../proto/errors';
 import type { Member, MemberList, MemberStatus } from '../proto/types';
 import type { EtcdConnectionOptions } from './connection-options';

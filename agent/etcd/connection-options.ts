@@ -2,7 +2,7 @@
  * How the agent and `prepare` reach etcd, from the one configuration: the same endpoints, TLS
  * files, credentials and key prefix, so both talk to etcd the same way.
  */
-import type { Config } from '../config';
+import type { Config } from '../config/config';
 import type { Logger } from '../observability/logger';
 
 /** How the agent reaches etcd: endpoints, TLS and credentials (CONTRACT §2). */

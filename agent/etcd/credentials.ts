@@ -13,7 +13,7 @@
 import * as fs from 'node:fs';
 import { createHash, createPrivateKey, X509Certificate } from 'node:crypto';
 import type { Logger } from '../observability/logger';
-import { FileReloader } from '../watched-files';
+import { FileReloader } from '../config/watched-files';
 
 /** Where the etcd TLS material lives; a client pair is optional (etcd without `--client-cert-auth`). */
 export interface EtcdTlsFiles {

@@ -8,7 +8,7 @@
  * breaker shared by all endpoints (one dead member must not close the door to the live ones).
  */
 import type { Etcd3 } from 'etcd3';
-import type { Deadline } from '../deadline';
+import type { Deadline } from '../lib/deadline';
 import { AgentError } from '../proto/errors';
 import { etcdRefusal, isLearnerRefusal, isTransient, toAgentError } from './errors';
 

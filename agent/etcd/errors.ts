@@ -4,7 +4,7 @@
  */
 import { isBrokenCircuitError } from 'cockatiel';
 import type pRetry from 'p-retry';
-import type { Deadline } from '../deadline';
+import type { Deadline } from '../lib/deadline';
 import { AgentError, ErrorCode } from '../proto/errors';
 import { etcd3For } from './etcd3-module';
 

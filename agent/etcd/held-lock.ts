@@ -2,12 +2,12 @@
  * A taken membership lock (lock.ts takes it): its operation record, kept up to date with the step
  * reached, and its release. Invariant: no step is recorded once the lease behind the lock is lost.
  */
-import { Deadline } from '../deadline';
+import { Deadline } from '../lib/deadline';
 import { AgentError } from '../proto/errors';
 import type { OperationRecord } from '../proto/types';
 import type { EtcdCluster, GrantedLease } from './cluster-client';
 import { toAgentError } from './errors';
-import { LEASE_REVOKE_MS, LOCK_ATTEMPT_MS } from '../timings';
+import { LEASE_REVOKE_MS, LOCK_ATTEMPT_MS } from '../config/timings';
 
 // Why the timing has its value: timings.ts.
 const ATTEMPT_MS = LOCK_ATTEMPT_MS;

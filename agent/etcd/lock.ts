@@ -11,15 +11,15 @@
  *   <prefix>operations/<id>   → the OperationRecord (what, which member, which agent, which step)
  */
 import { randomUUID } from 'node:crypto';
-import type { Deadline } from '../deadline';
-import { pollUntil } from '../poll';
+import type { Deadline } from '../lib/deadline';
+import { pollUntil } from '../lib/poll';
 import { AgentError } from '../proto/errors';
 import type { OperationAction, OperationRecord } from '../proto/types';
 import type { Logger } from '../observability/logger';
 import type { EtcdCluster, GrantedLease } from './cluster-client';
 import { isTransient, toAgentError } from './errors';
 import { HeldLock, revokeQuietly } from './held-lock';
-import { LOCK_ATTEMPT_MS, LOCK_MAX_WAIT_MS, LOCK_POLL_MS, LOCK_RESERVE_MS, LOCK_TTL_SECONDS } from '../timings';
+import { LOCK_ATTEMPT_MS, LOCK_MAX_WAIT_MS, LOCK_POLL_MS, LOCK_RESERVE_MS, LOCK_TTL_SECONDS } from '../config/timings';
 
 /** How the lock behaves; the defaults suit production. */
 export interface MembershipLockOptions {

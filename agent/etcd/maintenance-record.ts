@@ -4,7 +4,7 @@
  * the next call can say what an earlier run did, and continue one that stopped. A plain put, so etcd
  * refuses it under NOSPACE: a run then keeps it in memory and writes it once the alarm is disarmed.
  */
-import type { Deadline } from '../deadline';
+import type { Deadline } from '../lib/deadline';
 import type { DefragmentRecord } from '../proto/maintenance';
 import type { EtcdCluster } from './cluster-client';
 import { toAgentError } from './errors';

@@ -3,7 +3,7 @@
  * its peer URLs places to find the others when no endpoint can answer, and the clients of members
  * that left are closed, so channels to departed members do not pile up and keep reconnecting.
  */
-import type { Deadline } from '../deadline';
+import type { Deadline } from '../lib/deadline';
 import type { Member } from '../proto/types';
 import type { EtcdConnectionOptions } from './connection-options';
 import type { EndpointClients } from './endpoint-clients';

@@ -8,7 +8,7 @@
  * during a defragmentation. Parsing is pure (`parseMemberMetrics`); the fetch is a plain HTTP(S) GET
  * with the agent's etcd TLS files (a client certificate, when etcd requires one).
  */
-import { getText, tlsFromFiles, type TlsFiles } from '../http-request';
+import { getText, tlsFromFiles, type TlsFiles } from '../lib/http-request';
 
 /** The member's own gauges the maintenance run reads. */
 export interface MemberMetrics {

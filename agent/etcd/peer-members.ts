@@ -5,7 +5,7 @@
  * voters here. Ids are bare uint64 JSON numbers, which `JSON.parse` would round: they are read as
  * text (see /work/shared/ETCD-FACTS.md).
  */
-import { getText, tlsFromFiles, type TlsFiles } from '../http-request';
+import { getText, tlsFromFiles, type TlsFiles } from '../lib/http-request';
 import type { Member } from '../proto/types';
 
 /** Largest answer read: a member list is a few hundred bytes a member. */

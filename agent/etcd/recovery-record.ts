@@ -3,7 +3,7 @@
  * POST /v1/recovery answers what was done, and how a survivor's agent learns that its member was
  * removed by a recovery (and must rejoin), rather than by a scale-in.
  */
-import type { Deadline } from '../deadline';
+import type { Deadline } from '../lib/deadline';
 import type { RecoveryRecord } from '../proto/recovery';
 import type { EtcdCluster } from './cluster-client';
 

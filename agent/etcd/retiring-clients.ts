@@ -10,7 +10,7 @@
  * a client that is still current simply carries over to its retirement.
  */
 import type { Etcd3 } from 'etcd3';
-import { RETIRED_CLIENT_MAX_HOLD_MS } from '../timings';
+import { RETIRED_CLIENT_MAX_HOLD_MS } from '../config/timings';
 
 /** Releases a pin; calling it twice releases once. */
 export type Unpin = () => void;

@@ -17,7 +17,7 @@
 import * as fs from 'node:fs';
 import type { CallCredentials } from '@grpc/grpc-js';
 import type { Etcd3 } from 'etcd3';
-import { Deadline } from '../deadline';
+import { Deadline } from '../lib/deadline';
 import { etcd3 } from './etcd3-module';
 import type { EndpointSet } from './endpoints';
 

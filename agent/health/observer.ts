@@ -32,8 +32,8 @@
  * shares a fresh observation, so `etcd_agent_cluster_healthy` is never a stale 1. The gauges are
  * set in health-metrics.ts; on `unknown` the quorum gauges are absent, not 0.
  */
-import { Deadline } from '../deadline';
-import type { Config } from '../config';
+import { Deadline } from '../lib/deadline';
+import type { Config } from '../config/config';
 import type { EtcdCluster } from '../etcd/cluster-client';
 import { failureLine } from '../etcd/errors';
 import { recordClusterHealth, recordUnknownHealth } from './health-metrics';

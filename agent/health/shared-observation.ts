@@ -13,7 +13,7 @@
  * observation that takes over about two thirds of the max age again makes some callers wait): the
  * load on etcd still depends on the max age, not on the request rate. Nobody asking, nothing runs.
  */
-import { within } from '../deadline';
+import { within } from '../lib/deadline';
 
 /** Time, beyond an observation's own duration, by which the next one starts ahead of expiry (covers the gap between callers). */
 const REFRESH_MARGIN_MS = 150;

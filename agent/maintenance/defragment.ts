@@ -24,9 +24,9 @@
  * one did.
  */
 import { randomUUID } from 'node:crypto';
-import type { Config } from '../config';
-import { crashPointAfter } from '../crash-point';
-import { Deadline, delay } from '../deadline';
+import type { Config } from '../config/config';
+import { crashPointAfter } from '../lib/crash-point';
+import { Deadline, delay } from '../lib/deadline';
 import type { EtcdCluster } from '../etcd/cluster-client';
 import { etcdRefusal, isNoSpace, shuttingDownError, toAgentError } from '../etcd/errors';
 import type { HeldLock } from '../etcd/held-lock';
@@ -61,7 +61,7 @@ import {
   DEFRAG_UNHEALTHY_CONFIRM_MS,
   DEFRAG_WAIT_POLL_MS,
   LOCK_MAX_WAIT_MS,
-} from '../timings';
+} from '../config/timings';
 import { decideDefrag, skippedMembers, type DefragDecision, type DefragInput, type DefragOptions, type MetricsAnswer } from './defrag-decision';
 import type { RevisionHistory } from './revision-history';
 import { LocalSteps, LockSteps, RunMoveContext } from './steps';

@@ -13,7 +13,7 @@
  *   not-nospace-runner NOSPACE is raised and another agent is the one that runs then
  *   failed             anything else (etcd unreachable, a deadline), with its message
  */
-import { nextAfter, type CronSchedule } from '../cron';
+import { nextAfter, type CronSchedule } from '../lib/cron';
 import { toAgentError } from '../etcd/errors';
 import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';

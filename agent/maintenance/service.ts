@@ -10,8 +10,8 @@
  * and each member's backend quota for `etcd_agent_member_db_quota_bytes`, read again at a scrape at
  * most every 5 minutes.
  */
-import type { Config } from '../config';
-import { Deadline, settledWithin } from '../deadline';
+import type { Config } from '../config/config';
+import { Deadline, settledWithin } from '../lib/deadline';
 import type { EtcdCluster } from '../etcd/cluster-client';
 import { shuttingDownError, toAgentError } from '../etcd/errors';
 import type { MembershipLock } from '../etcd/lock';
@@ -21,7 +21,7 @@ import type { Metrics } from '../observability/metrics';
 import type { DefragmentResult, MaintenanceView } from '../proto/maintenance';
 import type { DefragmentRequest } from '../proto/requests';
 import type { Member, MemberStatus, OperationRecord } from '../proto/types';
-import { DEFRAG_METRICS_TIMEOUT_MS, QUOTA_REFRESH_MS } from '../timings';
+import { DEFRAG_METRICS_TIMEOUT_MS, QUOTA_REFRESH_MS } from '../config/timings';
 import { DefragmentRun, RunningElsewhere, type RunOptions } from './defragment';
 import { RevisionHistory } from './revision-history';
 

@@ -7,8 +7,8 @@
  * clear it. Under NOSPACE no record can be written at all, so the step lives in the run alone
  * (GET /v1/health of this agent shows it).
  */
-import type { Config } from '../config';
-import type { Deadline } from '../deadline';
+import type { Config } from '../config/config';
+import type { Deadline } from '../lib/deadline';
 import type { ChangeKind, EtcdCluster } from '../etcd/cluster-client';
 import { isNoSpace } from '../etcd/errors';
 import type { HeldLock, StepRecorder } from '../etcd/held-lock';

@@ -4,8 +4,8 @@
  * becomes a voter. Cheap when there is nothing to do: one Status of the local
  * etcd per interval. It logs and counts what it does and never throws.
  */
-import type { Config } from '../config';
-import { settledWithin } from '../deadline';
+import type { Config } from '../config/config';
+import { settledWithin } from '../lib/deadline';
 import type { EtcdCluster } from '../etcd/cluster-client';
 import type { Logger } from '../observability/logger';
 import { isAgentError } from '../proto/errors';

@@ -8,7 +8,7 @@
  * this call failed before it: then the change may be applied, and the call reads until it knows.
  */
 import pRetry from 'p-retry';
-import type { Deadline } from '../deadline';
+import type { Deadline } from '../lib/deadline';
 import { etcdRefusal, isTransient, type EtcdRefusal } from '../etcd/errors';
 import type { Logger } from '../observability/logger';
 import { AgentError } from '../proto/errors';

@@ -15,7 +15,7 @@
  */
 import { etcdRefusal, isShuttingDown } from '../etcd/errors';
 import { isAgentError } from '../proto/errors';
-import { pollUntil } from '../poll';
+import { pollUntil } from '../lib/poll';
 import type { JoinRequest } from '../proto/requests';
 import type { ActionResult } from '../proto/types';
 import { addedAnswer, decideJoin, type JoinWanted } from './join-decision';

@@ -7,7 +7,7 @@
  * remove it. A crash between the steps (the Cluster API incident) is recovered
  * by the next call: it reads the list again and does only what is still missing.
  */
-import { crashPoint } from '../crash-point';
+import { crashPoint } from '../lib/crash-point';
 import { etcdRefusal } from '../etcd/errors';
 import type { LeaveRequest } from '../proto/requests';
 import type { ActionResult } from '../proto/types';

@@ -4,11 +4,11 @@
  * leader other than the old one. Used by transfer, and by a leave of the leader
  * so that the cluster never waits out an election for a leader that left.
  */
-import { timeoutError, type Deadline } from '../deadline';
+import { timeoutError, type Deadline } from '../lib/deadline';
 import type { ChangeKind, EtcdCluster } from '../etcd/cluster-client';
 import type { StepRecorder } from '../etcd/held-lock';
 import { AgentError } from '../proto/errors';
-import { pollUntil } from '../poll';
+import { pollUntil } from '../lib/poll';
 import { describeMember } from './match';
 import type { MemberProbe } from './probe';
 import type { LoggedMember } from './run';

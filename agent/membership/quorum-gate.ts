@@ -15,8 +15,8 @@
  *
  * Looks are shared: calls waiting at the same time cause one probe, not one each.
  */
-import type { Config } from '../config';
-import { Deadline } from '../deadline';
+import type { Config } from '../config/config';
+import { Deadline } from '../lib/deadline';
 import type { EtcdCluster } from '../etcd/cluster-client';
 import type { Logger } from '../observability/logger';
 import { probeMembers, reaskSilent, type ClusterProbe } from './probe';

@@ -6,8 +6,8 @@
  * render the answer a pure decision made. It decides nothing itself; nothing
  * here outlives the call.
  */
-import type { Config } from '../config';
-import type { Deadline } from '../deadline';
+import type { Config } from '../config/config';
+import type { Deadline } from '../lib/deadline';
 import type { ChangeKind, EtcdCluster } from '../etcd/cluster-client';
 import type { HeldLock, StepRecorder } from '../etcd/held-lock';
 import type { MembershipLock, OperationIntent } from '../etcd/lock';

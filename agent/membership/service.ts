@@ -3,7 +3,7 @@
  * kbagent route) change cluster membership. Each call gets a deadline, shares
  * its execution with identical calls in flight, and is counted and timed.
  */
-import { Deadline, timeoutError } from '../deadline';
+import { Deadline, timeoutError } from '../lib/deadline';
 import { toAgentError } from '../etcd/errors';
 import { MembershipLock } from '../etcd/lock';
 import type { JoinRequest, LeaveRequest, PromoteRequest, TransferRequest } from '../proto/requests';

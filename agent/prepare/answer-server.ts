@@ -10,9 +10,9 @@
  */
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { request } from '../http-request';
+import { request } from '../lib/http-request';
 import type { BootstrapPlan, InitialMember, PeerAnswer } from './decide';
-import type { DataDirState } from './data-dir';
+import type { DataDirState } from '../etcd-data/data-dir';
 
 /** The route the answer is served on. */
 export const PREPARE_ANSWER_PATH = '/v1/prepare';

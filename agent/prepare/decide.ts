@@ -17,7 +17,7 @@
 import { matchMember } from '../membership/match';
 import { normalizeUrl } from '../proto/urls';
 import type { Member, MemberList } from '../proto/types';
-import type { DataDirState } from './data-dir';
+import type { DataDirState } from '../etcd-data/data-dir';
 
 /** A member of the initial set: `--initial-cluster` name and peer URL. */
 export interface InitialMember {

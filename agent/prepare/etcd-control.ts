@@ -16,7 +16,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { writeFileAtomic } from './data-dir';
+import { writeFileAtomic } from '../etcd-data/data-dir';
 
 /** The control files of a start directory (the directory of the flags file). */
 export function controlFiles(flagsFile: string): { dir: string; hold: string; restart: string; state: string; moveAside: string; once: string; onceUsed: string } {

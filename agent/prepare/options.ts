@@ -7,10 +7,10 @@
  */
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
-import { Config, ConfigError, loadConfig } from '../config';
-import { unusableDirectory, unwritableFile } from '../paths';
-import { settingsOptions } from '../settings';
-import type { CommandUsage } from '../usage';
+import { Config, ConfigError, loadConfig } from '../config/config';
+import { unusableDirectory, unwritableFile } from '../config/paths';
+import { settingsOptions } from '../config/settings';
+import type { CommandUsage } from '../lib/usage';
 import { peerUrlFromTemplate, validatePeerUrl } from '../proto/urls';
 import type { InitialMember } from './decide';
 

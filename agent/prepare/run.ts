@@ -16,9 +16,9 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { crashPoint } from '../crash-point';
-import { Deadline } from '../deadline';
-import { pollUntil } from '../poll';
+import { crashPoint } from '../lib/crash-point';
+import { Deadline } from '../lib/deadline';
+import { pollUntil } from '../lib/poll';
 import { EtcdCluster } from '../etcd/cluster-client';
 import { connectionOptions } from '../etcd/connection-options';
 import { fetchPeerMembers } from '../etcd/peer-members';
@@ -28,12 +28,12 @@ import type { Logger } from '../observability/logger';
 import { createMetrics } from '../observability/metrics';
 import { isAgentError } from '../proto/errors';
 import { askPeers, AnswerServer, serveAnswer } from './answer-server';
-import { asideTarget, BOOTSTRAP_MARKER, moveAside, readDataDir, readDataVersions, writeFileAtomic } from './data-dir';
+import { asideTarget, BOOTSTRAP_MARKER, DataVersions, moveAside, readDataDir, readDataVersions, writeFileAtomic } from '../etcd-data/data-dir';
 import { EtcdStartControl, flagLine } from './etcd-control';
 import { BootstrapPlan, decidePrepare, initialClusterOf, PrepareFacts, PrepareStep, samePlan } from './decide';
 import type { PrepareOptions } from './options';
-import { DataVersions, formatMinor, gateLines, VersionGate, versionGate } from './version-gate';
-import { scanWal } from './wal-scan';
+import { formatMinor, gateLines, VersionGate, versionGate } from './version-gate';
+import { scanWal } from '../etcd-data/wal-scan';
 
 /** Pause between passes while waiting. */
 const PASS_PAUSE_MS = 500;

@@ -28,17 +28,14 @@
  * rendered here, so {@link gateRefusal} is what it does (test/unit/etcd-start-script.test.ts, and the
  * integration test runs it with etcd's real binaries).
  */
+import type { DataVersions } from '../etcd-data/data-dir';
+
+export type { DataVersions };
 
 /** A major.minor version. */
 export interface Minor {
   major: number;
   minor: number;
-}
-
-/** The versions a data directory records (`3.6.0` …); absent when it does not record one. */
-export interface DataVersions {
-  storage?: string;
-  cluster?: string;
 }
 
 /** The etcd versions that may start on a data directory. */

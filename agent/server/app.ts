@@ -4,7 +4,7 @@
  * renderer.
  */
 import express, { ErrorRequestHandler, Router } from 'express';
-import type { Config } from '../config';
+import type { Config } from '../config/config';
 import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
 import { requireMutationAuth } from './auth';

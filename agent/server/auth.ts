@@ -14,7 +14,7 @@ import { timingSafeEqual, createHash } from 'node:crypto';
 import type { RequestHandler } from 'express';
 import { AgentError } from '../proto/errors';
 import type { Logger } from '../observability/logger';
-import { fileIdentity } from '../watched-files';
+import { fileIdentity } from '../config/watched-files';
 
 /** The settings §6 depends on. */
 export interface AuthOptions {

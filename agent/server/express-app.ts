@@ -4,7 +4,7 @@
  * Built on the first request the fast routes do not answer (agent.ts), so express is not loaded by a start.
  */
 import type { RequestListener } from 'node:http';
-import type { Config } from '../config';
+import type { Config } from '../config/config';
 import type { HealthObserver } from '../health/observer';
 import type { MaintenanceService } from '../maintenance/service';
 import type { MembershipService } from '../membership/service';

@@ -8,7 +8,7 @@
  */
 import { Router } from 'express';
 import type { ErrorRequestHandler, Request, Response } from 'express';
-import type { Config } from '../config';
+import type { Config } from '../config/config';
 import { peerUrlFromFqdn } from '../proto/urls';
 import type { MembershipService } from '../membership/service';
 import type { Logger } from '../observability/logger';

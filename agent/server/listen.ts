@@ -7,10 +7,10 @@ import * as http from 'node:http';
 import * as https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import type { RequestListener } from 'node:http';
-import type { Config } from '../config';
+import type { Config } from '../config/config';
 import type { Logger } from '../observability/logger';
 import { httpsServerOptions, tlsFilesOf, TlsReloader } from './tls';
-import { CLOSE_GRACE_MS, CONNECTIONS_CHECK_INTERVAL_MS, HEADERS_TIMEOUT_MS, KEEP_ALIVE_TIMEOUT_MS, REQUEST_TIMEOUT_MS } from '../timings';
+import { CLOSE_GRACE_MS, CONNECTIONS_CHECK_INTERVAL_MS, HEADERS_TIMEOUT_MS, KEEP_ALIVE_TIMEOUT_MS, REQUEST_TIMEOUT_MS } from '../config/timings';
 
 /** A listening server and how to stop it. */
 export interface Listening {

@@ -4,8 +4,8 @@
  * `GET /v1/recovery/local` (this agent's own member, read by the other agents' plans). Dispatch only.
  */
 import { Router } from 'express';
-import type { Config } from '../config';
-import { Deadline } from '../deadline';
+import type { Config } from '../config/config';
+import { Deadline } from '../lib/deadline';
 import { parseRequest, recoveryRequestSchema } from '../proto/requests';
 import type { RecoveryService } from '../recovery/service';
 import { sendJson } from './middleware';

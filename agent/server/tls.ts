@@ -7,10 +7,10 @@
 import * as fs from 'node:fs';
 import * as tls from 'node:tls';
 import { X509Certificate } from 'node:crypto';
-import type { Config } from '../config';
+import type { Config } from '../config/config';
 import type { Logger } from '../observability/logger';
-import { FileReloader } from '../watched-files';
-import { FILE_CHECK_INTERVAL_MS } from '../timings';
+import { FileReloader } from '../config/watched-files';
+import { FILE_CHECK_INTERVAL_MS } from '../config/timings';
 
 /** The PEM files of the agent's own HTTPS endpoint; with `clientCaFile`, clients must show a certificate it signed. */
 export interface TlsFiles {

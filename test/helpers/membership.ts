@@ -4,7 +4,7 @@
  * which membership RPCs were (not) sent.
  */
 import { RunningAgent, startAgent } from '../../agent/agent';
-import { loadConfig } from '../../agent/config';
+import { loadConfig } from '../../agent/config/config';
 import { createLogger } from '../../agent/observability/logger';
 import { createMetrics, Metrics } from '../../agent/observability/metrics';
 import { eventually, type LocalEtcdCluster } from './etcd-cluster';

@@ -15,7 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { RunningAgent, startAgent } from '../../agent/agent';
 import { etcdStartScript } from '../../agent/cli/kube-inject-prepare';
-import { loadConfig } from '../../agent/config';
+import { loadConfig } from '../../agent/config/config';
 import { flagLine } from '../../agent/prepare/etcd-control';
 import { loadPrepareOptions } from '../../agent/prepare/options';
 import { createLogger } from '../../agent/observability/logger';
@@ -143,7 +143,7 @@ export class PodSet {
       ETCD_AGENT_INITIAL_CLUSTER_TOKEN: this.token,
       ETCD_AGENT_PREPARE_WAIT_SECONDS: String(opts.waitSeconds ?? 30),
       ETCD_AGENT_LOG_LEVEL: 'info',
-      // A crash point (agent/crash-point.ts): prepare kills itself with SIGKILL exactly at that step.
+      // A crash point (agent/lib/crash-point.ts): prepare kills itself with SIGKILL exactly at that step.
       ...(opts.crashAt === undefined ? {} : { ETCD_AGENT_CRASH_POINTS: opts.crashAt }),
     };
     const [node, argv] = binCommand(this.main, ['prepare']);

@@ -5,7 +5,7 @@
  */
 import net from 'node:net';
 import { startAgent } from '../../agent/agent';
-import { loadConfig } from '../../agent/config';
+import { loadConfig } from '../../agent/config/config';
 import { createLogger } from '../../agent/observability/logger';
 import { post } from '../helpers/membership';
 

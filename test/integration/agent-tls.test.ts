@@ -8,7 +8,7 @@ import path from 'node:path';
 import tls from 'node:tls';
 import { X509Certificate } from 'node:crypto';
 import { startAgent, RunningAgent } from '../../agent/agent';
-import { loadConfig } from '../../agent/config';
+import { loadConfig } from '../../agent/config/config';
 import { createLogger } from '../../agent/observability/logger';
 import { createPki, KeyPair, TestPki } from '../helpers/certs';
 import { call } from '../helpers/http-call';

@@ -9,7 +9,7 @@
  *   a SIGKILLed leader's own agent removes it once the others elected a new leader.
  */
 import type { RunningAgent } from '../../agent/agent';
-import { Deadline } from '../../agent/deadline';
+import { Deadline } from '../../agent/lib/deadline';
 import { EtcdCluster } from '../../agent/etcd/cluster-client';
 import type { HeldLock } from '../../agent/etcd/held-lock';
 import { MembershipLock } from '../../agent/etcd/lock';

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { startAgent, RunningAgent } from '../../agent/agent';
-import { loadConfig } from '../../agent/config';
+import { loadConfig } from '../../agent/config/config';
 import { createLogger } from '../../agent/observability/logger';
 import { call, Answer, CallOptions } from '../helpers/http-call';
 import { captureLogs } from '../helpers/log-capture';

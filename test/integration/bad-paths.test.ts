@@ -8,7 +8,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { FILE_SETTINGS } from '../../agent/settings';
+import { FILE_SETTINGS } from '../../agent/config/settings';
 import { runCli, type Ran } from '../helpers/run-process';
 
 const runsAsRoot = process.getuid?.() === 0;

@@ -1,4 +1,4 @@
-import { Deadline } from '../../agent/deadline';
+import { Deadline } from '../../agent/lib/deadline';
 import { EtcdCluster } from '../../agent/etcd/cluster-client';
 import { AgentError } from '../../agent/proto/errors';
 import type { Member, MemberStatus } from '../../agent/proto/types';

@@ -6,9 +6,9 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { Deadline } from '../../agent/deadline';
+import { Deadline } from '../../agent/lib/deadline';
 import { EtcdCluster } from '../../agent/etcd/cluster-client';
-import { readDataDir } from '../../agent/prepare/data-dir';
+import { readDataDir } from '../../agent/etcd-data/data-dir';
 import { eventually, withCluster } from '../helpers/etcd-cluster';
 import { PodSet } from '../helpers/prepare-pods';
 

@@ -6,7 +6,7 @@
  * "etcd versions" table is the sum of them.
  */
 import { execFile } from 'node:child_process';
-import { Deadline } from '../../agent/deadline';
+import { Deadline } from '../../agent/lib/deadline';
 import { EtcdCluster } from '../../agent/etcd/cluster-client';
 import { fetchPeerMembers } from '../../agent/etcd/peer-members';
 import { atLeast } from '../../agent/etcd/server-version';

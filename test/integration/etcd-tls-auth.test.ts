@@ -19,7 +19,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { RunningAgent, startAgent } from '../../agent/agent';
-import { loadConfig } from '../../agent/config';
+import { loadConfig } from '../../agent/config/config';
 import { createLogger } from '../../agent/observability/logger';
 import { createMetrics } from '../../agent/observability/metrics';
 import { createPki, TestPki } from '../helpers/certs';

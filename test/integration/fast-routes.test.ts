@@ -5,7 +5,7 @@
  * its requestId and ageMs — and the same contract promises: an X-Request-Id equal to the body's,
  * one request log line with it, the request counted in the metrics. Against a real 3-member etcd.
  */
-import { loadConfig } from '../../agent/config';
+import { loadConfig } from '../../agent/config/config';
 import { RunningAgent, startAgent } from '../../agent/agent';
 import { createLogger } from '../../agent/observability/logger';
 import { createMetrics, Metrics } from '../../agent/observability/metrics';

@@ -8,7 +8,7 @@
  * `operations`, which is how a consumer tells a member being added from a member lost.
  */
 import type { RunningAgent } from '../../agent/agent';
-import { Deadline } from '../../agent/deadline';
+import { Deadline } from '../../agent/lib/deadline';
 import type { HeldLock } from '../../agent/etcd/held-lock';
 import { MembershipLock } from '../../agent/etcd/lock';
 import { createLogger } from '../../agent/observability/logger';

@@ -11,7 +11,7 @@
 import { gzipSync } from 'node:zlib';
 import { Writable } from 'node:stream';
 import { RunningAgent, startAgent } from '../../agent/agent';
-import { loadConfig } from '../../agent/config';
+import { loadConfig } from '../../agent/config/config';
 import { createLogger } from '../../agent/observability/logger';
 import { createMetrics } from '../../agent/observability/metrics';
 import { ERROR_CODES } from '../../agent/proto/errors';

@@ -3,7 +3,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { RunningAgent, startAgent } from '../../agent/agent';
-import { loadConfig } from '../../agent/config';
+import { loadConfig } from '../../agent/config/config';
 import { createLogger } from '../../agent/observability/logger';
 import { createMetrics } from '../../agent/observability/metrics';
 import { Answer, parseJson } from '../helpers/http-call';

@@ -5,7 +5,7 @@
  * promoting it with nobody calling again.
  */
 import type { RunningAgent } from '../../agent/agent';
-import { Deadline } from '../../agent/deadline';
+import { Deadline } from '../../agent/lib/deadline';
 import { EtcdCluster } from '../../agent/etcd/cluster-client';
 import { MembershipLock } from '../../agent/etcd/lock';
 import { createLogger } from '../../agent/observability/logger';

@@ -8,11 +8,11 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { delay, Deadline } from '../../agent/deadline';
+import { delay, Deadline } from '../../agent/lib/deadline';
 import type { Etcd3 } from 'etcd3';
 import { EtcdCluster } from '../../agent/etcd/cluster-client';
 import { etcd3 } from '../../agent/etcd/etcd3-module';
-import { readDataDir } from '../../agent/prepare/data-dir';
+import { readDataDir } from '../../agent/etcd-data/data-dir';
 import type { Member, MemberList } from '../../agent/proto/types';
 import { eventually } from '../helpers/etcd-cluster';
 import { call } from '../helpers/http-call';

@@ -3,14 +3,14 @@
  * kube-inject's start script, the built agent as each pod's sidecar process), two lost for good. The
  * sidecar of the member recovered from is SIGKILLed at each step of the act, the sidecar of the other
  * survivor at each step of its rejoin, a lost pod's prepare at its steps, each exactly there (crash
- * points, agent/crash-point.ts); each time the process is simply started again, as the kubelet does,
+ * points, agent/lib/crash-point.ts); each time the process is simply started again, as the kubelet does,
  * and the cluster converges: one start with --force-new-cluster, one cluster id, every member back.
  * First, the re-check right before acting: a majority that was only cut off and comes back between
  * the order and the act calls it off.
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { Deadline } from '../../agent/deadline';
+import { Deadline } from '../../agent/lib/deadline';
 import { EtcdCluster } from '../../agent/etcd/cluster-client';
 import { eventually } from '../helpers/etcd-cluster';
 import type { LogLine } from '../helpers/child-agent';
@@ -62,7 +62,7 @@ async function members(through: string[]): Promise<string[]> {
 }
 
 /**
- * Runs pod `name`'s sidecar with each crash point in turn (agent/crash-point.ts: it SIGKILLs itself
+ * Runs pod `name`'s sidecar with each crash point in turn (agent/lib/crash-point.ts: it SIGKILLs itself
  * exactly there), started again after each death as the kubelet would, then once more without any.
  * Each run but the first must get past the step the one before died at.
  */

@@ -10,7 +10,7 @@ import {
   MutationPolicy,
   TokenSource,
 } from '../../agent/server/auth';
-import { startupAuthRefusal, type StartupAuthSettings } from '../../agent/host-network';
+import { startupAuthRefusal, type StartupAuthSettings } from '../../agent/config/host-network';
 
 const digest = (token: string): Buffer => createHash('sha256').update(token).digest();
 

@@ -3,8 +3,8 @@
  * the table of commands (command-table.ts) is the list, so a command added there is covered here
  * (and, as the built binary, by test/integration/cli.test.ts).
  */
-import { COMMANDS, runMain } from '../../agent/command-table';
-import { renderOverview, renderUsage, wantsHelp } from '../../agent/usage';
+import { COMMANDS, runMain } from '../../agent/cli/command-table';
+import { renderOverview, renderUsage, wantsHelp } from '../../agent/lib/usage';
 
 /** Runs `argv` through the command table; answers its exit code and what it printed. */
 async function main(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {

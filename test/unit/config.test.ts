@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import os from 'node:os';
 import * as path from 'node:path';
-import { CONFIG_VARIABLES, Config, ConfigError, flagFor, loadConfig, parseFlags } from '../../agent/config';
+import { CONFIG_VARIABLES, Config, ConfigError, flagFor, loadConfig, parseFlags } from '../../agent/config/config';
 
 // Files the *_FILE variables point at. Rows name them by key; paths exist only once beforeAll ran.
 let tmp = '';

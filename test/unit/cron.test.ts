@@ -1,4 +1,4 @@
-import { nextAfter, parseCron } from '../../agent/cron';
+import { nextAfter, parseCron } from '../../agent/lib/cron';
 
 const at = (iso: string): Date => new Date(iso);
 

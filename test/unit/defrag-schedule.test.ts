@@ -1,4 +1,4 @@
-import { parseCron } from '../../agent/cron';
+import { parseCron } from '../../agent/lib/cron';
 import { DefragSchedule, skipReason, type SkipReason } from '../../agent/maintenance/schedule';
 import type { MaintenanceService } from '../../agent/maintenance/service';
 import { createLogger } from '../../agent/observability/logger';

@@ -1,4 +1,4 @@
-import { HostNetworkAnswer, hostNetworkSetting, HostNetworkSetting, resolveHostNetwork } from '../../agent/host-network';
+import { HostNetworkAnswer, hostNetworkSetting, HostNetworkSetting, resolveHostNetwork } from '../../agent/config/host-network';
 
 describe('resolveHostNetwork', () => {
   // [setting, POD_IP, HOST_IP, expected answer (hostNetwork, or 'conflict')]

@@ -11,7 +11,7 @@ import { kubeInject } from '../../agent/cli/kube-inject';
 import { runKubeInject } from '../../agent/cli/kube-inject-command';
 import { KubeInjectUsageError } from '../../agent/cli/kube-inject-host-network';
 import { SIDECAR_NAME, TOKEN_MOUNT_PATH } from '../../agent/cli/kube-inject-sidecar';
-import { ConfigError, loadConfig } from '../../agent/config';
+import { ConfigError, loadConfig } from '../../agent/config/config';
 import { kubeInjectHarness } from '../helpers/kube-inject-io';
 
 type Json = { [key: string]: unknown };

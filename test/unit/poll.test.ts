@@ -1,4 +1,4 @@
-import { pollUntil } from '../../agent/poll';
+import { pollUntil } from '../../agent/lib/poll';
 
 /** Runs `poll` under fake timers, recording when (ms after the start) each round asked. */
 async function rounds<T>(poll: (ask: (round: number) => Promise<T | undefined>) => Promise<T | undefined>, answerAt: number | undefined) {

@@ -2,8 +2,8 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ConfigError } from '../../agent/config';
-import { moveAside, readDataDir, readWalMetadata } from '../../agent/prepare/data-dir';
+import { ConfigError } from '../../agent/config/config';
+import { moveAside, readDataDir, readWalMetadata } from '../../agent/etcd-data/data-dir';
 import { loadPrepareOptions, parseInitialCluster } from '../../agent/prepare/options';
 import { flagsFileContent } from '../../agent/prepare/run';
 

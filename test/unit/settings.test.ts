@@ -1,28 +1,26 @@
 /**
- * The settings table (agent/settings.ts) is the one list of settings: config, `--help` and the
- * README's configuration table come from it. To regenerate the README's table after changing a row:
- * `npm run build && node -e "process.stdout.write(require('./dist/agent/settings').readmeTable())"`.
+ * The settings table (agent/config/settings.ts) is the one list of settings: config, `--help` and
+ * docs/configuration.md's table come from it. After changing a row, `npm run docs:config` rewrites
+ * the document's table.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { CONFIG_VARIABLES, flagFor, SERVE_USAGE } from '../../agent/config';
-import { readmeTable, SETTINGS } from '../../agent/settings';
-import { renderUsage } from '../../agent/usage';
+import { CONFIG_VARIABLES, flagFor, SERVE_USAGE } from '../../agent/config/config';
+import { configurationTable, SETTINGS } from '../../agent/config/settings';
+import { renderUsage } from '../../agent/lib/usage';
+import { CONFIGURATION_DOC, documentedTable, withGeneratedTable } from '../../scripts/config-doc';
 
-const README = fs.readFileSync(path.resolve(__dirname, '../../README.md'), 'utf8');
-
-/** The README's configuration table: from its header row to the first line that is not a row. */
-function readmeConfigTable(): string {
-  const lines = README.split('\n');
-  const start = lines.indexOf('| variable | default | meaning |');
-  if (start < 0) throw new Error('README.md has no configuration table');
-  const end = lines.findIndex((line, i) => i > start && !line.startsWith('|'));
-  return `${lines.slice(start, end).join('\n')}\n`;
-}
+const DOC = fs.readFileSync(path.resolve(__dirname, '../..', CONFIGURATION_DOC), 'utf8');
 
 describe('the settings table', () => {
-  it("when the README's configuration table is compared with the one the settings make, then they are the same", () => {
-    expect(readmeConfigTable()).toBe(readmeTable());
+  it("when docs/configuration.md's table is compared with the one the settings make, then they are the same", () => {
+    expect(documentedTable(DOC)).toBe(configurationTable());
+  });
+
+  it('when the table is generated into a document, then only the lines between the markers change', () => {
+    const doc = DOC.replace(documentedTable(DOC) ?? '', '| stale |\n');
+    expect(withGeneratedTable(doc)).toBe(DOC);
+    expect(() => withGeneratedTable('# no markers\n')).toThrow('has no settings table markers');
   });
 
   it('when serve --help is printed, then every setting is there with its flag and its variable', () => {

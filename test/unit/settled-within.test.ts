@@ -1,4 +1,4 @@
-import { settledWithin } from '../../agent/deadline';
+import { settledWithin } from '../../agent/lib/deadline';
 
 describe('settledWithin', () => {
   beforeEach(() => jest.useFakeTimers({ now: 1_000_000 }));

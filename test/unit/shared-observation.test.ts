@@ -1,4 +1,4 @@
-import { delay, within } from '../../agent/deadline';
+import { delay, within } from '../../agent/lib/deadline';
 import { SharedObservation } from '../../agent/health/shared-observation';
 
 /** An observe function whose calls are counted and each resolves when the test says so. */

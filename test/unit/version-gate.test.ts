@@ -1,5 +1,5 @@
 import { DataVersions, formatMinor, gateLines, gateRefusal, minorOf, versionGate } from '../../agent/prepare/version-gate';
-import { isV2Request } from '../../agent/prepare/wal-scan';
+import { isV2Request } from '../../agent/etcd-data/wal-scan';
 
 const V34: DataVersions = { cluster: '3.4.0' };
 const V35: DataVersions = { cluster: '3.5.0' };

@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { crc32c, readWalState, walStateOf } from '../../agent/prepare/wal-state';
+import { crc32c, readWalState, walStateOf } from '../../agent/etcd-data/wal-state';
 
 const TYPE = { metadata: 1, entry: 2, state: 3, crc: 4, snapshot: 5 };
 

@@ -2,7 +2,7 @@
  * A call's deadline (CONTRACT §4 `timeoutSeconds`), passed down to every etcd
  * call so that no step outlives the request that asked for it.
  */
-import { AgentError } from './proto/errors';
+import { AgentError } from '../proto/errors';
 
 /** An absolute point in time by which a call must answer. */
 export class Deadline {

@@ -17,7 +17,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { readBboltValue } from './bbolt';
-import type { DataVersions } from './version-gate';
 
 /** What a data directory holds. */
 export type DataDirState =
@@ -34,6 +33,12 @@ export type DataDirState =
  * etcd only warns about a file it does not know there.
  */
 export const BOOTSTRAP_MARKER = 'etcd-lifecycle-agent-bootstrap.json';
+
+/** The versions a data directory records (`3.6.0` …); absent when it does not record one. */
+export interface DataVersions {
+  storage?: string;
+  cluster?: string;
+}
 
 /**
  * The versions etcd recorded in the data directory's backend (`member/snap/db`, bbolt): the storage

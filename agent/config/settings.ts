@@ -1,41 +1,16 @@
 /**
- * The one table of settings (CONTRACT §2): every `ETCD_AGENT_*` variable once, with its flag (derived
- * from the name), its default, how its value is parsed and what it means. config.ts builds `Config`
- * from it, `serve --help` prints it and the README's configuration table is generated from it
- * (test/unit/settings.test.ts holds the README to it).
+ * The one table of settings (docs/api.md §2): every `ETCD_AGENT_*` variable once, with its flag
+ * (derived from the name), its default, how its value is parsed and what it means. config.ts builds
+ * `Config` from it, `serve --help` prints it, and docs/configuration.md's table is generated from it
+ * (`npm run docs:config`; test/unit/settings.test.ts fails when the two differ).
  *
- * Invariant: the rows are in CONTRACT §2 order, and a parser either answers the setting's value or
- * throws a ConfigError naming its variable; the same variable, flag, default and message as before.
+ * Invariant: the rows are in docs/api.md §2 order, and a parser either answers the setting's value or
+ * throws a ConfigError naming its variable.
  */
-import * as os from 'node:os';
-import { parseCron, type CronSchedule } from './cron';
-import { unreadableFile } from './paths';
-import { parseRetention, type Retention } from './proto/maintenance';
-import { isDnsSubdomain } from './proto/names';
-import { peerUrlFromTemplate, validatePeerUrl } from './proto/urls';
-import type { UsageOption } from './usage';
+import type { UsageOption } from '../lib/usage';
+import { type Parser, absolutePath, boolean, cronSchedule, fraction, integer, keyPrefix, listenAddress, logLevel, memberName, peerTemplate, peerUrl, readableFile, retention, text, urlList } from './setting-parsers';
 
-/** winston's npm levels, the only ones `ETCD_AGENT_LOG_LEVEL` accepts. */
-export const LOG_LEVELS = ['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly'] as const;
-/** One of winston's npm levels. */
-export type LogLevel = (typeof LOG_LEVELS)[number];
-
-/** A bad configuration value; `variable` names the environment variable it came from. */
-export class ConfigError extends Error {
-  constructor(
-    readonly variable: string,
-    message: string,
-  ) {
-    super(`${variable}: ${message}`);
-    this.name = 'ConfigError';
-  }
-}
-
-/**
- * Parses a variable's value: the trimmed value (flag or environment), else the row's `default`,
- * else undefined. `env` is the process environment, for values that fall back to another variable.
- */
-type Parser<T> = (value: string | undefined, variable: string, env: NodeJS.ProcessEnv) => T;
+export { ConfigError, LOG_LEVELS, type LogLevel } from './setting-parsers';
 
 /** One setting. `key` is its field in `Config`; a row without one is resolved by config.ts itself. */
 export interface Setting<K extends string = string, T = unknown> {
@@ -43,14 +18,14 @@ export interface Setting<K extends string = string, T = unknown> {
   key?: K;
   /** The value used when the variable is unset or empty. */
   default?: string;
-  /** The README's default column when it is not `default` written as code (e.g. a fallback). */
+  /** The documented default column when it is not `default` written as code (e.g. a fallback). */
   defaultDoc?: string;
   /** A bare flag (`--learner-first`) means true. */
   boolean?: true;
   /** The value is the path of a file the agent reads. */
   file?: true;
   parse: Parser<T>;
-  /** The README's meaning column (Markdown). Consecutive rows with the same doc share one README row. */
+  /** The meaning column (Markdown). Consecutive rows with the same doc and default share one row. */
   doc: string;
 }
 
@@ -58,149 +33,11 @@ function row<K extends string, T>(setting: Setting<K, T> & { key: K }): Setting<
   return setting;
 }
 
-const text: Parser<string | undefined> = (value) => value;
-
-const boolean: Parser<boolean> = (value, variable) => {
-  if (value !== undefined && /^(true|1|yes)$/i.test(value)) return true;
-  if (value !== undefined && /^(false|0|no)$/i.test(value)) return false;
-  throw new ConfigError(variable, `"${value}" is not a boolean (true or false)`);
-};
-
-function integer(min: number, max: number): Parser<number> {
-  return (value, variable) => {
-    if (value === undefined || !/^\d+$/.test(value) || Number(value) < min || Number(value) > max) {
-      throw new ConfigError(variable, `"${value}" must be a whole number from ${min} to ${max}`);
-    }
-    return Number(value);
-  };
-}
-
-/** A path other processes use too (a shell script writes it): absolute, one line. */
-const absolutePath: Parser<string | undefined> = (file, variable) => {
-  if (file === undefined) return undefined;
-  if (!file.startsWith('/') || /[\r\n]/.test(file)) throw new ConfigError(variable, `"${file}" must be an absolute path`);
-  return file;
-};
-
-const readableFile: Parser<string | undefined> = (file, variable) => {
-  if (file === undefined) return undefined;
-  const why = unreadableFile(file);
-  if (why !== undefined) throw new ConfigError(variable, `cannot read file ${file}: it ${why}`);
-  return file;
-};
-
-const listenAddress: Parser<{ host: string; port: number }> = (value = '', variable) => {
-  const match = /^(\[[0-9a-fA-F:.]+\]|[^:[\]]*):(\d{1,5})$/.exec(value);
-  const port = match ? Number(match[2]) : NaN;
-  if (!match || port > 65535) {
-    throw new ConfigError(variable, `"${value}" is not host:port (port 0-65535; port 0 picks a free one)`);
-  }
-  const host = match[1].replace(/^\[(.*)\]$/, '$1');
-  return { host: host === '' ? '0.0.0.0' : host, port };
-};
-
-const urlList: Parser<string[]> = (value = '', variable) => {
-  const items = value
-    .split(',')
-    .map((s) => s.trim())
-    .filter((s) => s !== '');
-  if (items.length === 0) throw new ConfigError(variable, 'needs at least one URL');
-  return items.map((item) => {
-    let url: URL;
-    try {
-      url = new URL(item);
-    } catch {
-      throw new ConfigError(variable, `"${item}" is not a URL (expected http://host:port)`);
-    }
-    if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '') {
-      throw new ConfigError(variable, `"${item}" must be an http or https URL with a host`);
-    }
-    if (url.username || url.password || (url.pathname !== '/' && url.pathname !== '') || url.search || url.hash) {
-      throw new ConfigError(variable, `"${item}" must have no user, path, query or fragment`);
-    }
-    return `${url.protocol}//${url.host}`;
-  });
-};
-
-const memberName: Parser<string> = (value, variable, env) => {
-  // An empty POD_NAME counts as unset, like an empty ETCD_AGENT_* variable.
-  const name = value ?? (env.POD_NAME?.trim() || os.hostname().toLowerCase());
-  if (!isDnsSubdomain(name)) throw new ConfigError(variable, `"${name}" is not a DNS-1123 subdomain`);
-  return name;
-};
-
-const peerTemplate: Parser<string | undefined> = (value, variable) => {
-  if (value === undefined) return undefined;
-  if (!value.includes('{name}') && !value.includes('{fqdn}')) {
-    throw new ConfigError(variable, `"${value}" contains neither {name} nor {fqdn}`);
-  }
-  // Checked as join checks the peer URLs it makes (CONTRACT §4), so a template that can only make
-  // refused URLs (a path, no port) stops start-up instead of failing every join.
-  const sample = peerUrlFromTemplate(value, 'member-0');
-  try {
-    validatePeerUrl(sample);
-  } catch (err) {
-    const why = err instanceof Error ? err.message : String(err);
-    throw new ConfigError(variable, `"${value}" must make an http or https URL with a host and an explicit port only (${why})`);
-  }
-  return value;
-};
-
-const peerUrl: Parser<string | undefined> = (value, variable) => {
-  if (value === undefined) return undefined;
-  try {
-    validatePeerUrl(value);
-  } catch (err) {
-    const why = err instanceof Error ? err.message : String(err);
-    throw new ConfigError(variable, `"${value}" is not a peer URL (${why})`);
-  }
-  return value;
-};
-
-const keyPrefix: Parser<string> = (value = '', variable) => {
-  if (!value.startsWith('/')) throw new ConfigError(variable, `"${value}" must start with /`);
-  return value.endsWith('/') ? value : `${value}/`;
-};
-
-const logLevel: Parser<LogLevel> = (value = '', variable) => {
-  const level = LOG_LEVELS.find((l) => l === value.toLowerCase());
-  if (level === undefined) throw new ConfigError(variable, `"${value}" is not one of ${LOG_LEVELS.join(', ')}`);
-  return level;
-};
-
-function fraction(min: number, max: number, minOpen = false): Parser<number> {
-  return (value, variable) => {
-    const n = value === undefined || !/^\d*\.?\d+$/.test(value) ? NaN : Number(value);
-    if (!(minOpen ? n > min : n >= min) || n > max) {
-      throw new ConfigError(variable, `"${value}" must be a number ${minOpen ? 'above' : 'from'} ${min} ${minOpen ? 'and at most' : 'to'} ${max}`);
-    }
-    return n;
-  };
-}
-
-const cronSchedule: Parser<CronSchedule | undefined> = (value, variable) => {
-  if (value === undefined) return undefined;
-  try {
-    return parseCron(value);
-  } catch (err) {
-    throw new ConfigError(variable, `not a cron schedule: ${err instanceof Error ? err.message : String(err)}`);
-  }
-};
-
-const retention: Parser<Retention | undefined> = (value, variable) => {
-  if (value === undefined) return undefined;
-  try {
-    return parseRetention(value, variable);
-  } catch {
-    throw new ConfigError(variable, `"${value}" is neither a number of revisions (e.g. 10000) nor a duration (e.g. 90s, 30m, 6h, 2d)`);
-  }
-};
-
 const ETCD_TLS = 'TLS (and client certificate) to etcd';
 const ETCD_AUTH = 'etcd authentication';
 const AGENT_TLS = 'HTTPS for the agent itself; with a client CA, mutual TLS';
 
-/** Every setting of CONTRACT §2, in its order. */
+/** Every setting of docs/api.md §2, in its order. */
 export const SETTINGS = [
   row({ variable: 'ETCD_AGENT_LISTEN', key: 'listen', default: '0.0.0.0:3501', parse: listenAddress,
     doc: 'HTTP listen address (`host:port`; port 0 = any free port, printed on start)' }),
@@ -247,10 +84,10 @@ export const SETTINGS = [
     defaultDoc: 'from `ETCD_AGENT_PEER_URL_TEMPLATE` and the member name, else none',
     doc: "this pod's member's peer URL: where a learner's agent reads the member list (`GET <peer URL>/members`) to find the voters" }),
   row({ variable: 'ETCD_AGENT_RECOVERY_MIN_LOSS_SECONDS', key: 'recoveryMinLossSeconds', default: '300', parse: integer(1, 86_400),
-    doc: 'how long this agent must have seen the quorum lost, without a break, before `POST /v1/recovery` may act (see "When the quorum is lost")' }),
+    doc: 'how long this agent must have seen the quorum lost, without a break, before `POST /v1/recovery` may act (docs/operations/quorum-loss-recovery.md)' }),
   row({ variable: 'ETCD_AGENT_START_NOTE_FILE', key: 'startNoteFile', parse: absolutePath,
-    doc: "where the etcd container's start script leaves the line with which it refused to start etcd (an etcd older than its data, see \"Upgrading etcd\"); `/v1/health/local` and this member in `/v1/health` name it while its etcd is down. kube-inject's start script writes it as `etcd-start-note` beside the flags file, so it must name that file; kube-inject sets it" }),
-  // Maintenance (README "Maintenance"): the schedule and the defaults of POST /v1/maintenance/defragment.
+    doc: "where the etcd container's start script leaves the line with which it refused to start etcd (an etcd older than its data: docs/operations/upgrading-etcd.md); `/v1/health/local` and this member in `/v1/health` name it while its etcd is down. kube-inject's start script writes it as `etcd-start-note` beside the flags file, so it must name that file; kube-inject sets it" }),
+  // Maintenance (docs/operations/defragmentation.md): the schedule and the defaults of POST /v1/maintenance/defragment.
   row({ variable: 'ETCD_AGENT_DEFRAG_SCHEDULE', key: 'defragSchedule', parse: cronSchedule,
     doc: 'when this agent defragments the cluster by itself: a cron expression in UTC (`0 3 * * 0`, `@daily`); every sidecar may have it, the cluster lock lets one run at a time, and a run with nothing to do or an unhealthy cluster is skipped (logged, `etcd_agent_defrag_schedule_skips_total`)' }),
   row({ variable: 'ETCD_AGENT_DEFRAG_MIN_FRAGMENTATION', key: 'defragMinFragmentation', default: '0.45', parse: fraction(0, 1, true),
@@ -271,13 +108,13 @@ export function flagFor(variable: string): string {
   return `--${variable.replace(/^ETCD_AGENT_/, '').toLowerCase().replace(/_/g, '-')}`;
 }
 
-/** The README's default column of a setting. */
+/** The default column of a setting in docs/configuration.md. */
 function defaultColumn(s: Setting): string {
   return s.defaultDoc ?? (s.default === undefined ? 'none' : `\`${s.default}\``);
 }
 
-/** The README's configuration table (Markdown), rows sharing a meaning and default merged as today. */
-export function readmeTable(): string {
+/** docs/configuration.md's table of settings (Markdown), rows sharing a meaning and default merged. */
+export function configurationTable(): string {
   const lines = ['| variable | default | meaning |', '|---|---|---|'];
   const settings: readonly Setting[] = SETTINGS;
   for (let i = 0; i < settings.length; ) {

@@ -6,14 +6,14 @@
  * test/integration/cli.test.ts) by being one row here. Wiring only: what a command does is its own
  * module's; the heavy ones (the agent, prepare, kube-inject's YAML) are loaded when run.
  */
-import { ConfigError, loadConfig, SERVE_USAGE } from './config';
-import { runCommand } from './cli/commands';
-import { CLIENT_COMMANDS, clientUsage } from './cli/command-line';
-import { KUBE_INJECT_USAGE } from './cli/kube-inject-options';
-import { tlsFilesProblem } from './etcd/credentials';
-import { readSecureContext, tlsFilesOf } from './server/tls';
-import { ARGV, loadPrepareOptions, PREPARE_USAGE } from './prepare/options';
-import { PROGRAM, renderOverview, renderUsage, renderUsageError, type CommandUsage, wantsHelp } from './usage';
+import { ConfigError, loadConfig, SERVE_USAGE } from '../config/config';
+import { runCommand } from './commands';
+import { CLIENT_COMMANDS, clientUsage } from './command-line';
+import { KUBE_INJECT_USAGE } from './kube-inject-options';
+import { tlsFilesProblem } from '../etcd/credentials';
+import { readSecureContext, tlsFilesOf } from '../server/tls';
+import { ARGV, loadPrepareOptions, PREPARE_USAGE } from '../prepare/options';
+import { PROGRAM, renderOverview, renderUsage, renderUsageError, type CommandUsage, wantsHelp } from '../lib/usage';
 
 /** Where a command writes; main.ts passes the process's streams. */
 export interface MainIo {
@@ -32,7 +32,7 @@ export interface CommandEntry {
 export const COMMANDS: readonly CommandEntry[] = [
   { usage: SERVE_USAGE, run: serve },
   { usage: PREPARE_USAGE, run: prepare },
-  { usage: KUBE_INJECT_USAGE, run: async (argv, io) => (await import('./cli/kube-inject-command')).runKubeInject(argv, io) },
+  { usage: KUBE_INJECT_USAGE, run: async (argv, io) => (await import('./kube-inject-command')).runKubeInject(argv, io) },
   ...CLIENT_COMMANDS.map((command) => ({ usage: clientUsage(command), run: (argv: string[], io: MainIo) => runCommand(command, argv, io) })),
 ];
 
@@ -120,7 +120,7 @@ async function serve(argv: string[], io: MainIo): Promise<number> {
   process.on('SIGINT', () => onSignal('SIGINT'));
   // Loaded here, not at the top: a client command (run by kbagent every few seconds) then starts
   // without loading express, etcd3 and gRPC, in a third of the time.
-  const [{ startAgent }, { createLogger }] = await Promise.all([import('./agent'), import('./observability/logger')]);
+  const [{ startAgent }, { createLogger }] = await Promise.all([import('../agent'), import('../observability/logger')]);
   const logger = createLogger({ level: config.logLevel });
   const agent = await startAgent(config, { logger, prepare: prepareOptions });
   return new Promise<number>((resolve) => {
@@ -162,7 +162,7 @@ async function prepare(argv: string[], io: MainIo): Promise<number> {
     io.stderr(renderUsageError(PREPARE_USAGE, err.message.slice(ARGV.length + 2)));
     return 2;
   }
-  const [{ runPrepare }, { createLogger }] = await Promise.all([import('./prepare/run'), import('./observability/logger')]);
+  const [{ runPrepare }, { createLogger }] = await Promise.all([import('../prepare/run'), import('../observability/logger')]);
   return runPrepare(options, createLogger({ level: options.config.logLevel }));
 }
 

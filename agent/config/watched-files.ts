@@ -11,7 +11,7 @@
  * at the next change, with one warning per state seen.
  */
 import * as fs from 'node:fs';
-import type { Logger } from './observability/logger';
+import type { Logger } from '../observability/logger';
 import { FILE_CHECK_INTERVAL_MS } from './timings';
 
 /** Identity of one file's current contents, following symlinks; throws when it cannot be stat'ed. */

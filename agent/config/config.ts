@@ -3,9 +3,9 @@
  * that wins, validated once at start-up into one frozen `Config`.
  */
 import { hostNetworkSetting, resolveHostNetwork, startupAuthRefusal } from './host-network';
-import { peerUrlFromTemplate } from './proto/urls';
+import { peerUrlFromTemplate } from '../proto/urls';
 import { ConfigError, flagFor, type Setting, SETTINGS, settingsOptions } from './settings';
-import type { CommandUsage } from './usage';
+import type { CommandUsage } from '../lib/usage';
 
 export { ConfigError, flagFor, LOG_LEVELS, type LogLevel } from './settings';
 
