@@ -1,6 +1,6 @@
 /**
  * The sidecar's memory request and limit (kube-inject, and the deploy files that carry them) against
- * the resident memory the README's bench run measured (issue #12): the request covers the idle agent,
+ * the resident memory the bench run quoted in docs/benchmarks.md measured: the request covers the idle agent,
  * the limit 1.5× its peak under the /v1/health load, on every Node version the run quotes. A new
  * measurement that outgrows them, or resources cut below it, fails here.
  */
@@ -19,14 +19,14 @@ function mebibytes(quantity: string): number {
   return Number(m[1]) * (m[2] === 'Gi' ? 1024 : 1);
 }
 
-/** The figures of every bench table row in the README whose figure starts with `figure`, in MiB. */
-function quoted(readme: string, figure: string): number[] {
-  return readme
+/** The figures of every bench table row in docs/benchmarks.md whose figure starts with `figure`, in MiB. */
+function quoted(doc: string, figure: string): number[] {
+  return doc
     .split('\n')
     .filter((line) => line.startsWith(figure))
     .map((line) => {
       const value = /^[^|]*\|\s*([\d.,]+) MiB\s*\|/.exec(line);
-      if (value === null) throw new Error(`README row without a MiB figure: ${line}`);
+      if (value === null) throw new Error(`docs/benchmarks.md row without a MiB figure: ${line}`);
       return Number(value[1].replace(/,/g, ''));
     });
 }
@@ -51,16 +51,16 @@ function sidecarResources(yamlText: string): Resources[] {
   return found;
 }
 
-describe("the sidecar's memory request and limit against the README's measured memory", () => {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-  const idle = quoted(readme, 'resident memory, idle');
-  const peak = quoted(readme, 'resident memory, peak under the /v1/health load');
+describe("the sidecar's memory request and limit against the measured memory in docs/benchmarks.md", () => {
+  const doc = readFileSync(join(ROOT, 'docs/benchmarks.md'), 'utf8');
+  const idle = quoted(doc, 'resident memory, idle');
+  const peak = quoted(doc, 'resident memory, peak under the /v1/health load');
 
-  it('when the README quotes the bench run, then it has idle and peak figures for Node 20 and Node 24', () => {
+  it('when docs/benchmarks.md quotes the bench run, then it has idle and peak figures for Node 20 and Node 24', () => {
     expect(idle.length).toBeGreaterThanOrEqual(2);
     expect(peak.length).toBeGreaterThanOrEqual(2);
-    expect(readme).toMatch(/\[start-up and memory · node v20\./);
-    expect(readme).toMatch(/\[start-up and memory · node v24\./);
+    expect(doc).toMatch(/\[start-up and memory · node v20\./);
+    expect(doc).toMatch(/\[start-up and memory · node v24\./);
   });
 
   it("when kube-inject adds the sidecar, then its request covers the largest idle figure and its limit 1.5× the largest peak", () => {

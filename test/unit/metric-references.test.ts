@@ -1,6 +1,6 @@
 /**
  * Every metric the Grafana dashboard and the alert rules query is one the agent exports (or
- * Prometheus' own `up`), every query parses as PromQL, and the README documents every metric.
+ * Prometheus' own `up`), every query parses as PromQL, and docs/operations/monitoring.md documents every metric.
  * The exported names come from the agent's own registry (createMetrics), so a renamed metric
  * breaks this test, not a dashboard in production.
  */
@@ -99,10 +99,10 @@ describe('metric references', () => {
     }
   });
 
-  it("when the README is read, then it documents every one of the agent's own metrics", async () => {
-    const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+  it("when docs/operations/monitoring.md is read, then it documents every one of the agent's own metrics", async () => {
+    const doc = fs.readFileSync(path.join(ROOT, 'docs/operations/monitoring.md'), 'utf8');
     const own = (await createMetrics({ defaultMetrics: false }).registry.getMetricsAsJSON()).map((m) => m.name);
     expect(own.length).toBeGreaterThan(15);
-    expect(own.filter((name) => !readme.includes(`\`${name}`))).toEqual([]);
+    expect(own.filter((name) => !doc.includes(`\`${name}`))).toEqual([]);
   });
 });
