@@ -4,8 +4,8 @@
  * and what the run has done so far. Pure: one step at a time, so a run that stopped anywhere (its
  * agent killed) is continued by the next run deciding again from what the members say.
  *
- *   a member is defragmenting now (etcd_disk_defrag_inflight 1)    → wait for it (never a second one)
- *   a member this run defragmented has not applied its backlog yet  → wait for it
+ *   a member is defragmenting now (etcd_disk_defrag_inflight 1)    → wait: defragmenting (never a second one)
+ *   a member this run defragmented has not applied its backlog yet  → wait: catching-up (wait-reason.ts)
  *   a voter does not answer, no leader, a voter lags                → throws unsafe, touching nothing
  *   compaction asked and not done yet                               → compact
  *   no voter left to do:
@@ -32,6 +32,7 @@ import { quorumOf } from '../membership/quorum';
 import { AgentError } from '../proto/errors';
 import type { SkippedMember } from '../proto/maintenance';
 import type { Member } from '../proto/types';
+import type { WaitReason } from './wait-reason';
 
 /** The thresholds and switches a run decides with. */
 export interface DefragOptions {
@@ -72,7 +73,7 @@ export interface DefragInput {
 
 /** The run's next step. */
 export type DefragDecision =
-  | { kind: 'wait'; why: string; member: Member }
+  | { kind: 'wait'; member: Member; reason: WaitReason }
   | { kind: 'compact' }
   | { kind: 'disarm' }
   | { kind: 'move-leader'; from: MemberProbe; to: MemberProbe }
@@ -103,18 +104,14 @@ export function decideDefrag(input: DefragInput): DefragDecision {
   for (const p of probe.probes) {
     const m = metrics.get(p.member.id);
     if (m !== undefined && !('error' in m) && m.defragmenting) {
-      return { kind: 'wait', why: `${describeMember(p.member)} is being defragmented now (etcd_disk_defrag_inflight 1)`, member: p.member };
+      return { kind: 'wait', member: p.member, reason: { kind: 'defragmenting' } };
     }
   }
   // A member just defragmented applies the entries it missed before the next member's turn.
   for (const p of voters) {
     const done = progress.done.get(p.member.id);
     if (done !== undefined && p.status !== undefined && p.status.raftAppliedIndex < done.catchUpIndex) {
-      return {
-        kind: 'wait',
-        why: `${describeMember(p.member)} is applying what it missed while it was defragmented (${p.status.raftAppliedIndex} of ${done.catchUpIndex})`,
-        member: p.member,
-      };
+      return { kind: 'wait', member: p.member, reason: { kind: 'catching-up', appliedIndex: p.status.raftAppliedIndex, catchUpIndex: done.catchUpIndex } };
     }
   }
   requireHealthy(probe, voters);

@@ -25,6 +25,8 @@ export type SkipReason = 'nothing-to-do' | 'unhealthy' | 'unsafe' | 'running-els
 
 /** The longest a single timer waits (Node's limit is 2^31 − 1 ms); a later time is reached in several waits. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
+/** A timer that fires within this of its time has reached it (a timer and the wall clock drift by milliseconds); one firing earlier ends a part of a split wait. */
+const EARLY_FIRE_MS = 1000;
 
 /** Why a scheduled run's answer (or failure) is a skip; undefined when it defragmented. Pure. */
 export function skipReason(outcome: DefragmentResult | unknown): SkipReason | undefined {
@@ -106,7 +108,7 @@ export class DefragSchedule {
     if (next === undefined) return;
     const wait = Math.min(MAX_TIMER_MS, Math.max(0, next.getTime() - this.now()));
     this.timer = setTimeout(() => {
-      if (this.now() < next.getTime() - 1000) return this.arm(); // a long wait, split in parts
+      if (this.now() < next.getTime() - EARLY_FIRE_MS) return this.arm(); // a long wait, split in parts
       this.running = this.fire(next).finally(() => {
         this.running = undefined;
         this.arm();
