@@ -79,7 +79,7 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
   const observer = new HealthObserver({ cluster, config, logger, metrics, operations, startNote, maintenance: () => maintenance.view() });
   built.health = observer;
   stoppers.push(() => observer.close());
-  // Recovery (README "When the quorum is lost"): the plan, the act through this pod's start script
+  // Recovery (docs/operations/quorum-loss-recovery.md): the plan, the act through this pod's start script
   // (when kube-inject gave the sidecar the data directory and the flags file), the rejoin watch.
   const recovery = new RecoveryService({ config, cluster, health: observer, membership, logger, prepare: deps.prepare });
   recovery.start();

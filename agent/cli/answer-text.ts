@@ -14,7 +14,7 @@ export function describeError(answer: AgentAnswer): string {
 
 /**
  * True for the `unavailable` of a lost quorum: it carries the quorum figures in `details`
- * (`voters`, `healthyVoters`, `required`), as the agent's no-quorum answer does (issue 26).
+ * (`voters`, `healthyVoters`, `required`), as the agent's no-quorum answer does (membership/quorum-verdict.ts).
  */
 export function isNoQuorum(body: Record<string, unknown>): boolean {
   if (errorOf(body).code !== 'unavailable') return false;

@@ -8,7 +8,7 @@
  */
 import { ConfigError, loadConfig, SERVE_USAGE } from '../config/config';
 import { runCommand } from './commands';
-import { CLIENT_COMMANDS, clientUsage } from './command-line';
+import { CLIENT_COMMANDS, clientUsage } from './client-commands';
 import { KUBE_INJECT_USAGE } from './kube-inject-options';
 import { tlsFilesProblem } from '../etcd/credentials';
 import { readSecureContext, tlsFilesOf } from '../server/tls';

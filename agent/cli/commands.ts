@@ -1,6 +1,6 @@
 /**
  * The client commands of CONTRACT §7: `join`, `leave`, `promote`, `members`,
- * `health`, `transfer-leader`, and `defragment` (README "Maintenance"). Each is one call to a running agent; the exit
+ * `health`, `transfer-leader`, and `defragment` (docs/operations/defragmentation.md). Each is one call to a running agent; the exit
  * code says what a script should do next (0 done, 3 call again, 4 call again
  * later, 1 failed, 2 usage), and the output is the agent's JSON answer or, with
  * `--summary` or on a terminal, one line a person reads. Here a parsed command
@@ -8,7 +8,8 @@
  */
 import { describeError, errorOf, isNoQuorum, summarize } from './answer-text';
 import { AgentAnswer, AgentCallError, AgentClient } from './client';
-import { clientUsage, Command, ParsedCommand, parseCommand, UsageError } from './command-line';
+import { clientUsage, Command } from './client-commands';
+import { ParsedCommand, parseCommand, UsageError } from './command-line';
 import { renderUsage, renderUsageError } from '../lib/usage';
 import { CLI_ANSWER_MARGIN_SECONDS, CLI_CHANGE_SECONDS, CLI_READ_SECONDS, CLI_WAIT_AGAIN_MS } from '../config/timings';
 

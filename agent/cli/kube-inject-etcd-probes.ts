@@ -1,7 +1,7 @@
 /**
  * The probes kube-inject gives the etcd container when it has none: what that etcd offers, read
- * from its image tag and its listen URLs. Pure. Invariant: a learner's pod is never Ready (README
- * "Use with a StatefulSet": it serves no client request), and a probe never depends on the agent
+ * from its image tag and its listen URLs. Pure. Invariant: a learner's pod is never Ready
+ * (docs/deploy/statefulset.md: it serves no client request), and a probe never depends on the agent
  * where etcd can answer it itself (a sidecar that restarts must not make etcd unready or restart it).
  *
  * - Readiness: etcd's own `GET /readyz` where it fails a learner (`non_learner` check, etcd
@@ -18,6 +18,17 @@
  * node's business. An image whose tag names no version counts as the oldest etcd.
  */
 import { atLeast } from '../etcd/server-version';
+
+/**
+ * The readiness probe's timing: looked at every 5 s, unready after 3 misses, each answer within 3 s
+ * (the agent's `/v1/health/local` waits up to one observation, ETCD_AGENT_HEALTH_MAX_AGE_MS).
+ */
+const READINESS_TIMING = { periodSeconds: 5, failureThreshold: 3, timeoutSeconds: 3 };
+/**
+ * The liveness probe's timing, as deploy/statefulset.yaml gives etcd: a restart only after 8 misses
+ * 10 s apart, so a member that is slow for a while (a defragmentation, a slow disk) is not restarted.
+ */
+const LIVENESS_TIMING = { initialDelaySeconds: 10, periodSeconds: 10, timeoutSeconds: 5, failureThreshold: 8 };
 
 /** What kube-inject reads of the etcd container. */
 export interface EtcdProbeSite {
@@ -68,25 +79,23 @@ export function etcdProbes(site: EtcdProbeSite, agentPort: number, agentHost: { 
   const version = etcdImageVersion(site.image);
   const port = site.hostNetwork ? undefined : (kubeletPort(site.metricsUrls) ?? kubeletPort(site.clientUrls));
   const said = version === undefined ? 'an etcd whose image tag names no version' : `etcd ${version}`;
-  const ready = { periodSeconds: 5, failureThreshold: 3 };
   const readiness: Pick<EtcdProbes, 'readiness' | 'readinessWhy'> =
     port !== undefined && atLeast(version, 3, 5, 19)
       ? {
-          readiness: { httpGet: { path: '/readyz', port }, ...ready, timeoutSeconds: 3 },
+          readiness: { httpGet: { path: '/readyz', port }, ...READINESS_TIMING },
           readinessWhy: `etcd's own /readyz (${said} fails a learner there): Ready while this member serves clients`,
         }
       : {
           // The answer waits for an observation of at most ETCD_AGENT_HEALTH_MAX_AGE_MS (1 s by default).
-          readiness: { httpGet: { path: '/v1/health/local?voter=true', port: agentPort, ...agentHost }, ...ready, timeoutSeconds: 3 },
+          readiness: { httpGet: { path: '/v1/health/local?voter=true', port: agentPort, ...agentHost }, ...READINESS_TIMING },
           readinessWhy: `through the agent (${said} has no /readyz that fails a learner): Ready while this member answers, is in the cluster and is a voter`,
         };
   if (port === undefined) return readiness;
-  const live = { initialDelaySeconds: 10, periodSeconds: 10, timeoutSeconds: 5, failureThreshold: 8 };
   return atLeast(version, 3, 5, 11)
-    ? { ...readiness, liveness: { httpGet: { path: '/livez', port }, ...live }, livenessWhy: `etcd's own /livez (${said}): a serializable read, so losing quorum is no reason to restart` }
+    ? { ...readiness, liveness: { httpGet: { path: '/livez', port }, ...LIVENESS_TIMING }, livenessWhy: `etcd's own /livez (${said}): a serializable read, so losing quorum is no reason to restart` }
     : {
         ...readiness,
-        liveness: { httpGet: { path: '/health?serializable=true', port }, ...live },
+        liveness: { httpGet: { path: '/health?serializable=true', port }, ...LIVENESS_TIMING },
         livenessWhy: `${said} has no /livez: a serializable /health, so losing quorum is no reason to restart`,
       };
 }

@@ -12,7 +12,7 @@
  * listen; the kubelet runs in the node's network namespace, the same as the pod's, so
  * `host: 127.0.0.1` reaches the agent. The Kubernetes probe documentation names this very case
  * (a container listening on 127.0.0.1 in a `hostNetwork` pod) as the reason for `host`. An exec
- * probe would work too, but starts a Node process every period (the CLI took 0.15-0.2 s here). Pod Security's `baseline` level forbids `hostNetwork` anyway, so such pods run at
+ * probe would work too, but starts a Node process (the agent's CLI) every period. Pod Security's `baseline` level forbids `hostNetwork` anyway, so such pods run at
  * `privileged`, where a probe `host` is allowed.
  */
 import { isIP } from 'node:net';

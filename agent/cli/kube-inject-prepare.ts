@@ -31,6 +31,10 @@ export const FLAGS_FILE = `${START_MOUNT_PATH}/etcd-flags.sh`;
 export const STATIC_SHELL = `${START_MOUNT_PATH}/sh`;
 /** Where the etcd command leaves the line with which it refused to start etcd (beside the flags file); the sidecar reads it. */
 export const START_NOTE_FILE = `${START_MOUNT_PATH}/etcd-start-note`;
+/** The start script's pause between looks while etcd is held: a hold lifted, or a move-aside asked for, is acted on within it. */
+const HOLD_POLL_SECONDS = 0.2;
+/** The restart watcher's pause between looks: a restart asked for, or etcd's exit, is seen within it. */
+const RESTART_WATCH_SECONDS = 1;
 
 /**
  * The script etcd's command runs (POSIX sh: Debian's static busybox in a pod, copied from the agent's
@@ -62,7 +66,7 @@ export const START_NOTE_FILE = `${START_MOUNT_PATH}/etcd-start-note`;
  * unasked, so does the script, and the kubelet restarts the container as it always did. The watcher
  * of `etcd-restart` ends by itself within a second of etcd's exit: a shell may lose the SIGTERM sent
  * to a subshell it has just forked (dash's inherited trap, before the subshell resets it), and a
- * watcher left looping held the script's output open (a test running the script hung on it).
+ * watcher left looping would hold the script's output open, and with it whoever reads that output.
  */
 export function etcdStartScript(flagsFile: string, binary: string, dataDir: string): string {
   const dir = flagsFile.replace(/\/[^/]*$/, '') || '/';
@@ -83,7 +87,7 @@ export function etcdStartScript(flagsFile: string, binary: string, dataDir: stri
     `    read -r n < ${f('etcd-hold')}`,
     `    if [ -e ${f('etcd-move-aside')} ]; then read -r t < ${f('etcd-move-aside')}`,
     `      case "$t" in ${data}.removed-*/*) ;; ${data}.removed-*) [ -e "$t" ] || mv ${data} "$t";; esac; rm -f ${f('etcd-move-aside')}; fi`,
-    `    echo "held $n" > ${stateNew}; mv -f ${stateNew} ${state}; [ -n "$stop" ] && exit 0; sleep 0.2; continue`,
+    `    echo "held $n" > ${stateNew}; mv -f ${stateNew} ${state}; [ -n "$stop" ] && exit 0; sleep ${HOLD_POLL_SECONDS}; continue`,
     '  fi',
     '  [ -n "$stop" ] && exit 0',
     `  o=; [ -e ${once} ] && mv -f ${once} ${used} && o=${used}`,
@@ -101,7 +105,7 @@ export function etcdStartScript(flagsFile: string, binary: string, dataDir: stri
     `      { printf '%s\\n' "$r" > ${note}; } 2>/dev/null; [ -w /dev/termination-log ] && { printf '%s\\n' "$r" > /dev/termination-log; } 2>/dev/null; exit 1; fi`,
     `    { : > ${note}; } 2>/dev/null; exec ${binary} "$@" ) &`,
     `  pid=$!; echo "running $pid\${o:+ once}" > ${stateNew}; mv -f ${stateNew} ${state}`,
-    `  ( while [ ! -e ${f('etcd-restart')} ] && kill -0 "$pid" 2>/dev/null; do sleep 1; done; [ -e ${f('etcd-restart')} ] && kill -TERM "$pid" ) & w=$!`,
+    `  ( while [ ! -e ${f('etcd-restart')} ] && kill -0 "$pid" 2>/dev/null; do sleep ${RESTART_WATCH_SECONDS}; done; [ -e ${f('etcd-restart')} ] && kill -TERM "$pid" ) & w=$!`,
     '  wait "$pid"; rc=$?',
     '  if [ -n "$stop" ]; then wait "$pid"; r=$?; [ "$r" = 127 ] || rc=$r; kill "$w" 2>/dev/null; exit "$rc"; fi',
     '  kill "$w" 2>/dev/null; pid=',

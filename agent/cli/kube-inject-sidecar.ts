@@ -16,6 +16,8 @@ export const TOKEN_VOLUME = 'etcd-lifecycle-agent-token';
 const LOCAL_HOST = '127.0.0.1';
 const CLIENT_PORT = 2379;
 const PEER_PORT = 2380;
+/** The sidecar's probes' timeout: Kubernetes' default (1 s) is tight for a node under load, and these answers are local. */
+const SIDECAR_PROBE_TIMEOUT_SECONDS = 2;
 
 /** Where a pod lives, as far as its manifest tells. */
 export interface PodSite {
@@ -28,8 +30,8 @@ export interface PodSite {
 
 /**
  * The sidecar's resources: the memory request at least the idle resident memory, and the limit at
- * least 1.5× the peak under the bench's /v1/health load, as the README's bench run measured them on
- * Node 20 and 24 (test/unit/memory-budget.test.ts fails when they drift apart).
+ * least 1.5× the peak under the bench's /v1/health load, on every Node version the bench measures
+ * (docs/benchmarks.md; test/unit/memory-budget.test.ts fails when they drift apart).
  */
 export const SIDECAR_RESOURCES = { requests: { cpu: '10m', memory: '96Mi' }, limits: { memory: '200Mi' } };
 
@@ -68,8 +70,7 @@ export function sidecarContainer(
   }
   if (listen.hostNetwork) env.push({ name: 'ETCD_AGENT_HOST_NETWORK', value: 'true' });
 
-  // Kubernetes' default probe timeout (1 s) is tight for a node under load; these answers are local.
-  const probe = (path: string): object => ({ httpGet: { path, port: 'lifecycle', ...listen.probeHost }, timeoutSeconds: 2 });
+  const probe = (path: string): object => ({ httpGet: { path, port: 'lifecycle', ...listen.probeHost }, timeoutSeconds: SIDECAR_PROBE_TIMEOUT_SECONDS });
   return {
     name: SIDECAR_NAME,
     image: options.image,

@@ -14,8 +14,8 @@
  *   which shares the pod's network namespace in both modes: the two always match, and a
  *   pod-network agent would wrongly take itself for a host-network one. With `hostPID` (or on
  *   the host), reading PID 1's namespace link needs ptrace access to it, which a non-root
- *   agent with every capability dropped does not have; even root was refused it on this
- *   project's CI machine (`readlink /proc/1/ns/net`: Permission denied). So it cannot decide.
+ *   agent with every capability dropped does not have, and a container runtime may refuse it
+ *   even to root (`readlink /proc/1/ns/net`: Permission denied). So it cannot decide.
  * - `ETCD_AGENT_HOST_NETWORK=true|false` says it outright; kube-inject sets it from the pod
  *   spec. It is the only way for a process on a host outside Kubernetes.
  * - The pod's addresses from the downward API (`POD_IP` ← `status.podIP`, `HOST_IP` ←

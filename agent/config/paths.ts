@@ -3,7 +3,7 @@
  * prepare reads, writes in and renames, a file it writes. Each check answers why not in a few words
  * (`is a directory, not a file`, `does not exist`, `cannot be read (permission denied)`), or
  * undefined, so that a bad value stops start-up with one line naming its variable (exit 2), never
- * a stack trace later (issue 24). Looks at the file system; changes nothing.
+ * a stack trace later. Looks at the file system; changes nothing.
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';

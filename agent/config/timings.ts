@@ -1,11 +1,12 @@
 /**
- * The agent's fixed timings, in one place, each with why it has its value. Settings a user may
- * change are in settings.ts instead; these are the ones the design fixes. Invariant: every value
- * here stays inside the contract's bounds (a call's deadline at most 60 s, a stop within 5 s).
+ * The timings the design fixes that more than one module shares, or that bound the contract, each
+ * with why it has its value. Settings a user may change are in settings.ts instead.
  *
- * Timings of agent/membership/, agent/health/, agent/etcd/cluster-client.ts and
- * agent/observability/metrics.ts still live beside their code (those files were being reworked
- * when this module was made); move them here as they settle.
+ * The rule: every timing is a named constant with a one-line doc of why it has its value, either
+ * here or, when one rule alone uses it, beside that rule in its own module; no timeout, deadline,
+ * pause or interval is written as a bare number where it is used. Invariant: every value here stays
+ * inside the contract's bounds (a call's deadline at most 60 s, proto/kbagent.ts
+ * `MAX_TIMEOUT_SECONDS`, which lives in proto since proto imports nothing above it; a stop within 5 s).
  */
 
 // ── Stopping (CONTRACT §2: a stop within 5 s) ────────────────────────────────
@@ -71,9 +72,9 @@ export const CLI_WAIT_AGAIN_MS = 1000;
 
 /**
  * Deadline of one member's Defragment RPC. etcd copies the whole database while the member serves
- * nothing, about 50–100 MB/s on this project's machine (a 40 MB database took 0.8–3 s under load);
- * ten minutes covers an 8 GiB database (etcd's largest recommended quota) on a slow disk. etcd goes
- * on defragmenting after the client gives up, which the run waits out (etcd_disk_defrag_inflight).
+ * nothing; ten minutes covers an 8 GiB database (etcd's largest recommended quota) copied at as
+ * little as 14 MB/s, a slow disk. etcd goes on defragmenting after the client gives up, which the
+ * run waits out (etcd_disk_defrag_inflight).
  */
 export const DEFRAG_MEMBER_TIMEOUT_MS = 600_000;
 /** Pause between two looks while a run waits (a member defragmenting, or catching up after its turn). */
@@ -82,13 +83,13 @@ export const DEFRAG_WAIT_POLL_MS = 250;
 export const DEFRAG_CATCH_UP_MAX_MS = 120_000;
 /**
  * Deadline of a member's Status call in a run: longer than `ETCD_AGENT_STATUS_TIMEOUT_MS` (which keeps
- * /v1/health's answers fresh), because a run can wait and a loaded machine's etcd answers late; a
+ * /v1/health's answers fresh), because a run can wait and a busy member's etcd answers late; a
  * member that is defragmenting does not answer at all, and is recognised by its own gauge instead.
  */
 export const DEFRAG_STATUS_TIMEOUT_MS = 2000;
 /**
  * A run refuses (or stops) for an unhealthy cluster only once the looks have found it so for this
- * long: one slow Status on a loaded machine is not a cluster that cannot spare a member.
+ * long: one slow Status is not a cluster that cannot spare a member.
  */
 export const DEFRAG_UNHEALTHY_CONFIRM_MS = 5000;
 /** Deadline of one read of a member's own /metrics page (about 170 KB). */
@@ -99,3 +100,10 @@ export const DEFRAG_STEP_TIMEOUT_MS = 30_000;
 export const DEFRAG_MOVE_LEADER_MS = 15_000;
 /** The quota gauges (etcd_agent_member_db_quota_bytes) are read again at a scrape at most this often. */
 export const QUOTA_REFRESH_MS = 300_000;
+
+// ── Recovery: the record a recovery leaves in etcd (recovery/) ──────────────
+
+/** A record read that an answer waits on: a quorum read of a cluster that may have just formed, so longer than a Status. */
+export const RECOVERY_RECORD_READ_MS = 2000;
+/** One record read or write in a loop that tries again: below the rejoin watch's 2 s period, so an unwritable cluster costs one try. */
+export const RECOVERY_RECORD_ATTEMPT_MS = 1500;

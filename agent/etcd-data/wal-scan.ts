@@ -3,7 +3,7 @@
  * etcd 3.5 and older wrote as bare v2 requests (`etcdserverpb.Request`: every 3.5 member's publish
  * of its name and client URLs, and 3.5's cluster version updates). etcd replays the entries after
  * its last snapshot at every start; 3.6 still reads v2 requests, 3.7 does not and panics ("unmarshal
- * should never fail", exit 2, seen with 3.7.3). They are gone only once the member has taken a
+ * should never fail", exit 2). They are gone only once the member has taken a
  * snapshot after the last 3.5 member stopped: after `--snapshot-count` entries (10,000 by default),
  * which a quiet cluster may not reach for a long time.
  *

@@ -1,41 +1,35 @@
 /**
- * The cluster client: the only place that talks to etcd. Every call carries a deadline and goes to
- * the configured endpoints and the client URLs of the last member list, failing over from one to
- * the next (endpoints.ts); transient failures are retried here inside that deadline (etcd3's own
- * retries and breakers are off so they do not stack). The etcd3 clients themselves are built in
- * endpoint-clients.ts; what a member list teaches about where members are is kept in
- * member-discovery.ts; etcd's answers are turned into the agent's shapes in wire.ts.
+ * The cluster client: the only place that talks to etcd, and the one vocabulary the rest of the
+ * agent calls it by. Every call carries a deadline and goes to the configured endpoints and the
+ * client URLs of the last member list, failing over from one to the next; transient failures are
+ * retried inside that deadline, nowhere else (endpoint-calls.ts). The etcd3 clients themselves are
+ * built in endpoint-clients.ts; what a member list teaches about where members are is kept in
+ * member-discovery.ts; the member list reads are in member-list.ts; Status calls and the versions
+ * they report in member-status.ts; the membership RPCs, never retried, in membership-rpcs.ts;
+ * etcd's answers are turned into the agent's shapes in wire.ts.
  */
-import pRetry from 'p-retry';
-import type { Etcd3, IStatusResponse, Lease } from 'etcd3';
-import { Deadline } from '../lib/deadline';
+import type { Etcd3, Lease } from 'etcd3';
+import type { Deadline } from '../lib/deadline';
 import { AgentError } from '../proto/errors';
 import type { Member, MemberList, MemberStatus } from '../proto/types';
 import type { EtcdConnectionOptions } from './connection-options';
-import { EndpointClients } from './endpoint-clients';
-import { EndpointCall, EndpointSet, isWrongEndpoint } from './endpoints';
-import { etcdRefusal, GuardedRpc, permissionRefusal, retryTransient, toAgentError } from './errors';
-import { MemberDiscovery } from './member-discovery';
+import { EndpointCalls } from './endpoint-calls';
+import type { EndpointCall } from './endpoints';
+import { toAgentError } from './errors';
+import { MemberListReads } from './member-list';
 import { fetchMemberMetrics, type MemberMetrics } from './member-metrics';
+import { MemberStatusCalls, type StatusListener } from './member-status';
+import { MembershipRpcs, type ChangeListener } from './membership-rpcs';
+import { GuardedRpc, permissionRefusal } from './permission-refusal';
 import type { Unpin } from './retiring-clients';
-import { hasLinearizableMemberList, ServerVersions } from './server-version';
-import { StatusToken } from './status-token';
-import { Alarm, toAlarms, toMember, toMemberList, toMemberStatus, wireId } from './wire';
+import { Alarm, toAlarms, wireId } from './wire';
 
-/** Longest wait for an endpoint's Status when it is asked only for its version (`listMembers`). */
-const VERSION_ASK_MS = 1000;
+export type { ChangeKind, ChangeListener } from './membership-rpcs';
 
-/** A membership RPC kind, as counted by `etcd_agent_membership_changes_total{kind}`. */
-export type ChangeKind = 'add' | 'remove' | 'promote' | 'move-leader';
-
-/** Called when each membership RPC sent has its answer: `ok`, or the AgentError code it failed with. */
-export type ChangeListener = (kind: ChangeKind, result: string) => void;
-
-/**
- * Called when each Status call has its answer: `ok` with the status (its revision feeds the
- * maintenance run's revision history), or the AgentError code it failed with.
- */
-export type StatusListener = (result: string, status?: MemberStatus) => void;
+/** The longest single attempt of a cluster-wide call when the options name none. */
+const DEFAULT_ATTEMPT_MS = 3000;
+/** The longest single attempt of a compaction: etcd answers a physical one once the member asked has removed the history. */
+const COMPACT_ATTEMPT_MS = 60_000;
 
 /** A lease granted for the membership lock, and the pin that keeps its client open across a TLS rotation. */
 export interface GrantedLease {
@@ -49,85 +43,70 @@ export interface GrantedLease {
 export class EtcdCluster {
   private readonly attemptTimeoutMs: number;
   private readonly barrierKey: Buffer;
-  private readonly endpoints: EndpointSet;
-  private readonly clients: EndpointClients;
-  private readonly discovery: MemberDiscovery;
-  /** The etcd version each endpoint reported in its last Status answer (server-version.ts). */
-  private readonly versions = new ServerVersions();
-  /** Calls in `retrying` now: a stop waits for them (`settled`), so no retry pause outlives it. */
-  private readonly inFlight = new Set<Promise<unknown>>();
-  /** The auth token of Status calls, when the agent has etcd credentials (status-token.ts). */
-  private readonly statusToken?: StatusToken;
+  private readonly calls: EndpointCalls;
+  private readonly status: MemberStatusCalls;
+  private readonly membership: MembershipRpcs;
+  private readonly lists: MemberListReads;
 
   constructor(
     private readonly options: EtcdConnectionOptions,
-    private readonly onChange: ChangeListener = () => undefined,
-    private readonly onStatusCall: StatusListener = () => undefined,
+    onChange: ChangeListener = () => undefined,
+    onStatusCall: StatusListener = () => undefined,
   ) {
-    this.attemptTimeoutMs = options.attemptTimeoutMs ?? 3000;
+    this.attemptTimeoutMs = options.attemptTimeoutMs ?? DEFAULT_ATTEMPT_MS;
     this.barrierKey = Buffer.from(`${options.keyPrefix ?? '/etcd-lifecycle-agent/'}barrier`);
-    this.endpoints = new EndpointSet(options.endpoints, (url) => this.endpointClient(url));
-    this.clients = new EndpointClients(options, this.attemptTimeoutMs);
-    this.discovery = new MemberDiscovery(options, this.endpoints, this.clients);
-    if (options.username !== undefined && options.passwordFile !== undefined) {
-      this.statusToken = new StatusToken(options.username, options.passwordFile, this.endpoints, (url) => this.endpointClient(url, false), this.attemptTimeoutMs);
-    }
+    this.calls = new EndpointCalls(options, this.attemptTimeoutMs);
+    this.status = new MemberStatusCalls(options, this.calls.endpoints, (url) => this.calls.client(url, false), this.attemptTimeoutMs, onStatusCall);
+    this.membership = new MembershipRpcs({
+      endpoints: this.calls.endpoints,
+      clientOf: (url) => this.calls.client(url),
+      attemptTimeoutMs: this.attemptTimeoutMs,
+      username: options.username,
+      onChange,
+      memberStatus: (url, ms) => this.memberStatus(url, ms),
+      clientURLOf: (id) => this.calls.discovery.clientURLOf(id),
+    });
+    this.lists = new MemberListReads(this.calls, this.status, this.barrierKey, options.username);
   }
 
   /** A client of the endpoint a call would go to now (for tests and tools; the agent's own calls fail over). */
   get raw(): Etcd3 {
-    return this.endpointClient(this.endpoints.best());
+    return this.calls.client(this.calls.endpoints.best());
+  }
+
+  /**
+   * Reads the member list at a peer listener (this pod's member's first) and takes its started
+   * members' client URLs as endpoints: for when the known endpoints accept calls and never answer,
+   * as a joining member's etcd does until it has published itself. True when that added any.
+   */
+  discoverMembers(deadline: Deadline): Promise<boolean> {
+    return this.calls.discovery.discover(deadline);
   }
 
   /** Endpoints in the order the next call tries them (configured and reported, the last good one first). */
   endpointOrder(): string[] {
-    return this.endpoints.ordered();
+    return this.calls.endpoints.ordered();
   }
 
   /**
-   * The linearizable member list, asked with `linearizable: true`. Where the endpoint's etcd has
-   * that field (3.5 and later) that is all; etcd 3.4 does not know it and answers MemberList from
-   * the asked member's own applied state, so there, and where the version could not be learnt, a
-   * linearizable read on the same member comes first (a KV read below ETCD_AGENT_KEY_PREFIX): once it
-   * returns, that member has applied everything committed before it, membership changes included.
-   * The version comes from the endpoint's last Status answer. An endpoint never asked yet is asked
-   * for its Status beside the barrier read, so the first read costs no more than on 3.4, and a
-   * barrier the user may not read does not stop the list where the Status says 3.5+. Asked of one
-   * endpoint at a time, a further one joining every 200 ms without an answer, so one frozen member
-   * costs 200 ms, not a whole attempt.
+   * The linearizable member list, on every etcd version: on 3.4, and where the version is not known,
+   * after a linearizable read on the same member (member-list.ts). What membership decisions read.
    */
-  async listMembers(deadline: Deadline): Promise<MemberList> {
-    return this.guarded('member-list', () =>
-      this.read(deadline, async (client, at, url) => {
-        const known = this.versions.of(url);
-        if (!hasLinearizableMemberList(known)) {
-          const asking = known === undefined ? this.versionOf(url, at) : undefined;
-          try {
-            await client.kv.range({ key: this.barrierKey, count_only: true }, { deadline: at });
-          } catch (err) {
-            if (!hasLinearizableMemberList(await asking)) throw permissionRefusal(err, 'barrier', this.options.username);
-          }
-        }
-        const res = await client.cluster.memberList({ linearizable: true }, { deadline: at });
-        const list = toMemberList(res);
-        this.discovery.learn(list.members);
-        return list;
-      }),
-    );
+  listMembers(deadline: Deadline): Promise<MemberList> {
+    return this.lists.linearizable(deadline);
   }
 
   /**
-   * The member list as the first member to answer holds it, without going through a quorum (etcd
-   * 3.5+ `linearizable: false`; 3.4 always answers so). Only to know whom to ask when a quorum may be
-   * lost (membership/quorum-gate.ts): never to decide a change, and not learned from either.
+   * The member list as the first member to answer holds it, without going through a quorum. Only to
+   * know whom to ask when a quorum may be lost: never to decide a change.
    */
   localMemberList(deadline: Deadline): Promise<MemberList> {
-    return this.read(deadline, async (client, at) => toMemberList(await client.cluster.memberList({ linearizable: false }, { deadline: at })));
+    return this.lists.local(deadline);
   }
 
   /** A read (idempotent), hedged over the endpoints and retried on transient failure inside `deadline`. */
   read<T>(deadline: Deadline, fn: EndpointCall<T>, attemptMs = this.attemptTimeoutMs): Promise<T> {
-    return this.retrying(deadline, () => this.anyEndpoint(deadline, () => this.endpoints.hedged(deadline, attemptMs, fn)));
+    return this.calls.read(deadline, fn, attemptMs);
   }
 
   /**
@@ -135,7 +114,7 @@ export class EtcdCluster {
    * endpoint at a time, failing over to the next, and retried on transient failure inside `deadline`.
    */
   write<T>(deadline: Deadline, fn: EndpointCall<T>, attemptMs = this.attemptTimeoutMs): Promise<T> {
-    return this.retrying(deadline, () => this.anyEndpoint(deadline, () => this.endpoints.failover(deadline, attemptMs, fn)));
+    return this.calls.write(deadline, fn, attemptMs);
   }
 
   /**
@@ -149,7 +128,7 @@ export class EtcdCluster {
         const lease = client.lease(ttlSeconds, { deadline: at });
         // A lost lease is seen by the lock that holds it; an unhandled 'lost' must not crash the agent.
         lease.on('lost', () => undefined);
-        const unpin = this.clients.pin(client);
+        const unpin = this.calls.clients.pin(client);
         try {
           return { lease, id: await lease.grant(), unpin };
         } catch (err) {
@@ -162,119 +141,43 @@ export class EtcdCluster {
     );
   }
 
-  /**
-   * The member list as the member at `clientURL` has applied it, asked there alone within `timeoutMs`
-   * (no retries), without a quorum: not linearizable. For when the configured endpoints cannot answer
-   * (down, a learner, which refuses MemberList, or no quorum): a voter's own view still tells whom to
-   * ask for their status. etcd 3.4 answers every MemberList so; 3.5+ only one asked with
-   * `linearizable: false`, and with `true` waits for a quorum that may be gone.
-   */
-  async memberListAt(clientURL: string, timeoutMs: number): Promise<MemberList> {
-    const client = this.endpointClient(clientURL);
-    try {
-      const res = await client.cluster.memberList({ linearizable: false }, { deadline: new Date(Date.now() + timeoutMs) });
-      const list = toMemberList(res);
-      this.discovery.learn(list.members);
-      return list;
-    } catch (err) {
-      throw toAgentError(err);
-    }
+  /** The member list as the member at `clientURL` has applied it, asked there alone within `timeoutMs`, without a quorum. */
+  memberListAt(clientURL: string, timeoutMs: number): Promise<MemberList> {
+    return this.lists.at(clientURL, timeoutMs);
   }
 
-  /** MemberAdd; answers the new member as etcd reports it (unstarted). */
-  async addMember(peerURLs: string[], isLearner: boolean, deadline: Deadline): Promise<Member> {
-    // Not retried: a lost answer is recovered by the caller's next read of the member list.
-    return this.once(deadline, 'add', this.endpoints.best(), async (client, at) => {
-      const res = await client.cluster.memberAdd({ peerURLs, isLearner }, { deadline: at });
-      return toMember(res.member);
-    });
+  /** MemberAdd; answers the new member as etcd reports it (unstarted). Sent once (membership-rpcs.ts). */
+  addMember(peerURLs: string[], isLearner: boolean, deadline: Deadline): Promise<Member> {
+    return this.membership.add(peerURLs, isLearner, deadline);
   }
 
-  /** MemberRemove by hex id. */
-  async removeMember(id: string, deadline: Deadline): Promise<void> {
-    await this.once(deadline, 'remove', this.endpoints.best(), (client, at) => client.cluster.memberRemove({ ID: wireId(id) }, { deadline: at }));
+  /** MemberRemove by hex id. Sent once (membership-rpcs.ts). */
+  removeMember(id: string, deadline: Deadline): Promise<void> {
+    return this.membership.remove(id, deadline);
   }
 
-  /**
-   * MemberPromote by hex id (etcd refuses until the learner is in sync). With etcd authentication
-   * it goes to the leader's own endpoint: a follower forwards a promote to the leader without the
-   * caller's credentials, the leader refuses it ("auth: user name is empty") and the follower retries
-   * until the call's deadline (etcd-io/etcd#20757; fixed in 3.5.28 and 3.6.6, never in 3.4).
-   */
-  async promoteMember(id: string, deadline: Deadline): Promise<void> {
-    const url = this.options.username === undefined ? this.endpoints.best() : await this.leaderURL(deadline);
-    await this.once(deadline, 'promote', url, (client, at) => client.cluster.memberPromote({ ID: wireId(id) }, { deadline: at }));
+  /** MemberPromote by hex id; with etcd authentication at the leader's own endpoint (membership-rpcs.ts). */
+  promoteMember(id: string, deadline: Deadline): Promise<void> {
+    return this.membership.promote(id, deadline);
   }
 
   /** MoveLeader, sent to the current leader's own endpoint as etcd requires. */
-  async moveLeader(leaderClientURL: string, targetId: string, deadline: Deadline): Promise<void> {
-    await this.once(deadline, 'move-leader', leaderClientURL, (client, at) =>
-      client.maintenance.moveLeader({ targetID: wireId(targetId) }, { deadline: at }),
-    );
+  moveLeader(leaderClientURL: string, targetId: string, deadline: Deadline): Promise<void> {
+    return this.membership.moveLeader(leaderClientURL, targetId, deadline);
   }
 
   /**
-   * Maintenance.Status of one member, asked at that member's own client URL, within `timeoutMs`.
-   * Its client authenticates nowhere: a learner refuses Authenticate ("rpc not supported for
-   * learner"), and an Authenticate to a frozen member would hold the call for a whole attempt
-   * instead of `timeoutMs`. With etcd credentials it carries a token asked of another endpoint
-   * (status-token.ts): etcd 3.4.42+, 3.5.28+ and 3.6 refuse Status without one when auth is on. The
-   * version in the answer is remembered for the endpoint (`listMembers` reads it).
+   * Maintenance.Status of one member, asked at that member's own client URL, within `timeoutMs`, on
+   * a client that authenticates nowhere (member-status.ts). The version in the answer is remembered
+   * for the endpoint (`listMembers` reads it).
    */
-  async memberStatus(clientURL: string, timeoutMs: number): Promise<MemberStatus> {
-    const until = Date.now() + timeoutMs;
-    let latencyMs = 0;
-    const ask = async (): Promise<IStatusResponse> => {
-      const credentials = await this.statusToken?.credentials(Math.max(1, until - Date.now()));
-      const started = performance.now();
-      const res = await this.endpointClient(clientURL, false).maintenance.status({
-        deadline: new Date(until),
-        ...(credentials === undefined ? {} : { credentials }),
-      });
-      latencyMs = Math.round((performance.now() - started) * 100) / 100;
-      return res;
-    };
-    try {
-      let res: IStatusResponse;
-      try {
-        res = await ask();
-      } catch (err) {
-        // A token this member no longer knows (its TTL passed there), or none while auth is on: once more with a new one.
-        const refusal = etcdRefusal(err);
-        if (this.statusToken === undefined || (refusal !== 'invalid-token' && refusal !== 'user-required') || Date.now() >= until) throw err;
-        this.statusToken.renew();
-        res = await ask();
-      }
-      this.versions.learn(clientURL, res.version);
-      const status = toMemberStatus(res, latencyMs);
-      this.onStatusCall('ok', status);
-      return status;
-    } catch (err) {
-      const error = permissionRefusal(err, 'status', this.options.username);
-      this.onStatusCall(error.code);
-      throw error;
-    }
+  memberStatus(clientURL: string, timeoutMs: number): Promise<MemberStatus> {
+    return this.status.ask(clientURL, timeoutMs);
   }
 
   /** The etcd version `clientURL` reported in its last Status answer, if it answered one. */
   serverVersion(clientURL: string): string | undefined {
-    return this.versions.of(clientURL);
-  }
-
-  /**
-   * The version `url` runs, asked now (a Status call, within half of what is left before `at` and at
-   * most 1 s); undefined when it does not say. The answer is remembered for the next read (Status
-   * answers are); an endpoint that did not answer is not asked again for 10 s.
-   */
-  private async versionOf(url: string, at: Date): Promise<string | undefined> {
-    if (!this.versions.worthAsking(url)) return undefined;
-    try {
-      return (await this.memberStatus(url, Math.max(1, Math.min(VERSION_ASK_MS, (at.getTime() - Date.now()) / 2)))).version;
-    } catch {
-      // The read itself will say what is wrong with this endpoint.
-      this.versions.askFailed(url);
-      return undefined;
-    }
+    return this.status.knownVersion(clientURL);
   }
 
   /** Active alarms (NOSPACE, CORRUPT) across the cluster. */
@@ -295,7 +198,7 @@ export class EtcdCluster {
    */
   async defragment(clientURL: string, timeoutMs: number): Promise<void> {
     try {
-      await this.endpointClient(clientURL).maintenance.defragment({ deadline: new Date(Date.now() + timeoutMs) });
+      await this.calls.client(clientURL).maintenance.defragment({ deadline: new Date(Date.now() + timeoutMs) });
     } catch (err) {
       throw toAgentError(err);
     }
@@ -331,7 +234,7 @@ export class EtcdCluster {
    * asked has removed it). Safe to repeat: etcd answers a repeat "required revision has been
    * compacted" (`etcdRefusal` 'compacted'), which the caller reads as done.
    */
-  async compact(revision: number, deadline: Deadline, attemptMs = 60_000): Promise<void> {
+  async compact(revision: number, deadline: Deadline, attemptMs = COMPACT_ATTEMPT_MS): Promise<void> {
     await this.write(deadline, (client, at) => client.kv.compact({ revision, physical: true }, { deadline: at }), attemptMs);
   }
 
@@ -347,62 +250,15 @@ export class EtcdCluster {
 
   /** Closes every connection; later calls fail as `unavailable`. */
   close(): void {
-    this.clients.close();
+    this.calls.close();
   }
 
   /**
    * Settles once every call in flight now has ended. After `close` that is within one retry pause
    * (400 ms at most): the next attempt fails as shutting down, which is never retried.
    */
-  async settled(): Promise<void> {
-    await Promise.allSettled([...this.inFlight]);
-  }
-
-  /**
-   * `call` through the known endpoints; when none of them can serve it (all down, or learners),
-   * reads the member list at a peer listener to find the others, and tries once more.
-   */
-  private async anyEndpoint<T>(deadline: Deadline, call: () => Promise<T>): Promise<T> {
-    try {
-      return await call();
-    } catch (err) {
-      if (!isWrongEndpoint(err) || deadline.expired() || !(await this.discovery.discover(deadline))) throw err;
-      return call();
-    }
-  }
-
-  /** The leader's own client URL, as the best endpoint reports it; else the best endpoint. */
-  private async leaderURL(deadline: Deadline): Promise<string> {
-    const asked = this.endpoints.best();
-    try {
-      const status = await this.memberStatus(asked, Math.min(1000, deadline.remainingMs()));
-      return this.discovery.clientURLOf(status.leaderId) ?? asked;
-    } catch {
-      // The promote itself will say what is wrong with etcd.
-      return asked;
-    }
-  }
-
-  /** The client of exactly one endpoint (built once, kept); etcd credentials unless `authenticated` is false. */
-  private endpointClient(url: string, authenticated = true): Etcd3 {
-    return this.clients.get(url, authenticated);
-  }
-
-  /** One attempt of a membership RPC at `url`, counted whether or not etcd accepted it. */
-  private async once<T>(deadline: Deadline, kind: ChangeKind, url: string, fn: EndpointCall<T>): Promise<T> {
-    deadline.check(`sending ${kind}`);
-    try {
-      const value = await fn(this.endpointClient(url), deadline.capped(this.attemptTimeoutMs * 2), url);
-      this.endpoints.succeeded(url);
-      this.onChange(kind, 'ok');
-      return value;
-    } catch (err) {
-      // The caller reads the member list again before any retry, and that read skips `url` now.
-      this.endpoints.failed(url, err);
-      const error = permissionRefusal(err, kind, this.options.username);
-      this.onChange(kind, error.code);
-      throw error;
-    }
+  settled(): Promise<void> {
+    return this.calls.settled();
   }
 
   /** `call`, its failure said as a permission refusal of `rpc` when etcd denied it to the agent's user. */
@@ -411,19 +267,6 @@ export class EtcdCluster {
       return await call();
     } catch (err) {
       throw permissionRefusal(err, rpc, this.options.username);
-    }
-  }
-
-  /** A call, retried on transient failure while the deadline allows another attempt. */
-  private async retrying<T>(deadline: Deadline, fn: () => Promise<T>): Promise<T> {
-    const call = pRetry(fn, retryTransient(deadline, { minTimeout: 50, maxTimeout: 400, reserveMs: 100 }));
-    this.inFlight.add(call);
-    try {
-      return await call;
-    } catch (err) {
-      throw toAgentError(err);
-    } finally {
-      this.inFlight.delete(call);
     }
   }
 }

@@ -6,9 +6,10 @@
  * Invariant: a rotation never leaves a call waiting on a connection it did not need. Each endpoint's
  * new client is built at once and connects (TLS handshake, etcd's Authenticate) with one Status call
  * of its own; calls go on through the old client until that call has settled (answered or failed, at
- * most one attempt timeout), then through the new one, and the old one is retired. Without that, the
- * first calls after a rotation paid for the handshake inside a 500 ms status budget: on a loaded
- * machine every one of them failed, and /v1/health answered `unavailable` for a second.
+ * most one attempt timeout), then through the new one, and the old one is retired. Otherwise the
+ * first calls after a rotation would pay for the handshake inside their status budget
+ * (ETCD_AGENT_STATUS_TIMEOUT_MS), fail when it takes longer, and /v1/health would answer
+ * `unavailable` until the new clients were connected.
  */
 import * as fs from 'node:fs';
 import { noop } from 'cockatiel';
@@ -18,6 +19,9 @@ import { EtcdCredentials } from './credentials';
 import { etcd3 } from './etcd3-module';
 import { shuttingDownError } from './errors';
 import { RetiringClients, Unpin } from './retiring-clients';
+
+/** Beyond a call's longest attempt, how long a retired client stays open so that its answer still gets back. */
+const RETIRE_GRACE_MARGIN_MS = 1000;
 
 /** The clients of each endpoint, built once and kept until a TLS rotation, a removed member or `close`. */
 export class EndpointClients {
@@ -44,7 +48,7 @@ export class EndpointClients {
     }
     // An attempt lasts at most 2 × attemptTimeoutMs (a membership RPC): calls sent just before a
     // rotation finish on the old clients; a held lock pins its client for as long as it is held.
-    this.retiring = new RetiringClients({ graceMs: this.attemptTimeoutMs * 2 + 1000 });
+    this.retiring = new RetiringClients({ graceMs: this.attemptTimeoutMs * 2 + RETIRE_GRACE_MARGIN_MS });
   }
 
   /** The client of exactly one endpoint (built once, kept); etcd credentials unless `authenticated` is false. */

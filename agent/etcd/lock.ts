@@ -5,10 +5,8 @@
  * its lock and its record expire with the lease, so nobody waits forever.
  * Every call goes through the cluster client's fail-over (any live endpoint,
  * configured or reported), so a dead member beside the agent does not block it.
- * A taken lock is a HeldLock (held-lock.ts).
- *
- *   <prefix>lock              → {"operationId", "agent", "incarnation"}
- *   <prefix>operations/<id>   → the OperationRecord (what, which member, which agent, which step)
+ * A taken lock is a HeldLock (held-lock.ts); the keys, and the reads of who
+ * holds the lock and of the records, are in operation-records.ts.
  */
 import { randomUUID } from 'node:crypto';
 import type { Deadline } from '../lib/deadline';
@@ -19,6 +17,7 @@ import type { Logger } from '../observability/logger';
 import type { EtcdCluster, GrantedLease } from './cluster-client';
 import { isTransient, toAgentError } from './errors';
 import { HeldLock, revokeQuietly } from './held-lock';
+import { LockHolder, lockHolder, lockKey, LockValue, listOperations, parseJson, readRecord, recordKey } from './operation-records';
 import { LOCK_ATTEMPT_MS, LOCK_MAX_WAIT_MS, LOCK_POLL_MS, LOCK_RESERVE_MS, LOCK_TTL_SECONDS } from '../config/timings';
 
 /** How the lock behaves; the defaults suit production. */
@@ -49,12 +48,6 @@ interface AcquireState {
   lastError?: unknown;
 }
 
-interface LockValue {
-  operationId: string;
-  agent: string;
-  incarnation: string;
-}
-
 // Why each timing has its value: timings.ts.
 const RESERVE_MS = LOCK_RESERVE_MS;
 const ATTEMPT_MS = LOCK_ATTEMPT_MS;
@@ -78,11 +71,7 @@ export class MembershipLock {
   }
 
   private get lockKey(): string {
-    return `${this.options.keyPrefix}lock`;
-  }
-
-  private get operationsPrefix(): string {
-    return `${this.options.keyPrefix}operations/`;
+    return lockKey(this.options.keyPrefix);
   }
 
   /**
@@ -202,20 +191,8 @@ export class MembershipLock {
   }
 
   /** Membership changes in flight, cluster-wide, oldest first. */
-  async listOperations(deadline: Deadline): Promise<OperationRecord[]> {
-    try {
-      const values = await this.cluster.read(
-        deadline,
-        (raw, at) => raw.getAll().prefix(this.operationsPrefix).options({ deadline: at }).strings(),
-        ATTEMPT_MS,
-      );
-      return Object.values(values)
-        .map((v) => parseJson<OperationRecord>(v))
-        .filter((r): r is OperationRecord => r !== undefined && typeof r.id === 'string')
-        .sort((a, b) => a.startedAt.localeCompare(b.startedAt));
-    } catch (err) {
-      throw toAgentError(err);
-    }
+  listOperations(deadline: Deadline): Promise<OperationRecord[]> {
+    return listOperations(this.cluster, this.options.keyPrefix, deadline);
   }
 
   /**
@@ -223,18 +200,8 @@ export class MembershipLock {
    * undefined when it is free. A read: it works under etcd's NOSPACE alarm, which refuses every put,
    * so no lock can be taken then and one taken before is still there.
    */
-  async holder(deadline: Deadline): Promise<{ operationId: string; agent: string; record?: OperationRecord } | undefined> {
-    let value: string | null;
-    try {
-      value = await this.cluster.read(deadline, (raw, at) => raw.get(this.lockKey).options({ deadline: at }).string(), ATTEMPT_MS);
-    } catch (err) {
-      throw toAgentError(err);
-    }
-    if (value === null) return undefined;
-    const lock = parseJson<LockValue>(value);
-    if (lock === undefined) return { operationId: '', agent: '' };
-    const record = await this.readRecord(lock.operationId, deadline);
-    return { operationId: lock.operationId, agent: lock.agent, ...(record === undefined ? {} : { record }) };
+  holder(deadline: Deadline): Promise<LockHolder | undefined> {
+    return lockHolder(this.cluster, this.options.keyPrefix, deadline);
   }
 
   /** True when `holder` is an operation this very process is running now. */
@@ -254,16 +221,11 @@ export class MembershipLock {
   }
 
   private recordKey(id: string): string {
-    return `${this.operationsPrefix}${id}`;
+    return recordKey(this.options.keyPrefix, id);
   }
 
-  private async readRecord(id: string, deadline: Deadline): Promise<OperationRecord | undefined> {
-    try {
-      const value = await this.cluster.read(deadline, (raw, at) => raw.get(this.recordKey(id)).options({ deadline: at }).string(), ATTEMPT_MS);
-      return value === null ? undefined : parseJson<OperationRecord>(value);
-    } catch {
-      return undefined;
-    }
+  private readRecord(id: string, deadline: Deadline): Promise<OperationRecord | undefined> {
+    return readRecord(this.cluster, this.options.keyPrefix, id, deadline);
   }
 }
 
@@ -282,12 +244,4 @@ function busyError(holder: OperationRecord | LockValue | undefined): AgentError 
 
 function isLeaseGone(err: unknown): boolean {
   return err instanceof Error && /lease not found|lease.*(expired|invalid)/i.test(err.message + err.name);
-}
-
-function parseJson<T>(text: string): T | undefined {
-  try {
-    return JSON.parse(text) as T;
-  } catch {
-    return undefined;
-  }
 }

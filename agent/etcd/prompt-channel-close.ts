@@ -3,11 +3,11 @@
  *
  * After a failed call (a member down, frozen or not started yet) etcd3 drops a host's gRPC clients;
  * one whose channel is still connecting it keeps for up to 1 s more (`waitForReady`, its workaround
- * for grpc-node issue 1487), and so does `close()`. That keeps the connection attempt, which gRPC
+ * for grpc/grpc-node#1487), and so does `close()`. That keeps the connection attempt, which gRPC
  * shares with the client that replaces it, and that matters: closing it at once makes the next
- * Status to a frozen member start over and wait its whole timeout (health answers went from 12 ms to
- * 200 ms at p99, health-paused.test.ts). But gRPC's 1 s watch is a ref'd timer per reset, so a
- * stopped agent kept its process (and jest's workers) open.
+ * Status to a frozen member start over and wait its whole timeout, and health answers beside a
+ * frozen member slow down by as much (health-paused.test.ts). But gRPC's 1 s watch is a ref'd timer
+ * per reset, which would keep a stopped agent's process (and a test runner's workers) open.
  *
  * Invariant: a dropped client whose channel is connecting is closed 1 s later on a timer that holds
  * nothing open, any other at once; a closed host closes every client at once, those it dropped and

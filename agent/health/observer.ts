@@ -1,29 +1,12 @@
 /**
  * The health observer (CONTRACT §4 GET /v1/health, /v1/health/local, /metrics): live, shared,
- * bounded-age observations of the cluster. This is the answer to an operator that reported a
- * cluster "ready" for a day while every member was down: nothing here repeats an old answer.
+ * bounded-age observations of the cluster. What one observation reads, and in what order, is in
+ * observe-cluster.ts; here, how observations are shared, aged and counted.
  *
- * One observation, all calls in parallel and each bounded by `ETCD_AGENT_STATUS_TIMEOUT_MS` and by
- * the observation's budget (a little under `ETCD_AGENT_HEALTH_MAX_AGE_MS`):
- * - the member list (through the configured endpoints);
- * - a Status call to every member's own client URL (its first one). The URLs come from the last
- *   member list read, so the calls start beside the list read instead of after it; members the new
- *   list adds are asked as soon as it arrives. Before any list was read, the list comes first;
- * - the alarm list, and the operation records when the membership lock is wired in.
- * So an observation costs at most one Status call per member, whatever the request rate; only when
- * fewer voters than a quorum answered are the silent ones asked once more, in what is left of the
- * budget (reask.ts), so that one slow round does not read as a quorum lost.
- *
- * When the configured endpoints cannot give the list (down, or a learner, where etcd 3.4 refuses
- * MemberList), it is read at a voter that answered its Status call. When no one gives it, the last
- * one read only directs the Status calls and counts the quorum: `classify` never calls that
- * `healthy` (see classify.ts). When none was ever read (an agent started while the quorum is lost),
- * a member's own copy, read without a quorum, does that instead. Once every known member has failed its Status call the observation
- * ends without waiting for the other reads: the answer is `unavailable` whatever they say.
- *
- * A caller is served an observation only if it started at most the max age ago; otherwise it joins
- * the one in flight or starts one, and if none is fresh by its arrival plus the max age it gets
- * `unknown` (503), never the previous result (see shared-observation.ts).
+ * Invariant: nothing here repeats an old answer, so a cluster whose members are all down never
+ * reads as ready. A caller is served an observation only if it started at most the max age ago;
+ * otherwise it joins the one in flight or starts one, and if none is fresh by its arrival plus the
+ * max age it gets `unknown` (503), never the previous result (see shared-observation.ts).
  *
  * `observedAt` is when the observation started, and `ageMs` is measured from there: that is the
  * oldest moment any of its evidence can be from.
@@ -32,23 +15,26 @@
  * shares a fresh observation, so `etcd_agent_cluster_healthy` is never a stale 1. The gauges are
  * set in health-metrics.ts; on `unknown` the quorum gauges are absent, not 0.
  */
-import { Deadline } from '../lib/deadline';
+import type { Deadline } from '../lib/deadline';
 import type { Config } from '../config/config';
 import type { EtcdCluster } from '../etcd/cluster-client';
-import { failureLine } from '../etcd/errors';
 import { recordClusterHealth, recordUnknownHealth } from './health-metrics';
 import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
-import { hasQuorum } from '../membership/quorum';
 import type { QuorumEvidence } from '../membership/quorum-verdict';
 import type { MaintenanceView } from '../proto/maintenance';
 import type { Member, OperationRecord } from '../proto/types';
-import { canonicalUrl, classify } from './classify';
+import { classify } from './classify';
 import { classifyLocal, type LocalOptions } from './classify-local';
+import { gatherFacts, type ReadList } from './observe-cluster';
 import type { ClusterHealth, LocalHealth, ObservedFacts, RoleReading, StatusProbe } from './types';
-import { NOT_ASKED, urlsToAskAgain } from './reask';
+import { NOT_ASKED } from './reask';
+import { settle } from './settle';
 import { Observed, SharedObservation } from './shared-observation';
 import { QuorumLossClock, QUORUM_LOSS_MAX_GAP_MS } from './quorum-loss';
+
+/** The most of the max age kept back for classifying and answering (a tenth of it, when that is less). */
+const MARGIN_MAX_MS = 100;
 
 /** What the observer needs; `operations` lists the membership lock's records (GET /v1/operations). */
 export interface HealthObserverDeps {
@@ -91,7 +77,7 @@ export class HealthObserver {
   private readonly statusTimeoutMs: number;
   /** Budget kept back from the max age for classifying and answering. */
   private readonly marginMs: number;
-  private lastList?: { members: Member[]; readAt: string };
+  private lastList?: ReadList;
   private lastStatus?: ClusterHealth['status'];
   private refreshing?: Promise<void>;
   /** When the last reading without a role was confirmed (`role`), on the performance.now() clock. */
@@ -104,7 +90,7 @@ export class HealthObserver {
   constructor(private readonly deps: HealthObserverDeps) {
     this.maxAgeMs = deps.config.healthMaxAgeMs;
     this.statusTimeoutMs = deps.config.statusTimeoutMs;
-    this.marginMs = Math.min(100, Math.round(this.maxAgeMs / 10));
+    this.marginMs = Math.min(MARGIN_MAX_MS, Math.round(this.maxAgeMs / 10));
     this.clusterView = new SharedObservation(this.maxAgeMs, (startedAt) => this.observe(startedAt));
     this.localView = new SharedObservation(this.maxAgeMs, (startedAt) =>
       this.probe(deps.config.localEndpoint, this.callMs(startedAt)),
@@ -206,80 +192,18 @@ export class HealthObserver {
   }
 
   private async observe(startedAt: number): Promise<Observation> {
-    const { cluster, operations, config } = this.deps;
-    const probes = new Map<string, Promise<StatusProbe>>();
-    const ask = (url: string | undefined): void => {
-      if (url === undefined || probes.has(canonicalUrl(url))) return;
-      probes.set(canonicalUrl(url), this.probe(url, this.callMs(startedAt)));
-    };
-    const known = this.lastList;
-    known?.members.forEach((m) => ask(m.clientURLs[0]));
-
-    // When every known member has failed its status call, the answer is `unavailable` whatever
-    // the list says: do not wait for reads that retry until their deadline.
-    const silent = known === undefined ? undefined : Promise.all(probes.values()).then((ps) => ps.every((p) => p.status === undefined));
-    const cut = <T>(read: Promise<Settled<T>>): Promise<Settled<T>> =>
-      silent === undefined
-        ? read
-        : Promise.race([read, silent.then((none) => (none ? { ok: false as const, error: 'not waited for: no member answered' } : read))]);
-    const listing = cut(settle((ms) => cluster.listMembers(Deadline.in(ms)), this.callMs(startedAt)));
-    const alarming = cut(settle((ms) => cluster.alarms(Deadline.in(ms)), this.callMs(startedAt)));
-    const recording =
-      operations === undefined ? undefined : cut(settle((ms) => operations(Deadline.in(ms)), this.callMs(startedAt)));
-    const noting = this.deps.startNote?.().catch(() => undefined);
-    // Never read a list yet: a member's own copy, asked beside the list, in case no quorum answers.
-    const ownCopy = known === undefined ? settle((ms) => cluster.localMemberList(Deadline.in(ms)), this.callMs(startedAt)) : undefined;
-
-    let list = await listing;
-    if (!list.ok) {
-      // Read it where a voter answers instead: the configured endpoints may be down, or a learner
-      // (etcd 3.4 refuses MemberList on one). With no list known yet, ask the configured endpoints
-      // for their status first, to find such a voter.
-      if (known === undefined) config.endpoints.forEach(ask);
-      const copy = ownCopy === undefined ? undefined : await ownCopy;
-      if (copy?.ok === true) copy.value.members.forEach((m) => ask(m.clientURLs[0]));
-      const answers = await Promise.all(probes.values());
-      const voter = answers.find((p) => p.status !== undefined && !p.status.isLearner);
-      // Where fewer voters answer than a quorum, that voter cannot serve a linearizable list either
-      // (etcd 3.5+): asking it would only spend the rest of the budget and make the answer late.
-      const members = copy?.ok === true ? copy.value.members : known?.members;
-      if (voter !== undefined && (members === undefined || quorumAnswers(members, answers))) {
-        const fallback = await settle((ms) => cluster.memberListAt(voter.url, ms), this.callMs(startedAt));
-        if (fallback.ok) list = fallback;
-      }
-    }
-    let memberList: ObservedFacts['memberList'];
-    if (list.ok) {
-      this.lastList = { members: list.value.members, readAt: new Date().toISOString() };
-      list.value.members.forEach((m) => ask(m.clientURLs[0]));
-      memberList = { members: list.value.members, fresh: true, readAt: this.lastList.readAt };
-    } else if (known !== undefined) {
-      memberList = { members: known.members, fresh: false, readAt: known.readAt };
-    } else if (ownCopy !== undefined) {
-      // Never read one, and no quorum to read it through now: a member's own copy (no quorum needed)
-      // still says whom to ask and how many voters there are, so "2 of 4 voters" is not "0 of 0".
-      // Not `fresh`: it may lag, and classify never calls such an observation healthy.
-      const local = await ownCopy;
-      if (local.ok) {
-        local.value.members.forEach((m) => ask(m.clientURLs[0]));
-        memberList = { members: local.value.members, fresh: false, readAt: new Date().toISOString() };
-      }
-    }
-    // Short of a quorum of answers: the silent voters once more, in what is left of the budget (reask.ts).
-    for (const url of urlsToAskAgain(memberList?.members, await Promise.all(probes.values()))) {
-      probes.set(canonicalUrl(url), this.probe(url, this.callMs(startedAt)));
-    }
-    const [answers, alarms, records, note] = await Promise.all([Promise.all(probes.values()), alarming, recording, noting]);
-    const maintenance = this.deps.maintenance?.();
-    const facts: ObservedFacts = {
-      ...(maintenance === undefined ? {} : { maintenance }),
-      memberList,
-      probes: answers,
-      ...(list.ok ? {} : { memberListError: list.error }),
-      ...(alarms.ok ? { alarms: alarms.value } : { alarmsError: alarms.error }),
-      ...(records === undefined ? {} : records.ok ? { operations: records.value } : { operationsError: records.error }),
-      ...(note === undefined ? {} : { startNote: { member: config.memberName, text: note } }),
-    };
+    const { cluster, operations, config, startNote, maintenance } = this.deps;
+    const facts = await gatherFacts({
+      cluster,
+      config,
+      operations,
+      startNote,
+      maintenance,
+      known: this.lastList,
+      remember: (members) => (this.lastList = { members, readAt: new Date().toISOString() }),
+      probe: (url) => this.probe(url, this.callMs(startedAt)),
+      callMs: () => this.callMs(startedAt),
+    });
     const observation = { facts, health: classify(facts) };
     const late = performance.now() - startedAt > this.maxAgeMs;
     // A late observation may have cut calls short, so it is no evidence of a loss; a quorum it found still answered.
@@ -340,40 +264,4 @@ function age(observed: Observed<unknown>): { observedAt: string; ageMs: number }
     observedAt: observed.observedAt.toISOString(),
     ageMs: Math.max(0, Math.round(performance.now() - observed.startedAt)),
   };
-}
-
-type Settled<T> = { ok: true; value: T } | { ok: false; error: string };
-
-/**
- * Runs `call` with `ms` to spend and settles by then, whatever the call does: etcd3's own deadlines
- * normally end it first, but an observation must not depend on that (or on etcd3's retries).
- */
-function settle<T>(call: (ms: number) => Promise<T>, ms: number): Promise<Settled<T>> {
-  if (ms <= 0) return Promise.resolve({ ok: false, error: NOT_ASKED });
-  return new Promise((resolve) => {
-    let timer: NodeJS.Timeout | undefined;
-    const done = (result: Settled<T>): void => {
-      clearTimeout(timer);
-      resolve(result);
-    };
-    Promise.resolve()
-      .then(() => {
-        const answer = call(ms);
-        // Timed from here: the call's synchronous start (the first one loads etcd3 and gRPC, which
-        // blocks for a while on a cold start) happens before its own deadline is set, too.
-        timer = setTimeout(() => resolve({ ok: false, error: `no answer within ${ms} ms` }), ms + 20);
-        return answer;
-      })
-      .then(
-        (value) => done({ ok: true, value }),
-        (err: unknown) => done({ ok: false, error: failureLine(err, ms) }),
-      );
-  });
-}
-
-/** True when the voters of `members` that answered a status call among `answers` make a quorum. */
-function quorumAnswers(members: Member[], answers: StatusProbe[]): boolean {
-  const answered = new Set(answers.flatMap((p) => (p.status === undefined ? [] : [p.status.memberId])));
-  const voters = members.filter((m) => !m.isLearner);
-  return hasQuorum(voters.length, voters.filter((m) => answered.has(m.id)).length);
 }

@@ -4,7 +4,7 @@
  * Invariant: an observation never calls the cluster `unavailable` on one round of silence alone
  * while it still has time to ask again. When the voters that answered their Status call are fewer
  * than a quorum, every voter that was asked and did not answer is asked once more, within what is
- * left of the observation's budget: an answer slowed by a loaded machine, or a channel still
+ * left of the observation's budget: an answer slowed by a busy node, or a channel still
  * reconnecting to a member that has just restarted (gRPC fails such a call at once and etcd3
  * then opens a fresh one), must not read as a member down. With a quorum answering, nothing is
  * asked again: the verdict cannot change for the worse, and a member that is really frozen must

@@ -1,6 +1,6 @@
 /**
  * This pod's member's role, for kbagent's roleProbe, `GET /v1/role` and `/v1/health/local`, read from
- * the shared health observation (issue 24): this pod's own Status (ETCD_AGENT_LOCAL_ENDPOINT) and the
+ * the shared health observation: this pod's own Status (ETCD_AGENT_LOCAL_ENDPOINT) and the
  * cluster observation beside it, both within the max age. No etcd call of its own. Pure.
  *
  * The leader is named by the agent's one rule (membership/leader.ts `roleOf`, a quorum's view), so no

@@ -18,8 +18,8 @@ export function crashPoint(name: string): void {
 /**
  * Kills this process with SIGKILL `afterMs` from now when ETCD_AGENT_CRASH_POINTS names `name`:
  * for a death while a request just sent is in flight (its caller goes on awaiting the answer). The
- * timer runs in the agent's own loop, idle while it awaits, so the kill lands on time even where a
- * test's kill on a log line would come late on a loaded machine.
+ * timer runs in the agent's own loop, idle while it awaits, so the kill lands on time, where a
+ * test's kill on reading a log line comes only as soon as the test's own process gets to run.
  */
 export function crashPointAfter(name: string, afterMs: number): void {
   if (named(name)) setTimeout(() => process.kill(process.pid, 'SIGKILL'), afterMs).unref();

@@ -33,6 +33,8 @@ export interface ConvergingRun {
 const MAX_TRANSIENT_PASSES = 20;
 /** A pass is not begun with less than this left: the answer needs the time. */
 const PASS_RESERVE_MS = 600;
+/** The first pause between two passes, doubled per pass up to `RETRY_MAX_DELAY_MS`: soon after a transient failure, then less often. */
+const RETRY_MIN_DELAY_MS = 100;
 /** The longest pause between two passes. */
 const RETRY_MAX_DELAY_MS = 500;
 
@@ -80,7 +82,7 @@ export async function converge<T>(run: ConvergingRun, pass: () => Promise<T>, al
     const result = await pRetry(pass, {
       // The deadline and passRetry bound the passes.
       retries: 1000,
-      minTimeout: 100,
+      minTimeout: RETRY_MIN_DELAY_MS,
       maxTimeout: RETRY_MAX_DELAY_MS,
       onFailedAttempt: (err) => {
         const failure = failureOf(run, err, err.attemptNumber, alsoRetry, changeInFlight);
@@ -115,7 +117,7 @@ export async function converge<T>(run: ConvergingRun, pass: () => Promise<T>, al
  * the last failure, unless the deadline ended a later pass before it sent a change (while reading
  * or probing) and no change of an earlier pass is in doubt. Then nothing changed after that
  * refusal, and the refusal, waited on, is the answer (409 `unsafe` with `waitedMs`), not a bare
- * timeout: on a loaded machine a pass begun with 600 ms left can run out of them. A timeout while a
+ * timeout: a pass begun with `PASS_RESERVE_MS` left can still run out of it when etcd answers slowly. A timeout while a
  * change was in flight stays a timeout: that change may be applied. Pure.
  */
 export function answerAfterSettling(last: unknown, refusal: unknown, lastFailedIn: PassFailure['failedIn'], changeInFlight: boolean): unknown {

@@ -23,10 +23,14 @@ import { requestedPeerURLs } from './match';
 import { promoteLearner, retryOnVanished } from './promote';
 import type { ActionRun } from './run';
 
-/** Pause of `wait: true` polling after a pass, doubled per refusal in a row up to 1.6 s. */
+/** Pause of `wait: true` polling after a pass, doubled per refusal in a row up to `WAIT_POLL_MAX_MS`. */
 const WAIT_POLL_MS = 200;
+/** Longest pause of `wait: true` polling: a refusal that lasts seconds costs a few RPCs, not dozens. */
+const WAIT_POLL_MAX_MS = 1600;
 /** Time kept back at the end of a `wait: true` call to answer with the last row reached. */
 const WAIT_RESERVE_MS = 1000;
+/** How far into the next second a join adds again after etcd 3.4's id collision, so that etcd's clock is past that second too. */
+const NEXT_SECOND_MARGIN_MS = 50;
 
 /** One pass: read, decide, and (under the lock, after reading again) act. */
 function joinOnce(run: ActionRun, wanted: JoinWanted): Promise<ActionResult> {
@@ -44,7 +48,7 @@ function joinOnce(run: ActionRun, wanted: JoinWanted): Promise<ActionResult> {
         // peer URLs, within the same second, collides. Nothing was added; the next second gives a
         // new id (etcd server/etcdserver/api/membership/member.go computeMemberId).
         if (etcdRefusal(err) !== 'member-not-found') throw err;
-        await run.deadline.sleep(1050 - (Date.now() % 1000), 'waiting for etcd to give the new member another id');
+        await run.deadline.sleep(1000 + NEXT_SECOND_MARGIN_MS - (Date.now() % 1000), 'waiting for etcd to give the new member another id');
         return add();
       });
       return addedAnswer(list, added);
@@ -78,10 +82,10 @@ export async function join(run: ActionRun, req: JoinRequest): Promise<ActionResu
   const done = await pollUntil(
     {
       until,
-      // Refused again: back off (to 1.6 s), so a refusal that lasts seconds costs a few RPCs, not dozens;
-      // but never past `until`: the last pass runs then, so a short deadline is waited out to its end,
-      // not given up on a backoff that would not fit (a 3 s join once answered after 1.3 s).
-      pauseMs: () => Math.max(0, Math.min(WAIT_POLL_MS * 2 ** Math.min(refusals, 3), 1600, until - Date.now())),
+      // Refused again: back off (up to WAIT_POLL_MAX_MS); but never past `until`: the last pass runs
+      // then, so a short deadline is waited out to its end, not given up early on a backoff that
+      // would not fit in what is left of it.
+      pauseMs: () => Math.max(0, Math.min(WAIT_POLL_MS * 2 ** Math.min(refusals, 3), WAIT_POLL_MAX_MS, until - Date.now())),
     },
     async () => {
       try {

@@ -101,7 +101,7 @@ export async function probeMembers(cluster: Pick<EtcdCluster, 'memberStatus'>, m
 
 /**
  * `probe` with its silent members (asked, but no answer) asked once more, with `timeoutMs`, and
- * their new answers in place of the old: one answer slowed by a loaded machine, or by a channel
+ * their new answers in place of the old: one answer slowed by a busy node, or by a channel
  * still connecting after a certificate rotation, must not read as a member down. A dead member
  * refuses at once, in either round; only a frozen or cut-off one costs the second wait.
  */

@@ -1,9 +1,9 @@
 /**
- * No quorum, no waiting (issue 26): a call that etcd answers only through a quorum (the member list,
+ * No quorum, no waiting: a call that etcd answers only through a quorum (the member list,
  * the membership lock, the operation records) answers `unavailable` as soon as no quorum of voters
  * answers, instead of spending its whole deadline on a cluster that cannot decide anything.
  *
- * The call runs as before. When it has not answered within `CHECK_AFTER_MS` (a quorum read takes a
+ * The call itself runs unchanged. When it has not answered within `CHECK_AFTER_MS` (a quorum read takes a
  * few milliseconds), the gate looks at the voters — through the shared health observation while it
  * is fresh (no etcd call) when that finds no quorum or began after the call, else by a quick probe:
  * a member list as one member holds it (no quorum
@@ -117,8 +117,8 @@ export class QuorumGate {
       let probe = await probeMembers(cluster, list.members, config.statusTimeoutMs);
       let verdict = verdictOf(probe);
       if (verdict.kind === 'no-quorum') {
-        // Asked once more, with twice the time, before a cluster with a quorum is called `unavailable`
-        // (a leave beside a frozen member once answered so on a loaded machine).
+        // Asked once more, with twice the time, before the cluster is called `unavailable`: a voter
+        // that answered late once (a busy node, a channel still connecting) is not a voter down.
         probe = await reaskSilent(cluster, probe, 2 * config.statusTimeoutMs);
         verdict = verdictOf(probe);
       }

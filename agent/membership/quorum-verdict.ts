@@ -1,17 +1,17 @@
 /**
  * Can the cluster answer a call that goes through a quorum (the member list, the lock, the
  * operation records), or not? The rule that tells a cluster without a quorum from one electing a
- * leader, so that a call answers `unavailable` at once in the first case and waits in the second
- * (issue 26). Pure.
+ * leader, so that a call answers `unavailable` at once in the first case and waits in the second.
+ * Pure.
  *
  * - `no-quorum`: fewer voters answer a status call than a quorum of all voters. etcd cannot decide
  *   anything until some come back; waiting for it spends the caller's deadline on nothing.
  * - `electing`: a quorum of voters answers, but no quorum of them names one leader (an election, or
  *   views that still differ right after one): a matter of moments, waited out inside the deadline.
  * - `leader`: a quorum answers and names one leader; a call that still waits is slow for some other
- *   reason, and waits as before.
+ *   reason, and goes on waiting.
  * - `unknown`: no voter is known (no member list could be read, not even a member's own copy), so
- *   there is nothing to count: the call waits as before.
+ *   there is nothing to count: the call goes on waiting.
  *
  * A voter is counted as etcd counts it: an unstarted voter is a voter that does not answer.
  */

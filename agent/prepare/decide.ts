@@ -84,7 +84,7 @@ export function initialClusterFromList(list: MemberList, self: { name: string; p
     .join(',');
 }
 
-/** Decides the next step; see the table in the README's "prepare" section. */
+/** Decides the next step; see the table in docs/concepts/prepare.md ("What it decides"). */
 export function decidePrepare(f: PrepareFacts): PrepareStep {
   if (f.dataDir.kind === 'unusable') {
     return { kind: 'move-aside', reason: `the data directory cannot be used as it is: ${f.dataDir.reason}` };

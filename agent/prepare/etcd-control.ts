@@ -18,6 +18,9 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { writeFileAtomic } from '../etcd-data/data-dir';
 
+/** Pause between two looks for the start script's rename: half its own pause between looks at the hold (0.2 s). */
+const MOVE_ASIDE_POLL_MS = 100;
+
 /** The control files of a start directory (the directory of the flags file). */
 export function controlFiles(flagsFile: string): { dir: string; hold: string; restart: string; state: string; moveAside: string; once: string; onceUsed: string } {
   const dir = path.dirname(flagsFile);
@@ -85,7 +88,7 @@ export class EtcdStartControl {
     while (Date.now() < until) {
       if (!fs.existsSync(dataDir) && fs.existsSync(target)) return true;
       if (!fs.existsSync(this.files.moveAside)) return !fs.existsSync(dataDir);
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await new Promise((resolve) => setTimeout(resolve, MOVE_ASIDE_POLL_MS));
     }
     return false;
   }

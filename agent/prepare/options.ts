@@ -20,6 +20,11 @@ export const DEFAULT_FLAGS_FILE = '/var/run/etcd-lifecycle-agent/etcd-flags.sh';
 /** etcd's own default `--initial-cluster-token`. */
 export const DEFAULT_TOKEN = 'etcd-cluster';
 
+/** How long prepare keeps trying by default before it exits 1: a minute, then the kubelet runs it again (and shows the pod's trouble). */
+const DEFAULT_WAIT_SECONDS = 60;
+/** The longest `--wait-seconds`: an hour; beyond it, exiting and being run again says more than waiting on. */
+const MAX_WAIT_SECONDS = 3600;
+
 /** The `variable` of a ConfigError about the command line itself (an unknown or malformed flag): a usage error. */
 export const ARGV = 'argv';
 
@@ -55,7 +60,7 @@ const OWN_OPTIONS: ReadonlyArray<{ key: Key; arg: string; default?: string; mean
   { key: 'initial-cluster-token', arg: 'TOKEN', default: DEFAULT_TOKEN, meaning: "etcd's --initial-cluster-token, written with the other flags" },
   { key: 'peer-url', arg: 'URL', default: 'from ETCD_AGENT_PEER_URL_TEMPLATE and the member name', meaning: "this pod's peer URL" },
   { key: 'flags-file', arg: 'FILE', default: DEFAULT_FLAGS_FILE, meaning: "the file etcd's command sources (written atomically, last); its directory is made when missing" },
-  { key: 'wait-seconds', arg: 'N', default: '60', meaning: 'how long to keep trying before exiting 1, 1-3600 (the kubelet then runs it again)' },
+  { key: 'wait-seconds', arg: 'N', default: String(DEFAULT_WAIT_SECONDS), meaning: `how long to keep trying before exiting 1, 1-${MAX_WAIT_SECONDS} (the kubelet then runs it again)` },
 ];
 
 /** The agent's settings prepare uses (the others are accepted too). */
@@ -118,9 +123,9 @@ export function loadPrepareOptions(env: NodeJS.ProcessEnv, argv: readonly string
   if (dataDir === undefined) throw new ConfigError(VARIABLES['data-dir'], 'is required: the etcd data directory (--data-dir)');
   const peerURL = ownPeerUrl(config, raw('peer-url'));
   const initial = parseInitialCluster(raw('initial-cluster'));
-  const waitText = raw('wait-seconds') ?? '60';
-  if (!/^\d+$/.test(waitText) || Number(waitText) < 1 || Number(waitText) > 3600) {
-    throw new ConfigError(VARIABLES['wait-seconds'], `"${waitText}" must be a whole number from 1 to 3600`);
+  const waitText = raw('wait-seconds') ?? String(DEFAULT_WAIT_SECONDS);
+  if (!/^\d+$/.test(waitText) || Number(waitText) < 1 || Number(waitText) > MAX_WAIT_SECONDS) {
+    throw new ConfigError(VARIABLES['wait-seconds'], `"${waitText}" must be a whole number from 1 to ${MAX_WAIT_SECONDS}`);
   }
   const flagsFile = path.resolve(raw('flags-file') ?? DEFAULT_FLAGS_FILE);
   // Checked now, so a path that cannot serve is one line and exit 2, not a failure half-way through.

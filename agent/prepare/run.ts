@@ -10,30 +10,26 @@
  * idempotent join (learner first, one learner at a time) and the same quorum
  * gate on removals.
  *
- * Crash safety: every step is re-derived from what etcd and the disk say, the
- * flags file is written last and atomically, and the bootstrap marker is
- * written before the flags that start `new`.
+ * Crash safety: every step is re-derived from what etcd and the disk say; the
+ * files a start writes, and in which order, are in start-files.ts.
  */
-import * as fs from 'node:fs';
-import * as path from 'node:path';
 import { crashPoint } from '../lib/crash-point';
 import { Deadline } from '../lib/deadline';
 import { pollUntil } from '../lib/poll';
 import { EtcdCluster } from '../etcd/cluster-client';
 import { connectionOptions } from '../etcd/connection-options';
-import { fetchPeerMembers } from '../etcd/peer-members';
 import { QuorumGate } from '../membership/quorum-gate';
 import { MembershipService } from '../membership/service';
 import type { Logger } from '../observability/logger';
 import { createMetrics } from '../observability/metrics';
 import { isAgentError } from '../proto/errors';
 import { askPeers, AnswerServer, serveAnswer } from './answer-server';
-import { asideTarget, BOOTSTRAP_MARKER, DataVersions, moveAside, readDataDir, readDataVersions, writeFileAtomic } from '../etcd-data/data-dir';
-import { EtcdStartControl, flagLine } from './etcd-control';
-import { BootstrapPlan, decidePrepare, initialClusterOf, PrepareFacts, PrepareStep, samePlan } from './decide';
+import { asideTarget, moveAside, readDataDir } from '../etcd-data/data-dir';
+import type { EtcdStartControl } from './etcd-control';
+import { BootstrapPlan, decidePrepare, initialClusterOf, PrepareFacts, PrepareStep } from './decide';
+import { linger } from './linger';
 import type { PrepareOptions } from './options';
-import { formatMinor, gateLines, VersionGate, versionGate } from './version-gate';
-import { scanWal } from '../etcd-data/wal-scan';
+import { readMarker, StartStep, writeStart } from './start-files';
 
 /** Pause between passes while waiting. */
 const PASS_PAUSE_MS = 500;
@@ -41,59 +37,18 @@ const PASS_PAUSE_MS = 500;
 const LIST_TIMEOUT_MS = 3000;
 /** The least time the no-quorum look of prepare gives each Status call. */
 const PREPARE_STATUS_MS = 800;
-/** After deciding `new`, keep answering until every initial peer was seen deciding (or running etcd), at most this long. */
-const LINGER_MAX_MS = 10_000;
-/** …and at least this long, so the last to decide is seen by the others. */
-const LINGER_MIN_MS = 1500;
-
-/** Where the bootstrap marker of a data directory lives: inside it (see BOOTSTRAP_MARKER). */
-export function markerPath(dataDir: string): string {
-  return path.join(dataDir, BOOTSTRAP_MARKER);
-}
-
-/**
- * The start flags, one `set -- "$@" '<flag>'` line each, after the version gate's lines when the data
- * directory records versions (version-gate.ts `gateLines`): kube-inject's start script reads them as
- * data (kube-inject-prepare.ts `etcdStartScript`), and a shell that sources the file gets the same
- * arguments (the last flag wins in etcd) and reads the gate as comments.
- */
-export function flagsFileContent(step: Extract<PrepareStep, { kind: 'start' }>, token: string, name: string, at: Date, gate?: VersionGate): string {
-  const flags = [`--initial-cluster=${step.initialCluster}`, `--initial-cluster-state=${step.state}`, `--initial-cluster-token=${token}`];
-  return [
-    `# written by etcd-lifecycle-agent prepare for ${name} at ${at.toISOString()}`,
-    `# ${step.reason.replace(/\n/g, ' ')}`,
-    ...(gate === undefined ? [] : gateLines(gate)),
-    ...flags.map(flagLine),
-    '',
-  ].join('\n');
-}
-
-/**
- * The version gate of the data directory etcd starts on (its recorded versions, and the requests of
- * etcd 3.5 its log holds after the last snapshot), or undefined when it records no version. A part
- * that cannot be read is logged and left out: the start is never blocked by our own reader.
- */
-function dataGate(dataDir: string, logger: Logger): { gate: VersionGate | undefined; recorded: DataVersions & { v2Entries?: number } } {
-  const attempt = <T>(what: string, read: () => T): T | undefined => {
-    try {
-      return read();
-    } catch (err) {
-      logger.warn(`cannot read ${what}; the etcd container's version check goes without it`, { dataDir, error: err instanceof Error ? err.message : String(err) });
-      return undefined;
-    }
-  };
-  const versions = attempt('the versions the data directory records', () => readDataVersions(dataDir)) ?? {};
-  const v2Entries = attempt('the write-ahead log', () => scanWal(dataDir))?.v2Entries ?? 0;
-  return { gate: versionGate(versions, v2Entries), recorded: { ...versions, ...(v2Entries > 0 ? { v2Entries } : {}) } };
-}
+/** Longest wait for each initial peer's prepare answer when the decision needs them. */
+const PEER_ASK_MS = 1000;
+/** Longest wait, within the passes' own, for etcd's start script to move a data directory aside. */
+const MOVE_ASIDE_WAIT_MS = 5000;
 
 /** Runs prepare to its end; resolves to the exit code (0 flags written, 1 not decided in time). */
 export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<number> {
   const { config } = opts;
   const cluster = new EtcdCluster(connectionOptions(config, logger));
   // Without a quorum the member list read answers at once, naming the figures: the reason prepare waits.
-  // An init container is in no hurry: its look at the voters gets at least 800 ms per Status (a loaded
-  // node's 500 ms answers left it undecided, and the pass said "did not answer in time" without figures).
+  // An init container is in no hurry: its look at the voters gives each Status at least
+  // PREPARE_STATUS_MS, so that answers from a slow node still count and a pass names the figures.
   const gate = new QuorumGate({ cluster, config: { statusTimeoutMs: Math.max(config.statusTimeoutMs, PREPARE_STATUS_MS) }, logger });
   const membership = new MembershipService({ cluster, config, logger, metrics: createMetrics({ defaultMetrics: false }), gate });
   let server: AnswerServer | undefined;
@@ -132,7 +87,7 @@ export interface PrepareDeps {
 }
 
 /** How far the passes went: flags written (`prepared`), or why not by `until`. */
-export type PassesOutcome = { prepared: true; step: Extract<PrepareStep, { kind: 'start' }> } | { prepared: false; reason: string };
+export type PassesOutcome = { prepared: true; step: StartStep } | { prepared: false; reason: string };
 
 /**
  * Prepare's passes until etcd's start flags are written or `until`: read the facts, take the one step
@@ -149,7 +104,7 @@ export async function preparePasses(
   const plan: BootstrapPlan = { initialCluster: initialClusterOf(opts.initial), token: opts.token };
   let lastReason = '';
   let reason = '';
-  let done: Extract<PrepareStep, { kind: 'start' }> | undefined;
+  let done: StartStep | undefined;
   // A pass that acted goes on at once (its effect is read by the next pass); one that waits pauses.
   await pollUntil({ until: run.until, pauseMs: () => (reason !== '' ? PASS_PAUSE_MS : 0) }, async () => {
     let step = await nextStep(opts, deps.cluster, deps.gate, run);
@@ -157,33 +112,7 @@ export async function preparePasses(
       step = { kind: 'wait', reason: 'no cluster answers; a running pod never bootstraps a new cluster (only its init container may)' };
     }
     if (step.kind === 'start') {
-      if (step.state === 'new' && !samePlan(readMarker(opts.dataDir) ?? { initialCluster: '', token: '' }, plan)) {
-        writeFileAtomic(markerPath(opts.dataDir), `${JSON.stringify(plan)}\n`);
-      }
-      // Once etcd has written its WAL the marker has done its work: without it, a later loss of the
-      // member directory alone cannot pass for "decided, never started". (The sidecar mounts the data
-      // read-only and never bootstraps: it leaves a marker to the next init container.)
-      if (step.state === 'existing' && run.sidecar !== true) fs.rmSync(markerPath(opts.dataDir), { force: true });
-      if (step.once !== undefined) {
-        if (run.control === undefined) throw new Error(`a one-shot start (${step.once.join(' ')}) needs the start script's control files`);
-        run.control.writeOnce(step.once, step.reason);
-      } else {
-        run.control?.dropOnce();
-      }
-      // Only a directory etcd has written records versions; a new or joining member's is empty.
-      const { gate, recorded } = step.state === 'existing' ? dataGate(opts.dataDir, logger) : { gate: undefined, recorded: {} };
-      writeFileAtomic(opts.flagsFile, flagsFileContent(step, opts.token, opts.self.name, new Date(), gate));
-      crashPoint('prepare-flags-written');
-      logger.info('prepared', {
-        member: opts.self.name,
-        state: step.state,
-        initialCluster: step.initialCluster,
-        reason: step.reason,
-        flagsFile: opts.flagsFile,
-        dataVersions: recorded,
-        ...(gate === undefined ? {} : { etcdVersions: `${formatMinor(gate.oldest)} to ${formatMinor(gate.newest)}` }),
-        ...(step.once === undefined ? {} : { once: step.once }),
-      });
+      writeStart(opts, step, plan, run, logger);
       if (step.state === 'new') await linger(opts, plan, logger);
       done = step;
       return true;
@@ -215,7 +144,7 @@ async function nextStep(opts: PrepareOptions, cluster: EtcdCluster, gate: Quorum
   const step = decidePrepare(facts);
   if (step.kind !== 'ask-peers' || run.sidecar === true) return step;
   const others = opts.initial.filter((m) => m.name !== opts.self.name);
-  return decidePrepare({ ...facts, peers: await askPeers(others, opts.config.listen.port, 1000) });
+  return decidePrepare({ ...facts, peers: await askPeers(others, opts.config.listen.port, PEER_ASK_MS) });
 }
 
 async function readCluster(cluster: EtcdCluster, gate: QuorumGate | undefined): Promise<PrepareFacts['cluster']> {
@@ -238,7 +167,7 @@ function mover(opts: PrepareOptions, run: { until: number; sidecar?: boolean; co
   if (run.sidecar !== true || control === undefined) return async () => moveAside(opts.dataDir);
   return async () => {
     const target = asideTarget(opts.dataDir);
-    return (await control.moveAside(opts.dataDir, target, Math.min(run.until, Date.now() + 5000))) ? target : undefined;
+    return (await control.moveAside(opts.dataDir, target, Math.min(run.until, Date.now() + MOVE_ASIDE_WAIT_MS))) ? target : undefined;
   };
 }
 
@@ -274,41 +203,3 @@ async function act(step: PrepareStep, opts: PrepareOptions, membership: Membersh
   }
 }
 
-/** Keeps the answer served after deciding `new`, until each initial peer was seen deciding too. */
-async function linger(opts: PrepareOptions, plan: BootstrapPlan, logger: Logger): Promise<void> {
-  const started = Date.now();
-  const waiting = new Set(opts.initial.map((m) => m.name).filter((n) => n !== opts.self.name));
-  const allSeen = await pollUntil({ until: started + LINGER_MAX_MS, pauseMs: 250 }, async () => {
-    const peers = opts.initial.filter((m) => waiting.has(m.name));
-    const answers = await askPeers(peers, opts.config.listen.port, 500);
-    for (const [name, answer] of answers) if (answer.kind === 'bootstrap' && samePlan(answer.plan, plan)) waiting.delete(name);
-    // A peer whose etcd already serves its peer listener has decided and gone on: no need to wait for it.
-    await Promise.all(peers.map(async (m) => ((await peerEtcdAnswers(m.peerURL)) ? waiting.delete(m.name) : undefined)));
-    return waiting.size === 0 && Date.now() - started >= LINGER_MIN_MS ? true : undefined;
-  });
-  if (allSeen === true) return;
-  logger.info('stopped waiting for the other initial members to decide', { member: opts.self.name, notSeen: [...waiting] });
-}
-
-/**
- * Whether an etcd serves `GET <peer URL>/members` (every member does, even without a quorum). Over
- * node:http, not `fetch`: fetch refuses the Fetch standard's "bad ports" (6000, 10080, …) without
- * connecting, and a peer URL may name any port.
- */
-function peerEtcdAnswers(peerURL: string): Promise<boolean> {
-  return fetchPeerMembers(peerURL, 500).then(
-    () => true,
-    () => false,
-  );
-}
-
-function readMarker(dataDir: string): BootstrapPlan | undefined {
-  try {
-    const parsed = JSON.parse(fs.readFileSync(markerPath(dataDir), 'utf8')) as Partial<BootstrapPlan>;
-    return typeof parsed.initialCluster === 'string' && typeof parsed.token === 'string'
-      ? { initialCluster: parsed.initialCluster, token: parsed.token }
-      : undefined;
-  } catch {
-    return undefined;
-  }
-}

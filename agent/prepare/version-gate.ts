@@ -1,9 +1,9 @@
 /**
  * Which etcd minor versions may start on a data directory, from the versions etcd recorded in it,
- * and the refusal the etcd container's start script gives any other (README "Upgrading etcd").
+ * and the refusal the etcd container's start script gives any other (docs/operations/upgrading-etcd.md).
  * Pure: the versions go in, the rule and the flags-file lines that carry it to the start script come out.
  *
- * What etcd does itself, observed with 3.5.35, 3.6.16 and 3.7.3 (test/integration/etcd-upgrade.test.ts):
+ * What etcd does itself (test/integration/etcd-upgrade.test.ts checks it with 3.5.35, 3.6.16 and 3.7.3):
  * - an older etcd on newer data exits 1 after its first log lines, in a crash loop whose reason
  *   sits in a fatal JSON line with a stack trace: 3.5 on 3.6 or 3.7 data "invalid downgrade; server
  *   version is lower than determined cluster version", 3.6 on 3.7 data `version "3.7.0" is not
@@ -79,8 +79,8 @@ export function versionGate(versions: DataVersions, v2Entries = 0): VersionGate 
   const storage = versions.storage === undefined ? undefined : minorOf(versions.storage);
   const recordedCluster = versions.cluster === undefined ? undefined : minorOf(versions.cluster);
   // 3.0 is etcd's placeholder (its MinClusterVersion), written at bootstrap until the leader decides
-  // the cluster version from the members' own, seconds later: it says nothing of the data. A pod
-  // restarted in those seconds once read "written by 3.0" and refused its own etcd.
+  // the cluster version from the members' own, seconds later: it says nothing of the data, and read
+  // as a version it would make a pod restarted in those seconds refuse its own etcd.
   const cluster = recordedCluster !== undefined && rank(recordedCluster) === rank(BOOTSTRAP_PLACEHOLDER) ? undefined : recordedCluster;
   const own = storage ?? cluster;
   if (own === undefined) return undefined;

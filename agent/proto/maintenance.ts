@@ -11,7 +11,7 @@ export type Retention = { retainRevisions: number } | { retainSeconds: number };
 const UNIT_SECONDS: Readonly<Record<string, number>> = { s: 1, m: 60, h: 3600, d: 86_400 };
 
 /** The longest retention written as a duration: a year (a longer one keeps everything the agent can know of). */
-const MAX_RETAIN_SECONDS = 366 * 86_400;
+export const MAX_RETAIN_SECONDS = 366 * 86_400;
 
 /**
  * `1000` → the last 1000 revisions; `90s` / `30m` / `6h` / `2d` → the last so many seconds. Throws
@@ -78,7 +78,7 @@ export interface DefragmentResult {
     agent: string;
     startedAt: string;
     finishedAt?: string;
-    /** `lock`: under the cluster's membership lock; `nospace`: while etcd's NOSPACE alarm refuses the lock (see README "Maintenance"). */
+    /** `lock`: under the cluster's membership lock; `nospace`: while etcd's NOSPACE alarm refuses the lock (docs/operations/defragmentation.md, "Under NOSPACE"). */
     mode: 'lock' | 'nospace';
     step: string;
     /** It continued an earlier run that stopped before its end (the earlier run's id). */

@@ -5,6 +5,8 @@
  */
 import { z } from 'zod';
 import { AgentError, isAgentError } from './errors';
+import { MAX_TIMEOUT_SECONDS } from './kbagent';
+import { MAX_RETAIN_SECONDS } from './maintenance';
 import { isValidMemberName } from './names';
 import { validatePeerUrl } from './urls';
 
@@ -43,7 +45,7 @@ const peerURLs = z.array(peerUrl).min(1, 'must list at least one peer URL').max(
 
 const memberId = z.string().regex(/^(0x)?[0-9a-fA-F]{1,16}$/, 'must be a member id in hex, as etcdctl prints it');
 
-const timeoutSeconds = z.number().int('must be a whole number').min(1).max(60);
+const timeoutSeconds = z.number().int('must be a whole number').min(1).max(MAX_TIMEOUT_SECONDS);
 
 /** "Answer 2xx only at the end state" (agent/proto/completion.ts); the service never sees it. */
 const requireComplete = z.boolean().optional();
@@ -99,7 +101,7 @@ export const transferRequestSchema = z
 /** A compaction retention in a body: the last N revisions, or the last N seconds (exactly one). */
 const retention = z.union([
   z.object({ retainRevisions: z.number().int('must be a whole number').min(1).max(Number.MAX_SAFE_INTEGER) }).strict(),
-  z.object({ retainSeconds: z.number().int('must be a whole number').min(1).max(366 * 86_400) }).strict(),
+  z.object({ retainSeconds: z.number().int('must be a whole number').min(1).max(MAX_RETAIN_SECONDS) }).strict(),
 ]);
 
 /**

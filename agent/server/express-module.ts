@@ -1,6 +1,6 @@
 /**
  * express is loaded on first use, not when the agent starts: the probe and health routes are served
- * without it (fast-routes.ts), and loading it is a third of a start-up's CPU. The first request
+ * without it (fast-routes.ts), and loading it is a large part of a start-up's CPU. The first request
  * another route serves pays for it instead.
  *
  * Invariant: files that the fast routes load (middleware.ts, request-guard.ts, health-answer.ts)

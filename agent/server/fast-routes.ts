@@ -1,7 +1,7 @@
 /**
  * The routes that probes, scrapers and health loads call — GET /livez, /readyz, /metrics, /v1/health
  * and /v1/health/local — answered without express: its router, query parser and response helpers
- * were two thirds of a health request's CPU, and loading it a third of a start-up's.
+ * would cost more CPU than the answer itself, and loading it a large part of a start-up's.
  *
  * Invariant: only a GET whose target is exactly one of those paths (no query but the probe's
  * `/v1/health/local?voter=true`, no trailing slash, no other case) is answered here; anything else goes to the express app, which serves those routes

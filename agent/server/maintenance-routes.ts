@@ -1,5 +1,5 @@
 /**
- * The maintenance route (README "Maintenance"): `POST /v1/maintenance/defragment` parses its body,
+ * The maintenance route (docs/operations/defragmentation.md): `POST /v1/maintenance/defragment` parses its body,
  * asks the maintenance service and answers 200 when the run has ended, 202 while it goes on (in this
  * agent, or in another one that holds the lock). No decision is made here.
  */

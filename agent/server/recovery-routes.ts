@@ -1,5 +1,5 @@
 /**
- * The recovery routes ("When the quorum is lost" in the README): `GET /v1/recovery` (the plan, read
+ * The recovery routes (docs/operations/quorum-loss-recovery.md): `GET /v1/recovery` (the plan, read
  * only), `POST /v1/recovery` (the act, refused with its figures unless every gate holds) and
  * `GET /v1/recovery/local` (this agent's own member, read by the other agents' plans). Dispatch only.
  */

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { ConfigError } from '../../agent/config/config';
 import { moveAside, readDataDir, readWalMetadata } from '../../agent/etcd-data/data-dir';
 import { loadPrepareOptions, parseInitialCluster } from '../../agent/prepare/options';
-import { flagsFileContent } from '../../agent/prepare/run';
+import { flagsFileContent } from '../../agent/prepare/start-files';
 
 let dir: string;
 beforeEach(() => {
