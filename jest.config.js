@@ -20,22 +20,20 @@ const common = {
   runner: '<rootDir>/test/helpers/quiet-runner.js',
 };
 
+/** TEST_TIME_SCALE (test/helpers/eventually.ts) lengthens every wait of the tests; jest's own limit follows. */
+const TIME_SCALE = Number(process.env.TEST_TIME_SCALE || 1) || 1;
+
 module.exports = {
-  // Integration suites each start their own etcd processes (3 to 5, with agents beside them) and mostly
-  // wait on etcd's elections and 5 s reconfiguration guard, alert windows and deadlines. Over four etcd
-  // versions, four workers on 2 cores kept a load average of 9-14 and each full run failed a few
-  // timing-bound cases (a Status past 500 ms read as a member down, a keep-alive window missed); five
-  // failed more. Three take longer (README "The two commands") and keep those bounds.
+  // Integration suites each start their own etcd processes (3 to 5, with agents beside them). Three
+  // workers keep two cores busy; more workers only queue on the same cores.
   maxWorkers: 3,
   // How long a worker told to end may take to be gone before jest kills it and reports it "failed to
-  // exit gracefully" (default 500 ms). Nothing holds the workers open: each one's process 'exit'
-  // event comes 1-5 ms after jest's end message. What takes the time is the kernel handing back a
-  // worker's 330-500 MB heap afterwards: 370-520 ms measured here for the unit project alone, more
-  // on a loaded machine (a plain node process with 1 GB takes 280 ms from 'exit' to gone). A handle
-  // really left open still keeps a worker past 5 s and is reported (scripts/test.sh fails the run).
+  // exit gracefully" (default 500 ms). Nothing holds the workers open, but the kernel takes a while to
+  // hand back a worker's heap of several hundred MB after its exit. A handle really left open still
+  // keeps a worker past 5 s and is reported (scripts/test.sh fails the run).
   workerGracefulExitTimeout: 5000,
   // jest reads the timeout from the top-level config only (not per project); real etcd needs it.
-  testTimeout: 60000,
+  testTimeout: 60000 * TIME_SCALE,
   reporters: ['default', '<rootDir>/test/helpers/summary-reporter.js'],
   // Longest files first, also on a fresh clone, where jest has no durations of its own yet.
   testSequencer: '<rootDir>/test/helpers/test-sequencer.js',

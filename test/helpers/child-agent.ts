@@ -5,6 +5,7 @@
  */
 import { ChildProcess, spawn } from 'node:child_process';
 import { binCommand } from '../../scripts/bin-command';
+import { patience } from './eventually';
 import { call } from './http-call';
 
 export { MAIN_JS } from './built-agent';
@@ -53,7 +54,7 @@ export class ChildAgent {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     const agent = new ChildAgent(child);
-    const deadline = Date.now() + timeoutMs;
+    const deadline = Date.now() + patience(timeoutMs);
     for (;;) {
       const listening = agent.lines.find((l) => l.message === 'listening');
       if (listening !== undefined) {
@@ -79,7 +80,8 @@ export class ChildAgent {
     const seen = this.lines.find(match);
     if (seen !== undefined) return Promise.resolve(seen);
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no matching log line within ${timeoutMs} ms`)), timeoutMs);
+      const waitMs = patience(timeoutMs);
+      const timer = setTimeout(() => reject(new Error(`no matching log line within ${waitMs} ms`)), waitMs);
       this.onLine(match, (line) => {
         clearTimeout(timer);
         resolve(line);

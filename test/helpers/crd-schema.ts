@@ -4,9 +4,9 @@
  * does not list is an error, except under `x-kubernetes-preserve-unknown-fields`.
  * The CRD's CEL rules (`x-kubernetes-validations`) are not evaluated.
  *
- * A CRD of 2 MB took 7 s to load: 4 s parsing its YAML (kept, parsed, as JSON in the system's temporary
- * directory, by the file's SHA-256, so later runs read it in milliseconds) and most of the rest
- * optimising the validator's generated code, which validates a handful of objects (not optimised).
+ * A CRD of 2 MB is slow to load: most of it is parsing its YAML (kept, parsed, as JSON in the system's
+ * temporary directory, by the file's SHA-256, so later runs read it at once) and the rest optimising
+ * the validator's generated code, which validates a handful of objects (so it is not optimised).
  */
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';

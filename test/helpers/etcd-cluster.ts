@@ -1,4 +1,5 @@
 import { LocalClusterOptions, LocalEtcdCluster } from '../../scripts/local-cluster';
+import { eventually as waitFor } from './eventually';
 
 export { freePort, freePorts } from '../../scripts/ports';
 export { LocalEtcdCluster } from '../../scripts/local-cluster';
@@ -28,25 +29,21 @@ export function withCluster(size: number, opts: Omit<LocalClusterOptions, 'size'
   };
 }
 
-/** Calls `fn` until it resolves (returning its value) or `timeoutMs` passes (rethrowing its last error). */
+/**
+ * Calls `fn` until it resolves (returning its value, `false` too) or `timeoutMs` of patience passes
+ * (rethrowing its last error): helpers/eventually.ts's `eventually`, so TEST_TIME_SCALE lengthens it.
+ */
 export async function eventually<T>(fn: () => Promise<T>, timeoutMs = 10_000, intervalMs = 200): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (Date.now() + intervalMs > deadline) throw err;
-      await new Promise((resolve) => setTimeout(resolve, intervalMs));
-    }
-  }
+  const { value } = await waitFor(async () => ({ value: await fn() }), { within: timeoutMs, every: intervalMs });
+  return value;
 }
 
 /**
  * Writes 600 kB values until etcd refuses one for its backend quota ("mvcc: database space
  * exceeded", which raises the NOSPACE alarm); answers the refusal. etcd measures its backend at each
  * batch commit (every 100 ms), so a burst of puts inside one interval all pass: each put is
- * followed by a pause longer than that. Any other failure (a loaded machine's timeout) is tried
- * again; the loop ends by itself after `timeoutMs`.
+ * followed by a pause longer than that. Any other failure (a put's timeout, say) is not the refusal
+ * sought and is tried again; the loop ends by itself after `timeoutMs`.
  */
 export async function fillUntilNoSpace(put: (key: string, value: Buffer) => Promise<unknown>, timeoutMs = 30_000): Promise<Error> {
   const big = Buffer.alloc(600_000, 'x');

@@ -11,9 +11,9 @@ class EtcdVersionEnvironment extends HandleReportingEnvironment {
     const version = config.projectConfig.testEnvironmentOptions.etcdVersion;
     if (version) this.global.process.env.ETCD_VERSION = version;
     // Each etcd (and etcdctl) a test starts runs its Go code on one thread at a time, as in a pod with
-    // a limit of one CPU (Go sets GOMAXPROCS from that limit). A suite runs dozens of members on 2
-    // cores: with Go's default (one per core) the same files used 8-10 % more CPU in all, their idle
-    // threads spinning beside every other process. Set GOMAXPROCS to run them otherwise.
+    // a limit of one CPU (Go sets GOMAXPROCS from that limit). A suite runs dozens of members on a few
+    // cores: with Go's default (one per core) their idle threads spin beside every other process and
+    // use CPU the other tests need. Set GOMAXPROCS to run them otherwise.
     this.global.process.env.GOMAXPROCS ??= '1';
     // Whether this project is the run's first version, which runs every case (version-scope.ts).
     this.global.process.env.ETCD_TEST_FIRST_VERSION = config.projectConfig.testEnvironmentOptions.firstVersion === false ? 'false' : 'true';

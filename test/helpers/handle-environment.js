@@ -1,7 +1,7 @@
 // The test environment of every project: jest's node environment that also says which handles a
 // test file left open in its worker (timers not unref'd, sockets, child processes), once its tests
 // are done. jest otherwise reports only, at the very end, that a worker "failed to exit gracefully",
-// without naming the file that leaked (issue 24). JEST_HANDLE_STACKS=1 adds where each was made.
+// without naming the file that leaked. JEST_HANDLE_STACKS=1 adds where each was made.
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- jest loads environments as CommonJS
 const { TestEnvironment } = require('jest-environment-node');
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- as above

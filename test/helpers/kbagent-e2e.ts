@@ -23,6 +23,7 @@ import YAML from 'yaml';
 import { etcdInstall } from '../../scripts/etcd-version';
 import { createPki, type TestPki } from './certs';
 import { ROOT } from './built-agent';
+import { patience } from './eventually';
 import { goActionRequestJson, goHttpRequest } from './go-wire';
 import { GoTemplates, kbAgentAnswer, kbAgentBinary, probeReport, type KbAgentAnswer, type KbAgentBinary, type ProbeReport } from './kbagent-process';
 import { kbAgentPorts, kbAgentServerEnv } from './kbagent-setup';
@@ -487,8 +488,10 @@ export function describeKbAgentEndToEnd(tls: boolean): void {
   });
 }
 
+/** Asks `get` every 200 ms until `ok`, at most `timeoutMs` of patience (TEST_TIME_SCALE lengthens it); the error names the last value. */
 async function waitFor<T>(get: () => Promise<T>, ok: (value: T) => boolean, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
+  const waitMs = patience(timeoutMs);
+  const deadline = Date.now() + waitMs;
   let last: T | undefined;
   for (;;) {
     try {
@@ -497,7 +500,7 @@ async function waitFor<T>(get: () => Promise<T>, ok: (value: T) => boolean, time
     } catch {
       // not yet
     }
-    if (Date.now() > deadline) throw new Error(`not reached within ${timeoutMs} ms; last: ${JSON.stringify(last)}`);
+    if (Date.now() > deadline) throw new Error(`not reached within ${waitMs} ms; last: ${JSON.stringify(last)}`);
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
 }

@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { freePorts } from '../../scripts/ports';
 import { ROOT } from './built-agent';
+import { patience } from './eventually';
 import { goActionRequestJson, goHttpRequest } from './go-wire';
 import { rawRequest } from './raw-http';
 
@@ -77,10 +78,11 @@ export class KbAgentLog {
     }
   }
 
-  /** The first line after `since` (ms, performance.now()) that `match` accepts, waiting up to `timeoutMs`. */
+  /** The first line after `since` (ms, performance.now()) that `match` accepts, waiting up to `timeoutMs` of patience (TEST_TIME_SCALE lengthens it). */
   waitFor(match: (line: KbAgentLine) => boolean, since: number, timeoutMs: number): Promise<KbAgentLine> {
     const seen = this.lines.find((l) => l.at >= since && match(l));
     if (seen !== undefined) return Promise.resolve(seen);
+    const waitMs = patience(timeoutMs);
     return new Promise((resolve, reject) => {
       const watch = (line: KbAgentLine): void => {
         if (line.at < since || !match(line)) return;
@@ -90,8 +92,8 @@ export class KbAgentLog {
       };
       const timer = setTimeout(() => {
         this.watchers.delete(watch);
-        reject(new Error(`no matching kbagent log line within ${timeoutMs} ms`));
-      }, timeoutMs);
+        reject(new Error(`no matching kbagent log line within ${waitMs} ms`));
+      }, waitMs);
       this.watchers.add(watch);
     });
   }
@@ -162,7 +164,7 @@ export class GoTemplates {
       stdio: ['ignore', 'ignore', 'ignore'],
     });
     const engine = new GoTemplates(child, echo, port, names, home);
-    const deadline = Date.now() + 10_000;
+    const deadline = Date.now() + patience(10_000);
     while ((await rawRequest('127.0.0.1', port, [goHttpRequest('POST', '127.0.0.1', port, '/v1.0/action', [], '{}')], 1000)).noAnswer) {
       if (Date.now() > deadline || child.exitCode !== null) {
         await engine.stop();

@@ -7,7 +7,8 @@ import { RunningAgent, startAgent } from '../../agent/agent';
 import { loadConfig } from '../../agent/config/config';
 import { createLogger } from '../../agent/observability/logger';
 import { createMetrics, Metrics } from '../../agent/observability/metrics';
-import { eventually, type LocalEtcdCluster } from './etcd-cluster';
+import type { LocalEtcdCluster } from './etcd-cluster';
+import { eventually } from './eventually';
 import { Answer, call } from './http-call';
 
 /** Starts an agent in this process on a free port, with a silent logger and its own metrics. */
@@ -79,11 +80,14 @@ export async function settle(since = Date.now()): Promise<void> {
   if (left > 0) await new Promise((resolve) => setTimeout(resolve, left));
 }
 
-/** Asks `ask` every 100 ms until its answer is `ok` (within `timeoutMs`); the last answer it got names why not. */
+/**
+ * Asks `ask` every 100 ms until its answer is `ok` (within `timeoutMs` of patience, which
+ * TEST_TIME_SCALE lengthens: helpers/eventually.ts); the last answer it got names why not.
+ */
 export function until(ask: () => Promise<Answer>, ok: (a: Answer) => boolean, timeoutMs = 10_000): Promise<Answer> {
   return eventually(async () => {
     const answer = await ask();
     if (!ok(answer)) throw new Error(`not yet: ${answer.status} ${answer.text.slice(0, 600)}`);
     return answer;
-  }, timeoutMs, 100);
+  }, { within: timeoutMs, every: 100 });
 }

@@ -14,6 +14,7 @@ import { binCommand } from '../../scripts/bin-command';
 import type { EtcdInstall } from '../../scripts/etcd-version';
 import { MAIN_JS } from './built-agent';
 import { KbAgentLog } from './kbagent-process';
+import { patience } from './eventually';
 import type { Netns, PodNetwork } from './netns';
 
 /** The pod's processes' binaries. */
@@ -182,11 +183,13 @@ export class NetnsPod {
     await this.until(() => this.kbLog.lines.some((l) => l.msg === 'starting the streaming server'), child, 'kbagent', 15_000);
   }
 
+  /** Waits until `done()`, at most `timeoutMs` of patience (TEST_TIME_SCALE lengthens it); fails at once if `child` exits first. */
   private async until(done: () => boolean, child: ChildProcess, what: string, timeoutMs: number): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
+    const waitMs = patience(timeoutMs);
+    const deadline = Date.now() + waitMs;
     while (!done()) {
       if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${what} of ${this.name} exited (${child.exitCode ?? child.signalCode}); see ${this.dir}`);
-      if (Date.now() > deadline) throw new Error(`${what} of ${this.name} did not start within ${timeoutMs} ms; see ${this.dir}`);
+      if (Date.now() > deadline) throw new Error(`${what} of ${this.name} did not start within ${waitMs} ms; see ${this.dir}`);
       await new Promise((resolve) => setTimeout(resolve, 25));
     }
   }

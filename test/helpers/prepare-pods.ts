@@ -25,7 +25,7 @@ import { baseFlags, etcdInstall } from '../../scripts/etcd-version';
 import { freePorts } from '../../scripts/ports';
 import { binCommand } from '../../scripts/bin-command';
 import { ChildAgent, LogLine, MAIN_JS } from './child-agent';
-import { eventually } from './etcd-cluster';
+import { eventually } from './eventually';
 
 
 /** Debian's static busybox (package busybox-static), which the agent's image copies into the pod as etcd's shell. */
@@ -397,7 +397,7 @@ export class PodSet {
       this.pod(n).restartOnExit = true;
       this.startEtcd(n);
     }
-    await Promise.all(names.map((n) => eventually(async () => expect(await this.healthy(n)).toBe(true), 30_000, 200)));
+    await Promise.all(names.map((n) => eventually(async () => expect(await this.healthy(n)).toBe(true), { within: 30_000, every: 200 })));
     await Promise.all(names.map((n) => this.startAgent(n, agentEnv, { process: true })));
     return this.clusterIds(names);
   }

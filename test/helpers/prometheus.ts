@@ -10,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { stringify } from 'yaml';
 import { freePort } from '../../scripts/ports';
+import { patience } from './eventually';
 import { call } from './http-call';
 
 /** What to run Prometheus with. */
@@ -64,7 +65,7 @@ export class TestPrometheus {
     const check = spawnSync('promtool', ['check', 'config', configFile], { encoding: 'utf8' });
     if (check.status !== 0) throw new Error(`promtool check config failed: ${check.stdout}${check.stderr}`);
 
-    const deadline = Date.now() + timeoutMs;
+    const deadline = Date.now() + patience(timeoutMs);
     for (let attempt = 1; ; attempt++) {
       const port = await freePort();
       const logFile = path.join(dir, `prometheus-${attempt}.log`);

@@ -9,9 +9,9 @@ const TestRunner = require('jest-runner').default;
 
 /** Files (basenames) that must not share the machine with the parallel suites. */
 const QUIET = new Set([
-  // /v1/health p99 against a bare control server's, both measured from the test: with three more
-  // suites running, the control's p99 stayed above its 20 ms for all three windows (or the agent's
-  // observations timed out, answering `unavailable` instead of `degraded`).
+  // /v1/health p99 against a bare control server's, both measured from the test: beside the parallel
+  // suites the control's p99 need not stay under its 20 ms in any window (and the agent's observations
+  // may time out, answering `unavailable` instead of `degraded`).
   'health-paused.test.ts',
 ]);
 

@@ -9,6 +9,7 @@
  * failed or timed out is never counted (it may or may not have been applied), and the next value is
  * sent to the next endpoint.
  */
+import { patience } from './eventually';
 import { call } from './http-call';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -160,13 +161,14 @@ export class HealthCaller {
    * (epoch ms): a member stopped until then has at least one observation made while it was down, in
    * this caller's own record (the upgrade test's `observedSince` asks the agent itself, and its answer
    * is not recorded here). The agent serves an observation for up to its max age (1 s) and starts the
-   * next one about as often, so a stop shorter than that may otherwise see none begin (as on an idle
-   * machine, where a restart took ~620 ms).
+   * next one about as often, so a stop shorter than that may otherwise see none begin. `timeoutMs` is
+   * a patience (helpers/eventually.ts: TEST_TIME_SCALE lengthens it).
    */
   async recordedObservationSince(at: number, timeoutMs = 10_000): Promise<void> {
-    const until = Date.now() + timeoutMs;
+    const waitMs = patience(timeoutMs);
+    const until = Date.now() + waitMs;
     while (!this.health.some((a) => a.observedAt !== undefined && a.observedAt >= at)) {
-      if (this.stopped || Date.now() > until) throw new Error(`no /v1/health answer observed since ${new Date(at).toISOString()} within ${timeoutMs} ms`);
+      if (this.stopped || Date.now() > until) throw new Error(`no /v1/health answer observed since ${new Date(at).toISOString()} within ${waitMs} ms`);
       await sleep(this.healthEveryMs);
     }
   }

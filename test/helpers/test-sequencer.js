@@ -3,16 +3,16 @@
 // same checkout (its cache is keyed by the checkout's path); a fresh clone has none, and jest then
 // orders by file size, which started e.g. prometheus-alerts.test.ts (a small file, a 30 s alert
 // `for`) near the end. So, when jest has no duration of its own for a file, this uses the rough one
-// below (seconds, measured on 2 cores with four workers); a file not listed counts as quick. A stale figure only
-// changes the order, never a result.
+// below (seconds); a file not listed counts as quick. A stale figure only changes the order, never a
+// result.
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- jest loads sequencers as CommonJS
 const path = require('node:path');
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- jest's own, which jest-config depends on
 const Sequencer = require('@jest/test-sequencer').default;
 
 const SECONDS = {
-  // Measured in a full run of scripts/test.sh on 2 cores, four workers (etcd 3.6; the other versions
-  // run fewer cases of the files they share).
+  // Each file's rough share of scripts/test.sh on etcd 3.6 (the other versions run fewer cases of the
+  // files they share).
   'etcd-upgrade.test.ts': 146,
   'recovery-crash.test.ts': 130,
   'recovery.test.ts': 120,

@@ -1,8 +1,8 @@
 // jest's TypeScript transform: ts-jest (transpile only: tsconfig's isolatedModules; the type check is
 // `npm run typecheck`), with each file's output kept once for every jest project of the run.
 // jest keeps transformed files per project (its cache folder is named by the project's config), so
-// a fresh machine transpiled every agent and test file once for the unit project and again for each
-// etcd version's integration project: 15-25 s of one core per project. Here the output is kept under
+// a fresh machine would transpile every agent and test file once for the unit project and again for
+// each etcd version's integration project. Here the output is kept under
 // the cache directory by what it depends on only (the file's path and text, tsconfig.json, the
 // versions of ts-jest and TypeScript), written whole and renamed into place, so parallel workers
 // never read half a file.

@@ -4,7 +4,7 @@
  * refusals, alarms, data directory, learners, elections — runs on every version. A case that
  * exercises the agent's own logic against calls every version answers alike (SIGKILLing prepare at
  * each of its steps, a second pass of the same rolling defragmentation) runs once: on the other
- * versions it would prove nothing the first did not, and the suite has 10 minutes on 2 cores.
+ * versions it would prove nothing the first did not, and would only lengthen every run.
  * Run alone (`npx jest <file>`, one version) every case runs.
  */
 export const firstVersionOfRun = process.env.ETCD_TEST_FIRST_VERSION !== 'false';

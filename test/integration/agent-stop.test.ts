@@ -1,7 +1,7 @@
 /**
  * A stopped agent leaves nothing running: no timer, socket or retry of its own holds the process,
  * also when etcd was unreachable or frozen while it ran (its loops were in their retry pauses, gRPC
- * was still connecting). A real process would otherwise wait for them at exit, and jest's workers did.
+ * was still connecting). A real process would otherwise wait for them at exit, and so would jest's workers.
  */
 import net from 'node:net';
 import { startAgent } from '../../agent/agent';

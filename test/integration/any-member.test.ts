@@ -1,5 +1,5 @@
 /**
- * Any agent, any state (issue #11), against real etcd processes, every agent configured as deploy/
+ * Any agent, any state, against real etcd processes, every agent configured as deploy/
  * does by default: its endpoints are its own member only. Every call must still find a live member:
  * - etcd's "unhealthy cluster" in the 5 s after a peer connects is waited out inside the deadline;
  * - a learner's own agent finds the voters through the peer listener, reports the same health as a
@@ -16,6 +16,7 @@ import { MembershipLock } from '../../agent/etcd/lock';
 import { isLearnerInSync } from '../../agent/membership/quorum';
 import { createLogger } from '../../agent/observability/logger';
 import { eventually, LocalEtcdCluster, startTestCluster } from '../helpers/etcd-cluster';
+import { patience } from '../helpers/eventually';
 import type { Answer } from '../helpers/http-call';
 import { changesSent, get, leaderOf, post, startMemberAgent, until } from '../helpers/membership';
 
@@ -64,7 +65,8 @@ describe('any agent, with only its own member as endpoint, finds a live member f
    * from its and the leader's Status) and when the member list first showed it a voter.
    */
   async function timePromotion(name: string, timeoutMs = 20_000): Promise<{ inSyncAt: number; voterAt: number }> {
-    const end = Date.now() + timeoutMs;
+    const waitMs = patience(timeoutMs);
+    const end = Date.now() + waitMs;
     let inSyncAt: number | undefined;
     for (;;) {
       const members = await c.listMembers([c.member('etcd-0').clientURL]).catch(() => []);
@@ -81,7 +83,7 @@ describe('any agent, with only its own member as endpoint, finds a live member f
           // not up yet
         }
       }
-      if (now > end) throw new Error(`${name} was not promoted within ${timeoutMs} ms (in sync at ${inSyncAt ?? 'never'})`);
+      if (now > end) throw new Error(`${name} was not promoted within ${waitMs} ms (in sync at ${inSyncAt ?? 'never'})`);
       await new Promise((resolve) => setTimeout(resolve, 25));
     }
   }
@@ -91,15 +93,15 @@ describe('any agent, with only its own member as endpoint, finds a live member f
     // every voter connected for 5 s, 3.5.30+/3.6.11+/3.7 a quorum of the voters after the add, which
     // of 3 voters is all 3 (etcd-facts.test.ts shows where they differ). So a follower other than
     // etcd-0 is restarted, and the join is sent as soon as it answers again, with the agent's own
-    // connections made before (a loaded machine once spent the window on the cluster's start).
+    // connections made before: the window is the restart's, none of it spent on the cluster's start.
     const spec = await c.reserveMember('etcd-9');
     expect((await get(agent0(), '/v1/members')).status).toBe(200);
     const leader = await leaderOf(c);
     const follower = ['etcd-1', 'etcd-2'].find((n) => n !== leader.name) as string;
     // The 3 s call must fit in etcd's 5 s guard, counted from the restarted member's reconnect (about
     // when it answers /health, as `restart` waits for): when the agent's health took so long to see
-    // it that less than 3.5 s of the guard is left, etcd might accept the join inside the call (a
-    // loaded run saw 202), so the member is restarted again, at most three times.
+    // it that less than 3.5 s of the guard is left, etcd might accept the join inside the call (202,
+    // not the refusal this case is about), so the member is restarted again, at most three times.
     for (let attempt = 1; ; attempt++) {
       await c.restart(follower);
       const back = Date.now();
@@ -122,10 +124,10 @@ describe('any agent, with only its own member as endpoint, finds a live member f
     expect(reply.json.error).toMatchObject({ code: 'unsafe', retryable: true, details: { waitedMs: expect.any(Number) } });
     expect(reply.json.error.message).toMatch(/unhealthy cluster.*after \d+ ms of retries.*every voter answered/);
     // At least one pause between passes (100 ms, converge.ts); how much more depends on when in the 3 s
-    // the first refusal came, which is late on a loaded run (435 ms of retries were left once).
+    // the first refusal came, which this case does not control.
     expect(reply.json.error.details.waitedMs).toBeGreaterThanOrEqual(100);
-    // Answered at its 3 s deadline, not after: within a second of it, as the agent runs in this test's
-    // own process, which on a loaded run shares its event loop with the rest of the file (3.88 s seen).
+    // Answered at its 3 s deadline (`timeoutSeconds`, CONTRACT §4), not after: the second beyond it is
+    // for the answer's way back, the agent sharing this test's process and event loop.
     expect(Date.now() - t0).toBeLessThan(4000);
     expect((await changesSent(agent0().metrics)).add).toBeGreaterThan(1); // retried, not answered at the first refusal
     expect((await c.listMembers()).some((m) => m.peerURLs.includes(spec.peerURL))).toBe(false);
@@ -151,7 +153,7 @@ describe('any agent, with only its own member as endpoint, finds a live member f
 
     const [fromLearner, fromVoter] = await Promise.all(
       // With the operation records read: on 3.4 the learner's agent reads them through a voter it
-      // finds first, and on a loaded machine an observation may end before that (operationsError).
+      // finds first, and an observation whose budget ends before that answers without them (operationsError).
       [learnerAgent, agent0()].map((a) =>
         until(() => get(a, '/v1/health'), (x) => x.json.status === 'healthy' && x.json.members.length === 4 && x.json.operations !== undefined),
       ),
@@ -173,10 +175,11 @@ describe('any agent, with only its own member as endpoint, finds a live member f
     lock = undefined;
     const { voterAt } = await timePromotion('etcd-3');
 
-    // Its loop looks once a second; a loaded machine adds to the look and to the promote RPC.
+    // Promptness, not speed: its loop looks once a second, and 3 s is that look and the promote RPC
+    // with room to spare; nothing else promotes the learner, so a voter inside it is the agent's doing.
     expect(voterAt - freed).toBeLessThanOrEqual(3000);
     // Counted once the agent has MemberPromote's reply, which can come after this test's own list
-    // read already shows the voter (both in this process; seen once on a loaded run: promote 0).
+    // read already shows the voter (both in this process): the count is waited for.
     await eventually(async () => expect(await changesSent(learnerAgent.metrics)).toMatchObject({ promote: 1 }), 2000, 25);
   });
 
@@ -192,9 +195,8 @@ describe('any agent, with only its own member as endpoint, finds a live member f
 
     await startMember('etcd-4');
     const { inSyncAt, voterAt } = await timePromotion('etcd-4');
-    // Its agent's auto-promotion looks once a second: about 1 s alone; 2.2 s and 3.5 s were seen on a
-    // loaded 2-core machine running three suites beside it (the bound is promptness, not speed: no
-    // other loop of the agent or of a controller would promote it within seconds).
+    // Its agent's auto-promotion looks once a second. The bound is promptness, not speed: no other
+    // loop of the agent or of a controller would promote it within seconds.
     expect(voterAt - inSyncAt).toBeLessThanOrEqual(5000);
     const members = await c.listMembers();
     expect(members.filter((m) => !m.isLearner && m.started)).toHaveLength(5);
@@ -216,8 +218,8 @@ describe('any agent, with only its own member as endpoint, finds a live member f
 
     expect(reply.status).toBe(200);
     expect(reply.json).toMatchObject({ outcome: 'removed', complete: true, member: { id, name: victim } });
-    // Promptly, not at the call's 10 s deadline: no wait for its own dead member (about 1 s alone; a
-    // loaded 2-core machine running three suites beside it took up to 2.3 s).
+    // Promptly, not at the call's 10 s deadline: no wait for its own dead member. 3 s tells the two
+    // apart (promptness, not speed).
     expect(took).toBeLessThanOrEqual(3000);
     expect(operations.status).toBe(200);
     expect(operations.json.operations).toEqual([]);
@@ -225,7 +227,7 @@ describe('any agent, with only its own member as endpoint, finds a live member f
   });
 
   // A dead leader first needs an election (--election-timeout 500: etcd itself takes 0.5-1 s to notice),
-  // and MemberRemove needs a leader: 1.1-1.5 s measured, so 3 s, not the 2 s of a follower.
+  // and MemberRemove needs a leader: the 3 s hold that election as well as the remove.
   it('when the leader beside an agent is SIGKILLed, then that agent removes it once a new leader is elected (removed, with the member), within 3 s', async () => {
     const leader = await leaderOf(c);
     const beside = agents.get(leader.name) ?? (await agentBeside(leader.name));

@@ -1,7 +1,7 @@
 /**
  * Bad input to `serve` and `prepare` is one line naming the variable and exit code 2, whatever the
  * path is wrong about: missing, a directory where a file belongs, a file where a directory belongs,
- * a path through a file, unreadable or unwritable (issue 24). Each path setting is tried that way,
+ * a path through a file, unreadable or unwritable. Each path setting is tried that way,
  * through the built binary. "Unreadable" is a file of mode 600 read by the user nobody when the test
  * runs as root (root reads everything), else a file of mode 000 read by its owner.
  */

@@ -199,8 +199,8 @@ describe('etcd-lifecycle-agent CLI against a running agent and a real 3-member e
     cluster().pause('etcd-1');
     cluster().pause('etcd-2');
     try {
-      // An observation that could not read the member list in time says `unknown` (true, and also
-      // exit 1); the figures come with the next that could (seen once on a loaded machine).
+      // An observation that could not read the member list within its budget says `unknown` (true,
+      // and also exit 1); the figures come with the next that could, which is waited for.
       const ran = await eventually(async () => {
         const answer = await cli('health');
         expect(answer.stdout).not.toMatch(/^unknown:/);

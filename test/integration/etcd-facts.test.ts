@@ -18,8 +18,8 @@ jest.setTimeout(60_000);
 
 /**
  * `fn` with both ends of its call inside one wall-clock second (etcd derives a member id from the peer
- * URLs and the second). When a loaded machine makes a call cross into the next second, `undo` takes
- * back what it changed (a member it added) before it is tried again.
+ * URLs and the second). When a call crosses into the next second all the same, `undo` takes back
+ * what it changed (a member it added) before it is tried again.
  */
 async function inOneSecond<T>(fn: () => Promise<T>, undo?: (value: T) => Promise<unknown>): Promise<T> {
   for (let attempt = 0; ; attempt++) {
@@ -209,8 +209,8 @@ describe('etcd membership and API facts', () => {
     // after storing it, and etcd writes a commit index that comes with no new entry into its WAL's
     // buffer only (no fsync needed), while --force-new-cluster keeps only the entries up to the commit
     // index on disk. A member killed within ~100 ms of answering a put (before its backend's next
-    // batch commit) lost that put once (3.7.3, a full run). The next entry it stores is flushed and
-    // synced, and the commit index before it with it.
+    // batch commit) can lose that put. The next entry it stores is flushed and synced, and the
+    // commit index before it with it.
     await cluster().etcdctl(['put', 'recovery-fact-flushed', 'yes'], [url]);
     // Ids as etcdctl prints them (bare uint64, past JSON.parse's precision): read as text.
     const clusterId = async (): Promise<string | undefined> => /"cluster_id":(\d+)/.exec(await cluster().etcdctl(['member', 'list', '-w', 'json'], [url]))?.[1];

@@ -37,6 +37,7 @@ import { binCommand } from '../../scripts/bin-command';
 import { etcdInstallOf, type EtcdInstall } from '../../scripts/etcd-version';
 import { ChildAgent, MAIN_JS as main } from '../helpers/child-agent';
 import { LocalEtcdCluster, startTestCluster } from '../helpers/etcd-cluster';
+import { patience } from '../helpers/eventually';
 import type { Answer } from '../helpers/http-call';
 import { get, post } from '../helpers/membership';
 import { etcdVersions, HealthAnswer, HealthCaller, readPrefix, Writer } from '../helpers/rolling-upgrade';
@@ -129,7 +130,7 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     for (const name of CORE) await startAgent(name);
     writer = new Writer(() => CORE.map((n) => cluster.member(n).clientURL), 'upgrade/w/').start();
     caller = new HealthCaller(target, () => [...agents].map(([name, a]) => ({ name, url: a.url }))).start();
-    // A precondition, not a figure: a new cluster and three agents starting on a loaded machine.
+    // A precondition, not a figure: a patience for a new cluster and its three agents to answer healthy.
     await waitHealthy(0, 40_000);
   }, 90_000);
 
@@ -144,13 +145,14 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
 
   /** Resolves with the first caller answer `healthy`, every member reachable, observed after `since`. */
   async function waitHealthy(since: number, withinMs = BACK_WITHIN_MS): Promise<HealthAnswer> {
-    const until = Date.now() + withinMs;
+    const waitMs = patience(withinMs);
+    const until = Date.now() + waitMs;
     for (;;) {
       const answer = caller.health.find((a) => a.observedAt !== undefined && a.observedAt > since && a.status === 'healthy');
       if (answer !== undefined) return answer;
       if (Date.now() > until) {
         const last = caller.health[caller.health.length - 1];
-        throw new Error(`health not healthy within ${withinMs} ms; last answer: ${JSON.stringify(last?.body ?? last)}`);
+        throw new Error(`health not healthy within ${waitMs} ms; last answer: ${JSON.stringify(last?.body ?? last)}`);
       }
       await sleep(50);
     }
@@ -188,18 +190,19 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
 
   /** Waits until every core member reports cluster version `want` (etcd moves it once all members run the new minor). */
   async function clusterVersionBecomes(want: string, withinMs = 20_000): Promise<number> {
-    const until = Date.now() + withinMs;
+    const waitMs = patience(withinMs);
+    const until = Date.now() + waitMs;
     for (;;) {
       const seen = await versions().catch(() => undefined);
       if (seen !== undefined && Object.values(seen).every((v) => v.cluster === want)) return Date.now();
-      if (Date.now() > until) throw new Error(`cluster version not ${want} within ${withinMs} ms: ${JSON.stringify(seen)}`);
+      if (Date.now() > until) throw new Error(`cluster version not ${want} within ${waitMs} ms: ${JSON.stringify(seen)}`);
       await sleep(200);
     }
   }
 
   /** Repeats a membership call while it answers a retryable refusal (busy, unsafe), as a controller does. */
   async function membershipCall(via: string, route: string, body: object, withinMs = 20_000): Promise<Answer> {
-    const until = Date.now() + withinMs;
+    const until = Date.now() + patience(withinMs);
     for (;;) {
       const answer = await post(via, route, body, 30_000);
       if (!(answer.status === 409 && answer.json?.error?.retryable === true) || Date.now() > until) return answer;
@@ -223,7 +226,7 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     await cluster.waitHealthy(name);
     const runningAt = Date.now();
     // Its own agent promotes it once it is in sync; nobody calls join again until it is a voter.
-    const promotedWithin = 20_000;
+    const promotedWithin = patience(20_000);
     for (let until = Date.now() + promotedWithin; ; ) {
       const list = await get(agentUrl(via), '/v1/members');
       const member = (list.json?.members ?? []).find((m: { name: string }) => m.name === name);
@@ -345,11 +348,11 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     // brings it back: wait for etcd's own word that it is 3.6 again before stopping it.
     const seen = new Set<string>();
     const storageBack = Date.now();
-    for (let until = Date.now() + 20_000; ; ) {
+    for (let waitMs = patience(20_000), until = Date.now() + waitMs; ; ) {
       const storage = (await etcdVersions(member.clientURL)).storage ?? 'none';
       seen.add(storage);
       if (storage === '3.6.0') break;
-      if (Date.now() > until) throw new Error(`${name}'s storage version is ${storage}, not 3.6.0, 20 s after its restart`);
+      if (Date.now() > until) throw new Error(`${name}'s storage version is ${storage}, not 3.6.0, ${waitMs} ms after its restart`);
       await sleep(100);
     }
     findings.push(`${name} on ${v36.version} after the restart: storage version ${[...seen].join(' → ')} (${Date.now() - storageBack} ms after its snapshot)`);
@@ -547,7 +550,7 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
    * answer may come from a shared observation up to the max age old); that answer.
    */
   async function observedSince(url: string, route: string, since: number, withinMs = 10_000): Promise<Answer> {
-    const until = Date.now() + withinMs;
+    const until = Date.now() + patience(withinMs);
     for (;;) {
       const answer = await get(url, route);
       const observedAt = Date.parse(String(answer.json?.observedAt));
@@ -564,11 +567,12 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
 
   /** Waits until member `name`'s log holds no request of etcd 3.5 after its last snapshot (it took one since). */
   async function logClean(name: string, withinMs = 20_000): Promise<void> {
-    const until = Date.now() + withinMs;
+    const waitMs = patience(withinMs);
+    const until = Date.now() + waitMs;
     for (;;) {
       const tail = scanWal(cluster.member(name).dataDir);
       if (tail?.v2Entries === 0) return;
-      if (Date.now() > until) throw new Error(`${name}'s log still holds ${tail?.v2Entries} requests of 3.5 after ${withinMs} ms`);
+      if (Date.now() > until) throw new Error(`${name}'s log still holds ${tail?.v2Entries} requests of 3.5 after ${waitMs} ms`);
       await sleep(200);
     }
   }

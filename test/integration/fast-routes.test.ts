@@ -69,8 +69,8 @@ describe('the fast routes against express serving the same routes, on a real 3-m
 
   /**
    * `fast` then `slow`, asked again (up to five times) while the two were served from different
-   * observations: the agent refreshes an observation ahead of its expiry, and on a loaded machine a
-   * refresh once finished between the two requests (observedAt 3 s apart), which proves nothing
+   * observations: the agent refreshes an observation ahead of its expiry, and a refresh that
+   * finishes between the two requests gives them different observations, which proves nothing
    * about the routes.
    */
   async function pairOfOneObservation(fast: string, slow: string): Promise<[Answer, Answer]> {

@@ -14,7 +14,7 @@
  * the 4 voters unable to elect for seconds after it continues: the members that missed those entries
  * keep campaigning, cannot win (3 votes needed, the others refuse their shorter log), and each
  * attempt raises the term and restarts everyone's election timer. That is etcd 3.4's election, not
- * the agent (which waits for a leader to remove the member), and it broke the quorum bound once.
+ * the agent (which waits for a leader to remove the member), and it would break the quorum bound.
  *
  * FAULT_ITERATIONS (default 12, the CI form) and FAULT_SEED (default 7) choose the
  * run; `FAULT_ITERATIONS=50` is the long form. It prints "N passed, M failed".
@@ -22,6 +22,7 @@
 import fs from 'node:fs';
 import { ChildAgent, MAIN_JS as main } from '../helpers/child-agent';
 import { ListedMember, MemberSpec, withCluster } from '../helpers/etcd-cluster';
+import { patience } from '../helpers/eventually';
 import type { Answer } from '../helpers/http-call';
 import { leaderOf, post, settle } from '../helpers/membership';
 import { prng } from '../helpers/prng';
@@ -35,7 +36,7 @@ const SEED = Number(process.env.FAULT_SEED ?? 7);
 const CORE = ['etcd-0', 'etcd-1', 'etcd-2'];
 const JOIN = '/v1/members/join';
 const LEAVE = '/v1/members/leave';
-/** Longest an iteration may take to converge, faults included. */
+/** Longest an iteration may take to converge, faults included: a patience (TEST_TIME_SCALE lengthens it). */
 const ITERATION_BOUND_MS = 60_000;
 /** Longest stretch without a quorum of healthy voters that our own faults (a killed or frozen leader) explain. */
 const QUORUM_GAP_BOUND_MS = 5000;
@@ -169,11 +170,11 @@ describe('fault injection: agent SIGKILLs, a killed leader, a frozen member (rea
 
   async function join(random: () => number): Promise<string> {
     const body = { name: 'etcd-3', peerURLs: [spec.peerURL], timeoutSeconds: 10 };
-    // Within the usual span of a join's first call (lock, record, MemberAdd: 50-250 ms here).
+    // Within the span of a join's first call (lock, record, MemberAdd), so that some kills land inside it.
     const killAgentAfter = Math.floor(random() * 200);
     const leader = random() < 0.5 ? (await leaderOf(cluster())).name : undefined;
     const killLeaderAfter = Math.floor(random() * 200);
-    const until = Date.now() + ITERATION_BOUND_MS;
+    const until = Date.now() + patience(ITERATION_BOUND_MS);
 
     const first = attempt(post((agent as ChildAgent).url, JOIN, body, 30_000));
     await Promise.all([
@@ -203,12 +204,12 @@ describe('fault injection: agent SIGKILLs, a killed leader, a frozen member (rea
 
   async function leave(random: () => number): Promise<string> {
     const body = { name: 'etcd-3', peerURLs: [spec.peerURL], timeoutSeconds: 10 };
-    // A leave's first call is short (30-100 ms here): kill and freeze inside that span.
+    // A leave's first call is shorter than a join's: kill and freeze inside that span.
     const killAgentAfter = Math.floor(random() * 80);
     const frozen = random() < 0.5 ? (random() < 0.5 ? 'etcd-1' : 'etcd-2') : undefined;
     const freezeAfter = Math.floor(random() * 40);
     const freezeFor = 500 + Math.floor(random() * 1500);
-    const until = Date.now() + ITERATION_BOUND_MS;
+    const until = Date.now() + patience(ITERATION_BOUND_MS);
 
     const first = attempt(post((agent as ChildAgent).url, LEAVE, body, 30_000));
     const thaw =

@@ -58,8 +58,8 @@ describe('a learner catching up, and an alarm, seen through /v1/health and /v1/h
     await c.addMemberProcess(LEARNER);
     learnerId = (await c.listMembers()).find((m) => m.name === LEARNER)?.id as string;
 
-    // An observation whose read of the operation records missed its budget (a loaded run) is still
-    // healthy, and says so in its errors instead of listing them: the next one lists them.
+    // An observation whose read of the operation records missed its budget is still healthy, and says
+    // so in its errors instead of listing them: one that read them is waited for.
     const answer = await until(health, (a) => a.json.status === 'healthy' && a.json.members.length === 4 && a.json.operations !== undefined);
 
     expect(answer.json.quorum).toMatchObject({ voters: 3, healthyVoters: 3, faultTolerance: 1 });
@@ -124,9 +124,9 @@ describe('a learner catching up, and an alarm, seen through /v1/health and /v1/h
     const refused = await fillUntilNoSpace((key, value) => agent.cluster.raw.put(key).value(value).exec());
     expect(String(refused)).toMatch(/database space exceeded/);
 
-    // An observation that found the alarm and a quorum answering: right after the fill, on a loaded
-    // run, one found fewer than a quorum of Status answers in time and said `unavailable` (3.4), which
-    // is true of that observation; the alarm's own effect is what this case asks about.
+    // An observation that found the alarm and a quorum answering: right after the fill, one may find
+    // fewer than a quorum of Status answers within its budget and say `unavailable`, which is true of
+    // that observation; the alarm's own effect is what this case asks about.
     const answer = await until(health, (a) => a.json.alarms.length > 0 && a.json.quorum?.hasQuorum === true);
 
     expect(answer.json.status).toBe('degraded');

@@ -2,13 +2,13 @@
  * `/v1/health` with one of three members frozen (SIGSTOP), against real etcd: the agent, run as its
  * own process as in a pod, is configured with that member only (the default). Every observation then
  * waits out the frozen member's status timeout; refreshed ahead of expiry, the shared observation
- * still answers a probe rate of callers at once (issue #11: p99 ≤ 50 ms at 10 req/s, where it was
- * about 510 ms), and never says `healthy`.
+ * still answers a probe rate of callers at once (p99 ≤ 50 ms at 10 req/s, where each caller would
+ * otherwise wait out that timeout), and never says `healthy`.
  *
  * A latency bound is only a fact about the agent when the machine lets it be measured: beside each
  * call to the agent, the same harness calls a bare Node HTTP server in its own process (the control).
- * A window counts when the control's p99 stays under 20 ms; on a machine too loaded for that, the
- * test measures again (three windows at most) rather than blame the agent for the scheduler.
+ * A window counts when the control's p99 stays under 20 ms; a window where it does not measured the
+ * scheduler, not the agent, and the test measures again (three windows at most).
  */
 import { ChildProcess, spawn } from 'node:child_process';
 import { ChildAgent, MAIN_JS } from '../helpers/child-agent';

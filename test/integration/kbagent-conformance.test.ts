@@ -155,8 +155,8 @@ describe("kbagent conformance: KubeBlocks' Go client and kbagent's probes, again
       const leader = await leaderOf(cluster());
 
       const roles = await Promise.all(['etcd-0', 'etcd-1', 'etcd-2'].map((n) => probeAction(agentOf(n), 'roleProbe')));
-      // A probe that could not confirm in one observation (1 s) on a loaded machine says so (503) and is
-      // asked again a period later, as kbagent does: the first 200 within 3 s counts.
+      // A probe that could not confirm within one observation (1 s) says so (503) and is asked again
+      // a period later, as kbagent does: the first 200 within 3 s of patience counts.
       const available = await Promise.all(
         ['etcd-0', 'etcd-1', 'etcd-2'].map((n) =>
           eventually(async () => {
@@ -222,7 +222,7 @@ describe("kbagent conformance: KubeBlocks' Go client and kbagent's probes, again
   describe('in progress, busy, done', () => {
     it('when memberJoin adds etcd-3, whose etcd is not running, then the Go client gets {error: inProgress}, and etcd-3 is an unstarted learner', async () => {
       // etcd refuses adds for 5 s after etcd-2 came back: the agent waits that out inside its deadline,
-      // and on a slow machine the controller would call again after {error: preconditionFailed}: so does this.
+      // and when the deadline ends first the controller calls again after {error: preconditionFailed}: so does this.
       const viaClient = await eventually(async () => {
         const answer = await goClient(agentOf('etcd-0'), { action: 'memberJoin', parameters: join3, timeoutSeconds: 10 });
         if (answer.json?.error === 'preconditionFailed') throw new Error(answer.body);

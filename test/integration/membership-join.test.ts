@@ -20,7 +20,7 @@ describe('joining and leaving a 4th member', () => {
     etcd3 = await cluster().reserveMember('etcd-3');
     await settle();
     // The agent has seen every member answer once (its connections made), as a readiness probe would
-    // make it: a first call that also made them, on a loaded machine, found a Status past its 500 ms.
+    // make it, so that no call under test spends its Status budget (500 ms) on making them.
     await until(() => get(agent, '/v1/health'), (a) => a.json.status === 'healthy');
   }, 30_000);
 

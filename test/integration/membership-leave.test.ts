@@ -90,8 +90,8 @@ describe('a removal that would lose quorum', () => {
     const leader = await leaderOf(cluster());
     const [paused, target] = members.filter((m) => m.id !== leader.id);
     // The agent of the leader's pod, talking to the two members that stay up (so every RPC goes to
-    // one that answers), and giving a healthy member 1 s to answer its status call on a busy machine
-    // (2 s when asked again): a frozen member costs each status probe those 3 s.
+    // one that answers), and giving a healthy member 1 s to answer its status call
+    // (ETCD_AGENT_STATUS_TIMEOUT_MS; 2 s when asked again): a frozen member costs each status probe those 3 s.
     agent = await startMemberAgent(cluster(), leader.name, {
       ETCD_AGENT_ENDPOINTS: [leader.clientURL, target.clientURLs[0]].join(','),
       ETCD_AGENT_STATUS_TIMEOUT_MS: '1000',

@@ -1,9 +1,8 @@
 /**
  * A leave whose MemberRemove reached etcd but whose reply was lost, against a real 3-member etcd:
  * the agent's only configured endpoint is a TCP proxy that starts dropping replies the moment the
- * remove is sent. The call must still answer `removed` naming the member (issue #11: a fresh-clone
- * run once answered `removed` without it), after failing over to another member to read again,
- * without sending the remove twice.
+ * remove is sent. The call must still answer `removed` naming the member it removed, after failing
+ * over to another member to read again, without sending the remove twice.
  */
 import type { RunningAgent } from '../../agent/agent';
 import { withCluster } from '../helpers/etcd-cluster';

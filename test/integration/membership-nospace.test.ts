@@ -41,8 +41,8 @@ describe('membership changes under a NOSPACE alarm', () => {
 
   it('when the alarm is raised, then /v1/health shows it from the Alarm RPC; etcd\'s own /health fails naming it from 3.5, and /readyz (3.5.11+) does not', async () => {
     const url = cluster().member('etcd-0').clientURL;
-    // One observation may come too late on a loaded machine (`unknown`), or without the alarm list
-    // (its Alarm RPC past the observation's budget: `alarm list: …` in errors): the next one shows it.
+    // An observation that did not finish within its budget answers `unknown`, and one whose Alarm RPC
+    // did not answers without the alarm list (`alarm list: …` in errors): a complete one must show it.
     const health = await until(
       () => get(agent, '/v1/health'),
       (a) => a.json.status !== 'unknown' && !(a.json.errors as string[]).some((e) => e.startsWith('alarm list:')),

@@ -1,5 +1,5 @@
 /**
- * No quorum, no waiting (issue 26), against real etcd: with fewer voters answering than a quorum,
+ * No quorum, no waiting, against real etcd: with fewer voters answering than a quorum,
  * every call that reads through a quorum answers 503 `unavailable` with the figures at once, instead
  * of `timeout` at its deadline; an election (a quorum answers, no leader for a moment) is waited out
  * as before; and `wait: true` joins wait for the quorum to come back inside their deadline.
@@ -16,9 +16,9 @@ const PROMOTE = '/v1/members/promote';
 const TRANSFER = '/v1/leader/transfer';
 const ACTION = '/v1.0/action';
 /**
- * The bound for a call without a quorum to answer: "at once", against the 10 s deadline it spent
- * before. Typically 100–650 ms (README); 1.65 s was seen once on a loaded 2-core machine running
- * three suites beside it, so the bound is a quarter of the deadline, not the typical figure.
+ * The bound for a call without a quorum to answer: "at once", against the 10 s deadline a call
+ * would spend waiting. It tells the two apart, so it is a quarter of the deadline, not a typical
+ * figure (promptness, not speed).
  */
 const AT_ONCE_MS = 2500;
 
@@ -48,8 +48,8 @@ describe('4 voters, 2 of them killed: no quorum', () => {
 
   beforeAll(async () => {
     const started = Date.now();
-    // An observation stays fresh for 3 s here, so that a call right after /v1/health finds it fresh
-    // on a loaded machine too (one made while no quorum answers takes the status timeout).
+    // An observation stays fresh for 3 s here, so that a call right after /v1/health is served by that
+    // observation, not one of its own (one made while no quorum answers takes the status timeout).
     agent = await startMemberAgent(cluster(), 'etcd-0', { ETCD_AGENT_HEALTH_MAX_AGE_MS: '3000' });
     etcd4 = await cluster().reserveMember('etcd-4');
     before = await cluster().listMembers();
@@ -156,7 +156,7 @@ describe('4 voters, 2 of them killed: no quorum', () => {
       expect(ok(await post(agent, PROMOTE, { name: 'etcd-1' }))).toBe('200 already-member');
       expect(ok(await post(agent, TRANSFER, { to: 'etcd-1' }))).toMatch(/^200 (transferred|already-leader)$/);
       // etcd refuses the add as "unhealthy cluster" until etcd-2 has been back 5 s: the agent retries it
-      // inside the call's deadline, which must outlast that on a loaded machine.
+      // inside the call's deadline (`timeoutSeconds` 15, CONTRACT §4), which holds those 5 s three times.
       expect(ok(await post(agent, JOIN, { name: 'etcd-4', peerURLs: [etcd4.peerURL], timeoutSeconds: 15 }))).toBe('202 added');
       expect(ok(await post(agent, LEAVE, { name: 'etcd-1' }))).toBe('200 removed');
       const after = await cluster().listMembers();

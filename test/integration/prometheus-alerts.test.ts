@@ -14,7 +14,7 @@ import { ActiveAlert, TestPrometheus } from '../helpers/prometheus';
 
 const ROOT = path.join(__dirname, '..', '..');
 const RULES = path.join(ROOT, 'deploy', 'prometheus', 'rules.yaml');
-// A scrape may take up to its interval (the timeout): 2 s leaves a loaded machine room for one observation (≤ 1 s).
+// A scrape may take up to its interval (its timeout): 2 s is twice the one observation (≤ 1 s) a scrape may wait for.
 const SCRAPE_S = 2;
 const EVAL_S = 1;
 const NAMES = ['etcd-0', 'etcd-1', 'etcd-2'];

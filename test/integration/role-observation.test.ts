@@ -1,6 +1,6 @@
 /**
  * The role routes (kbagent's roleProbe, GET /v1/role) and /v1/health/local answer from the shared
- * health observation (issue 24): while it is fresh they make no etcd call of their own, however
+ * health observation: while it is fresh they make no etcd call of their own, however
  * often a probe asks. Counted on the real agent against a real 3-member etcd: the Status calls it
  * sends (etcd_agent_status_rpcs_total) and every call through its cluster client.
  */

@@ -41,7 +41,7 @@ const CONTRACT_TABLE: Array<[ErrorCode, number, boolean]> = [
   ['conflict', 409, false],
   ['unsafe', 409, true],
   ['busy', 409, true],
-  // Issue #10: only with `requireComplete`, a change not yet at its end state.
+  // Only with `requireComplete`, a change not yet at its end state.
   ['in-progress', 409, true],
   ['payload-too-large', 413, false],
   ['unsupported-media-type', 415, false],

@@ -356,7 +356,7 @@ describe('deploy/', () => {
     expect(kubeInject(plain)).toBe(withAgent);
   });
 
-  it('when the KubeBlocks ComponentDefinition is read, then its four lifecycle actions are HTTP actions (issue #10)', () => {
+  it('when the KubeBlocks ComponentDefinition is read, then its four lifecycle actions are HTTP actions', () => {
     const [cmpd] = parse(readFileSync(join(ROOT, 'deploy', 'kubeblocks-componentdefinition.yaml'), 'utf8')) as Json[];
     expect(cmpd).toMatchObject({ apiVersion: 'apps.kubeblocks.io/v1', kind: 'ComponentDefinition' });
     const actions = (cmpd.spec as Json).lifecycleActions as Json;

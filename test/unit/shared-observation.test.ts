@@ -74,7 +74,7 @@ describe('SharedObservation', () => {
 
   it('when a finished observation is younger than the max age, then it is served without a new one', async () => {
     let calls = 0;
-    // A max age far above what two calls take, even on a loaded machine.
+    // A max age far above what two calls take: the second call must find the first observation young.
     const shared = new SharedObservation(5000, async () => ++calls);
 
     await shared.get();
