@@ -8,7 +8,7 @@ import { toAgentError } from '../etcd/errors';
 import { MembershipLock } from '../etcd/lock';
 import type { JoinRequest, LeaveRequest, PromoteRequest, TransferRequest } from '../proto/requests';
 import type { ActionName, ActionResult, ClusterSummary, Member, OperationRecord } from '../proto/types';
-import { AutoPromoter } from './auto-promote';
+import { AUTO_PROMOTE_INTERVAL_MS, AutoPromoter } from './auto-promote';
 import { join } from './join';
 import { leave } from './leave';
 import { summarizeCluster, wantedMember } from './match';
@@ -87,12 +87,13 @@ export class MembershipService {
    * Starts promoting this pod's own learner in the background (see auto-promote.ts); returns the
    * function that stops it.
    */
-  startAutoPromotion(intervalMs = 1000): () => Promise<void> {
+  startAutoPromotion(intervalMs = AUTO_PROMOTE_INTERVAL_MS): () => Promise<void> {
     if (this.autoPromoter === undefined) {
       this.autoPromoter = new AutoPromoter({
         cluster: this.deps.cluster,
         config: this.deps.config,
         logger: this.deps.logger,
+        metrics: this.deps.metrics,
         intervalMs,
         promote: (memberId) =>
           this.execute('memberPromote', { id: memberId, auto: true }, AUTO_PROMOTE_TIMEOUT_MS / 1000, { requestId: 'auto-promote' }, (run) =>

@@ -43,6 +43,7 @@ export interface Metrics {
   defragDuration: Gauge<'member'>;
   defragRunning: Gauge;
   defragScheduleSkips: Counter<'reason'>;
+  applyNudges: Counter<'result'>;
   /**
    * Registers what brings gauges up to date when a scrape reads them (the health observer does, so
    * a scrape shows a fresh observation, never a stale "healthy"; the maintenance service refreshes
@@ -243,6 +244,12 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       name: 'etcd_agent_defrag_schedule_skips_total',
       help: 'Scheduled defragmentations (ETCD_AGENT_DEFRAG_SCHEDULE) that did not defragment, by reason.',
       labelNames: ['reason'] as const,
+      registers,
+    }),
+    applyNudges: new Counter({
+      name: 'etcd_agent_apply_nudges_total',
+      help: "Writes through the quorum made so that this pod's joining member, silent, applies and serves, by result (written, failed).",
+      labelNames: ['result'] as const,
       registers,
     }),
     onScrape: (refresh) => {
