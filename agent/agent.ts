@@ -56,7 +56,7 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
   // first look is the shared health observation while it is fresh (built below).
   const built: { health?: HealthObserver } = {};
   const gate = new QuorumGate({ cluster, config, logger, observed: () => built.health?.quorumEvidence() });
-  // Membership (CONTRACT §4); its auto-promotion loop asks the local etcd for its Status once a second.
+  // Membership (docs/api.md §4); its auto-promotion loop asks the local etcd for its Status once a second.
   const membership = new MembershipService({ cluster, config, logger, metrics, gate });
   // close() stops the auto-promotion loop too.
   membership.startAutoPromotion();
@@ -71,7 +71,7 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
     await maintenance.close();
   });
   stoppers.push(() => membership.close());
-  // Health (CONTRACT §4): shared bounded-age observations, with the membership changes in flight and this agent's run.
+  // Health (docs/api.md §4): shared bounded-age observations, with the membership changes in flight and this agent's run.
   const operations = (d: Deadline): Promise<OperationRecord[]> => membership.operationRecords(d);
   // What the etcd container's start script said when it refused to start etcd (prepare/version-gate.ts).
   const noteFile = config.startNoteFile;
@@ -85,7 +85,7 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
   recovery.start();
   stoppers.unshift(() => recovery.close());
   // The v1 routes, the health routes with a query, GET /v1/role, GET /v1/available and kbagent's wire format
-  // (CONTRACT §5): express,
+  // (docs/api.md §5): express,
   // loaded and built by the first request that needs it (express-module.ts says why).
   let slow: RequestListener | undefined;
   const app = fastRoutes({ observer, metrics, logger }, () => {
@@ -117,7 +117,7 @@ export interface RunningAgent extends Agent {
   stop(budgetMs?: number): Promise<void>;
 }
 
-/** Builds and starts the agent; HTTP serves before etcd is reached (CONTRACT §2). */
+/** Builds and starts the agent; HTTP serves before etcd is reached (docs/api.md §2). */
 export async function startAgent(
   config: Config,
   deps: { logger: Logger; metrics?: Metrics; listen?: ListenOptions; prepare?: PrepareOptions },
@@ -128,7 +128,7 @@ export async function startAgent(
     ...agent,
     listening,
     stop: async (budgetMs = SHUTDOWN_BUDGET_MS) => {
-      // One budget for the whole stop (CONTRACT §2: within 5 s): in-flight calls get all of it but
+      // One budget for the whole stop (docs/api.md §2: within 5 s): in-flight calls get all of it but
       // the last 1.5 s (SHUTDOWN_CLOSE_RESERVE_MS), which is for releasing locks and closing etcd connections.
       const end = Date.now() + budgetMs;
       await listening.close(Math.max(0, budgetMs - SHUTDOWN_CLOSE_RESERVE_MS));

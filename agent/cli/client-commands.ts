@@ -1,5 +1,5 @@
 /**
- * The client commands (CONTRACT §7): which there are, which options each takes, and what `--help`
+ * The client commands (docs/api.md §7): which there are, which options each takes, and what `--help`
  * says of each (usage.ts renders it). command-line.ts parses argv against these specs.
  *
  * Invariant: a spec's `options` are what its command accepts beyond the common flags (the parser
@@ -33,7 +33,7 @@ export type CommandOption = 'peer-url' | 'wait' | 'force' | 'to' | 'compact-reta
 /** Every option some command takes and another does not. */
 export const COMMAND_OPTIONS: readonly CommandOption[] = ['peer-url', 'wait', 'force', 'to', 'compact-retain', 'no-compact', 'min-fragmentation', 'min-db-size', 'from', 'cluster-id'];
 
-/** Exit codes of the client commands (CONTRACT §7), as their help states them. */
+/** Exit codes of the client commands (docs/api.md §7), as their help states them. */
 export const EXIT_CODES_NOTE =
   'exit codes: 0 complete, 1 failed, 2 usage, 3 in progress (call again), 4 refused as unsafe or busy, or no quorum (call again later)';
 

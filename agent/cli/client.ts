@@ -1,5 +1,5 @@
 /**
- * The HTTP client of the command line (CONTRACT §7): one call to a running
+ * The HTTP client of the command line (docs/api.md §7): one call to a running
  * agent (http-request.ts: node:http, not fetch, so any port works), the bearer
  * token read from a file, and every way a call can fail turned into one line a
  * person can act on.

@@ -1,5 +1,5 @@
 /**
- * The command line of the client commands (CONTRACT §7): argv → one validated ParsedCommand, or a
+ * The command line of the client commands (docs/api.md §7): argv → one validated ParsedCommand, or a
  * UsageError (exit code 2). Which commands there are and their usage are in client-commands.ts.
  * No call is made here.
  */
@@ -72,7 +72,7 @@ export class UsageError extends Error {
 
 /**
  * Parses the arguments after the command name; throws UsageError. The output is the agent's JSON
- * answer (CONTRACT §7) unless `--summary` asks for one line, or stdout is a terminal (`tty`) and
+ * answer (docs/api.md §7) unless `--summary` asks for one line, or stdout is a terminal (`tty`) and
  * `--json` was not given.
  */
 export function parseCommand(command: Command, argv: string[], env: NodeJS.ProcessEnv = {}, tty = false): ParsedCommand {

@@ -166,7 +166,7 @@ async function prepare(argv: string[], io: MainIo): Promise<number> {
   return runPrepare(options, createLogger({ level: options.config.logLevel }));
 }
 
-/** The one line of a bad configuration value (CONTRACT §2: exit code 2). */
+/** The one line of a bad configuration value (docs/api.md §2: exit code 2). */
 function badConfig(command: string, message: string, io: MainIo): number {
   io.stderr(`${PROGRAM} ${command}: invalid configuration: ${message}\n`);
   return 2;

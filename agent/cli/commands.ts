@@ -1,5 +1,5 @@
 /**
- * The client commands of CONTRACT §7: `join`, `leave`, `promote`, `members`,
+ * The client commands of docs/api.md §7: `join`, `leave`, `promote`, `members`,
  * `health`, `transfer-leader`, and `defragment` (docs/operations/defragmentation.md). Each is one call to a running agent; the exit
  * code says what a script should do next (0 done, 3 call again, 4 call again
  * later, 1 failed, 2 usage), and the output is the agent's JSON answer or, with
@@ -13,7 +13,7 @@ import { ParsedCommand, parseCommand, UsageError } from './command-line';
 import { renderUsage, renderUsageError } from '../lib/usage';
 import { CLI_ANSWER_MARGIN_SECONDS, CLI_CHANGE_SECONDS, CLI_READ_SECONDS, CLI_WAIT_AGAIN_MS } from '../config/timings';
 
-/** Exit codes of the client commands (CONTRACT §7). */
+/** Exit codes of the client commands (docs/api.md §7). */
 export const EXIT = Object.freeze({
   complete: 0,
   failed: 1,

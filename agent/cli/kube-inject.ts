@@ -1,5 +1,5 @@
 /**
- * `etcd-lifecycle-agent kube-inject -f FILE` (CONTRACT §7): adds the agent sidecar to the pod
+ * `etcd-lifecycle-agent kube-inject -f FILE` (docs/api.md §7): adds the agent sidecar to the pod
  * template of every StatefulSet and Pod in a Kubernetes YAML stream, and nothing else.
  *
  * The YAML is edited through the `yaml` Document API, so comments, key order and quoting survive.

@@ -1,5 +1,5 @@
 /**
- * Configuration (CONTRACT §2): environment variables, each with a `--flag` twin
+ * Configuration (docs/api.md §2): environment variables, each with a `--flag` twin
  * that wins, validated once at start-up into one frozen `Config`.
  */
 import { hostNetworkSetting, resolveHostNetwork, startupAuthRefusal } from './host-network';
@@ -37,7 +37,7 @@ export const SERVE_USAGE: CommandUsage = {
   notes: ['exit codes: 0 stopped by SIGTERM or SIGINT, 1 failed, 2 bad configuration'],
 };
 
-/** Every variable of CONTRACT §2, in table order; the flag is derived from the name. */
+/** Every variable of docs/api.md §2, in table order; the flag is derived from the name. */
 export const CONFIG_VARIABLES: readonly string[] = SETTINGS.map((s) => s.variable);
 
 /** Variables whose flag may stand alone for `true` (`--host-network` also takes `=auto` or `=false`). */

@@ -1,7 +1,7 @@
 /**
  * Whether this agent shares the node's network namespace (a `hostNetwork: true` pod, or a
  * process on the host itself). There the loopback interface is the node's: every process and
- * host-network pod on the node reaches 127.0.0.1, so "loopback only" (CONTRACT §6) is no
+ * host-network pod on the node reaches 127.0.0.1, so "loopback only" (docs/api.md §6) is no
  * boundary, and a token is required for mutating calls (see `server/auth.ts`).
  *
  * Invariant: the answer is true whenever the operator says so, or the pod's own addresses show

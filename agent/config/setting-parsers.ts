@@ -109,7 +109,7 @@ export const peerTemplate: Parser<string | undefined> = (value, variable) => {
   if (!value.includes('{name}') && !value.includes('{fqdn}')) {
     throw new ConfigError(variable, `"${value}" contains neither {name} nor {fqdn}`);
   }
-  // Checked as join checks the peer URLs it makes (CONTRACT §4), so a template that can only make
+  // Checked as join checks the peer URLs it makes (docs/api.md §4), so a template that can only make
   // refused URLs (a path, no port) stops start-up instead of failing every join.
   const sample = peerUrlFromTemplate(value, 'member-0');
   try {

@@ -9,7 +9,7 @@
  * `MAX_TIMEOUT_SECONDS`, which lives in proto since proto imports nothing above it; a stop within 5 s).
  */
 
-// ── Stopping (CONTRACT §2: a stop within 5 s) ────────────────────────────────
+// ── Stopping (docs/api.md §2: a stop within 5 s) ────────────────────────────────
 
 /** How long a stop may take in all, a margin below the contract's 5 s. */
 export const SHUTDOWN_BUDGET_MS = 4700;

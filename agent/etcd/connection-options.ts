@@ -5,7 +5,7 @@
 import type { Config } from '../config/config';
 import type { Logger } from '../observability/logger';
 
-/** How the agent reaches etcd: endpoints, TLS and credentials (CONTRACT §2). */
+/** How the agent reaches etcd: endpoints, TLS and credentials (docs/api.md §2). */
 export interface EtcdConnectionOptions {
   endpoints: string[];
   caFile?: string;

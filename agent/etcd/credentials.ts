@@ -1,5 +1,5 @@
 /**
- * The TLS material the agent shows etcd (CONTRACT §2 `ETCD_AGENT_ETCD_CA_FILE`,
+ * The TLS material the agent shows etcd (docs/api.md §2 `ETCD_AGENT_ETCD_CA_FILE`,
  * `_CERT_FILE`, `_KEY_FILE`), re-read when the files change: cert-manager
  * renewing them in place, or a Secret volume's `..data` symlink swap.
  *

@@ -1,7 +1,7 @@
 /**
  * etcd3 is loaded on first use, not when the agent starts: loading it loads gRPC and protobufjs,
  * which parses etcd's .proto files, and that is most of a start-up's CPU. HTTP (`/readyz`) is up
- * before any etcd call is made (CONTRACT §2), so the first call that needs etcd pays for it instead.
+ * before any etcd call is made (docs/api.md §2), so the first call that needs etcd pays for it instead.
  *
  * Invariant: code outside this file and etcd3-entry.ts imports from 'etcd3' only types (`import type`); every value
  * (the client class, error classes, `isRecoverableError`) comes through `etcd3()`.

@@ -1,6 +1,6 @@
 /**
  * The cluster-wide membership lock and the operation records beside it
- * (CONTRACT §4 GET /v1/operations). Both keys live under the key prefix and are
+ * (docs/api.md §4 GET /v1/operations). Both keys live under the key prefix and are
  * bound to one lease, kept alive while the lock is held: when an agent dies,
  * its lock and its record expire with the lease, so nobody waits forever.
  * Every call goes through the cluster client's fail-over (any live endpoint,
@@ -29,7 +29,7 @@ export interface MembershipLockOptions {
   logger: Logger;
   /** Lease TTL: how long a dead agent's lock outlives it. */
   ttlSeconds?: number;
-  /** Longest wait for a lock held by someone else (CONTRACT §4: 5 s). */
+  /** Longest wait for a lock held by someone else (docs/api.md §4: 5 s). */
   maxWaitMs?: number;
   /** Interval between attempts while the lock is held by someone else. */
   pollMs?: number;

@@ -1,6 +1,6 @@
 /**
  * The membership lock's keys under the key prefix, and the reads of them: who holds the lock, and
- * the records of the operations in flight (CONTRACT §4 GET /v1/operations). The lock is taken in
+ * the records of the operations in flight (docs/api.md §4 GET /v1/operations). The lock is taken in
  * lock.ts.
  *
  *   <prefix>lock              → {"operationId", "agent", "incarnation"}

@@ -1,5 +1,5 @@
 /**
- * This pod's own member as `/v1/health/local` shows it (CONTRACT §4). Pure: one status answer and
+ * This pod's own member as `/v1/health/local` shows it (docs/api.md §4). Pure: one status answer and
  * the cluster observation beside it go in; ready only when membership and sync are confirmed.
  */
 import { isLearnerInSync } from '../membership/quorum';
@@ -22,7 +22,7 @@ export const LEARNER_NOT_READY =
   'a learner serves no client requests (etcd refuses them, from 3.6 with a code clients do not fail over from): ready once promoted to a voter';
 
 /**
- * This pod's member (CONTRACT §4 `/v1/health/local`): ready when its own endpoint answered, it is
+ * This pod's member (docs/api.md §4 `/v1/health/local`): ready when its own endpoint answered, it is
  * in the member list read in this observation, and, as a learner, it is in sync with the leader
  * (with `learnerReady: false`, never as a learner). `cluster` is undefined when no cluster
  * observation finished in time.

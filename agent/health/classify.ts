@@ -1,5 +1,5 @@
 /**
- * Health classification of the cluster (CONTRACT §4 GET /v1/health). Pure: what one
+ * Health classification of the cluster (docs/api.md §4 GET /v1/health). Pure: what one
  * observation saw goes in, the contract's answer comes out. This pod's own member
  * (/v1/health/local) is classified in classify-local.ts, lag in lag.ts, the shapes are types.ts.
  *
@@ -27,7 +27,7 @@ import type { AlarmHealth, ClusterHealth, HealthStatus, MemberHealth, ObservedFa
 
 export { canonicalUrl } from '../proto/urls';
 
-/** Classifies one observation (CONTRACT §4 table). */
+/** Classifies one observation (docs/api.md §4 table). */
 export function classify(facts: ObservedFacts): ClusterHealth {
   const errors: string[] = [];
   if (facts.memberListError !== undefined) errors.push(`member list: ${facts.memberListError}`);
@@ -136,7 +136,7 @@ export function classify(facts: ObservedFacts): ClusterHealth {
 }
 
 /**
- * Adds `expected` (CONTRACT §4 `?expected=`): names expected but not members, and started
+ * Adds `expected` (docs/api.md §4 `?expected=`): names expected but not members, and started
  * members not expected. Any difference makes a `healthy` answer `degraded`.
  */
 export function withExpected(health: ClusterHealth, expected: readonly string[]): ClusterHealth {

@@ -1,5 +1,5 @@
 /**
- * Feeds the cluster gauges from one health observation (CONTRACT §4 GET /metrics).
+ * Feeds the cluster gauges from one health observation (docs/api.md §4 GET /metrics).
  *
  * Invariant: every gauge derived from an observation is either set from that observation or
  * absent. While the observation is `unknown` only `etcd_agent_cluster_status{status="unknown"}`

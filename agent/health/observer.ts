@@ -1,5 +1,5 @@
 /**
- * The health observer (CONTRACT §4 GET /v1/health, /v1/health/local, /metrics): live, shared,
+ * The health observer (docs/api.md §4 GET /v1/health, /v1/health/local, /metrics): live, shared,
  * bounded-age observations of the cluster. What one observation reads, and in what order, is in
  * observe-cluster.ts; here, how observations are shared, aged and counted.
  *

@@ -1,5 +1,5 @@
 /**
- * One shared, bounded-age observation (CONTRACT §4 GET /v1/health): any number of concurrent
+ * One shared, bounded-age observation (docs/api.md §4 GET /v1/health): any number of concurrent
  * callers cause at most one observation at a time (a few while refreshing ahead of a slow
  * one), and nobody is ever served a result whose observation started more than `maxAgeMs` ago.
  * A caller that cannot get a fresh result within `maxAgeMs` of asking gets `undefined`

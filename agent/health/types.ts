@@ -1,6 +1,6 @@
 /**
  * What a health observation saw and what it classifies into: the bodies of `/v1/health` and
- * `/v1/health/local` (CONTRACT §4), without the request's own fields. Shapes only, no logic.
+ * `/v1/health/local` (docs/api.md §4), without the request's own fields. Shapes only, no logic.
  */
 import type { Alarm } from '../etcd/wire';
 import type { Role } from '../membership/leader';

@@ -1,5 +1,5 @@
 /**
- * A call's deadline (CONTRACT §4 `timeoutSeconds`), passed down to every etcd
+ * A call's deadline (docs/api.md §4 `timeoutSeconds`), passed down to every etcd
  * call so that no step outlives the request that asked for it.
  */
 import { AgentError } from '../proto/errors';

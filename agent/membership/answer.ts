@@ -15,7 +15,7 @@ import { hasQuorum, quorumOf } from './quorum';
  */
 export type Answer = Pick<ActionResult, 'outcome' | 'complete' | 'phase' | 'member' | 'leader'> & {
   list: MemberList;
-  /** True when this call moved leadership (CONTRACT §4 `leaderTransferred`); false when absent. */
+  /** True when this call moved leadership (docs/api.md §4 `leaderTransferred`); false when absent. */
   leaderTransferred?: boolean;
 };
 

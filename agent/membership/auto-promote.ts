@@ -1,6 +1,6 @@
 /**
  * The agent of a learner's own pod promotes its member by itself as soon as
- * etcd accepts (CONTRACT §4 join), so a learner that nobody calls again still
+ * etcd accepts (docs/api.md §4 join), so a learner that nobody calls again still
  * becomes a voter. Cheap when there is nothing to do: one Status of the local
  * etcd per interval. It logs and counts what it does and never throws.
  *

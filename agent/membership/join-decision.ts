@@ -1,5 +1,5 @@
 /**
- * What a join call does (CONTRACT §4 POST /v1/members/join), decided from the
+ * What a join call does (docs/api.md §4 POST /v1/members/join), decided from the
  * member list, the members' status and what the call has sent. Pure.
  *
  *   no matching member, no peer URL     → throws bad-request

@@ -1,5 +1,5 @@
 /**
- * POST /v1/members/join (CONTRACT §4): make `name` a voting member, whatever
+ * POST /v1/members/join (docs/api.md §4): make `name` a voting member, whatever
  * state an earlier attempt left behind. Read the member list, decide
  * (join-decision.ts), and under the lock read again, decide again and send at
  * most the one RPC the decision names:

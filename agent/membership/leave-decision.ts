@@ -1,5 +1,5 @@
 /**
- * What a leave call does (CONTRACT §4 POST /v1/members/leave), decided from the
+ * What a leave call does (docs/api.md §4 POST /v1/members/leave), decided from the
  * member list, the members' status and what the call has done so far. Pure.
  *
  *   no matching member                    → answer removed (this call removed it) or already-absent

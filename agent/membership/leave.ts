@@ -1,5 +1,5 @@
 /**
- * POST /v1/members/leave (CONTRACT §4): remove a member, safely, any number of
+ * POST /v1/members/leave (docs/api.md §4): remove a member, safely, any number of
  * times. The member is found in the member list by id, name or peer URL; the
  * leaving member itself is never needed (its etcd may be down or already gone).
  * Read, decide (leave-decision.ts), and under the lock: read again, decide

@@ -1,5 +1,5 @@
 /**
- * Member matching (CONTRACT §3): which listed member a request names, and how a
+ * Member matching (docs/api.md §3): which listed member a request names, and how a
  * member is named in messages. Pure: no I/O, no etcd. The URL normal forms and
  * the name rule it relies on live in proto/urls.ts and proto/names.ts.
  */
@@ -54,7 +54,7 @@ function memberDetail(member: Member): Record<string, unknown> {
 }
 
 /**
- * Finds the member a request names (CONTRACT §3). By `id` (hex, case-insensitive, leading zeros
+ * Finds the member a request names (docs/api.md §3). By `id` (hex, case-insensitive, leading zeros
  * ignored): exactly that member, name and URLs ignored. Otherwise a member matches when one of its
  * peer URLs equals a requested one (normalised), or when it is started and its name equals the
  * requested name; with no peer URLs, by name alone. Clashes of identity are a `conflict`.
@@ -126,7 +126,7 @@ export function matchMember(members: Member[], wanted: MatchWanted): MatchResult
 }
 
 /**
- * The member a request names (CONTRACT §3): by `id` alone when given; else by name and peer URLs,
+ * The member a request names (docs/api.md §3): by `id` alone when given; else by name and peer URLs,
  * its own or the one the peer URL template makes from the name (none without a template: then
  * the member is matched by name alone).
  */

@@ -1,7 +1,7 @@
 /**
  * A live look at the members before a membership change: every started member
  * is asked for its Status at its own client URL, in parallel, each within
- * `ETCD_AGENT_STATUS_TIMEOUT_MS`. "Healthy" means "answered just now" (CONTRACT
+ * `ETCD_AGENT_STATUS_TIMEOUT_MS`. "Healthy" means "answered just now" (docs/api.md
  * §4); a pod being Ready is not evidence. From the answers: the leader, and the
  * most up-to-date healthy voter to hand leadership to.
  */

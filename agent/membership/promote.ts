@@ -1,5 +1,5 @@
 /**
- * POST /v1/members/promote (CONTRACT §4), also the promotion step of a join
+ * POST /v1/members/promote (docs/api.md §4), also the promotion step of a join
  * and of the auto-promotion of a learner's own pod: read, decide
  * (promote-decision.ts), and under the lock read again, decide again and send
  * MemberPromote when the decision says the learner is in sync.

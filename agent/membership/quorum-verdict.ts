@@ -28,7 +28,7 @@ export interface QuorumEvidence {
   leader: boolean;
 }
 
-/** The figures a `no-quorum` answer carries, as `unsafe` carries them (CONTRACT §4). */
+/** The figures a `no-quorum` answer carries, as `unsafe` carries them (docs/api.md §4). */
 export interface QuorumFigures {
   voters: number;
   healthyVoters: number;

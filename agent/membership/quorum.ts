@@ -1,5 +1,5 @@
 /**
- * Quorum arithmetic for membership changes (CONTRACT §4 join and leave tables), and when a learner
+ * Quorum arithmetic for membership changes (docs/api.md §4 join and leave tables), and when a learner
  * is in sync enough to be promoted. Pure.
  *
  * `voters` counts members that are not learners (etcd counts an unstarted voter in its quorum);

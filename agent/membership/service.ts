@@ -24,7 +24,7 @@ export type { MembershipServiceDeps };
 /** Deadline of one auto-promotion pass: short, so shutdown never waits on it for long. */
 const AUTO_PROMOTE_TIMEOUT_MS = 5000;
 
-/** Join, leave, promote, transfer and the two lists, as CONTRACT §4 describes them. */
+/** Join, leave, promote, transfer and the two lists, as docs/api.md §4 describes them. */
 export class MembershipService {
   private readonly deps: MembershipDeps;
   private readonly flights = new SingleFlight<ActionResult>();
@@ -70,7 +70,7 @@ export class MembershipService {
     return { cluster: summarizeCluster(list.clusterId, list.members), members: list.members };
   }
 
-  /** Membership changes in flight, cluster-wide (CONTRACT §4 GET /v1/operations); `unavailable` at once without a quorum. */
+  /** Membership changes in flight, cluster-wide (docs/api.md §4 GET /v1/operations); `unavailable` at once without a quorum. */
   listOperations(timeoutSeconds?: number): Promise<OperationRecord[]> {
     return this.deps.gate.through(this.deadline(timeoutSeconds), 'reading the operation records', (d) => this.deps.lock.listOperations(d));
   }

@@ -1,6 +1,6 @@
 /**
  * Identical calls in flight on one agent share one execution and one answer
- * (CONTRACT §4): a controller that retries a slow join does not start a second
+ * (docs/api.md §4): a controller that retries a slow join does not start a second
  * one beside the first.
  */
 

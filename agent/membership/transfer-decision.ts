@@ -1,5 +1,5 @@
 /**
- * What a leader transfer does (CONTRACT §4 POST /v1/leader/transfer), decided
+ * What a leader transfer does (docs/api.md §4 POST /v1/leader/transfer), decided
  * from the member list, the members' status and what the call has sent. Pure.
  *
  *   no quorum answering, or no leader          → throws unavailable

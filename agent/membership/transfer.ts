@@ -1,5 +1,5 @@
 /**
- * POST /v1/leader/transfer (CONTRACT §4): `{"to": name}` moves leadership to that
+ * POST /v1/leader/transfer (docs/api.md §4): `{"to": name}` moves leadership to that
  * voter (`transferred`, or `already-leader`); `{}` moves it away from this pod's
  * member to the most up-to-date healthy voter (`transferred`, or `not-leader`
  * when this pod's member does not lead). Read and probe, decide

@@ -1,5 +1,5 @@
 /**
- * prom-client metrics (CONTRACT §4 GET /metrics). Each app gets its own
+ * prom-client metrics (docs/api.md §4 GET /metrics). Each app gets its own
  * Registry, so tests and several agents in one process never share counters.
  *
  * The `etcd_agent_cluster_*`, `etcd_agent_quorum_*`, `etcd_agent_operations_*` and

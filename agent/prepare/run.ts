@@ -6,7 +6,7 @@
  * out (exit 1, one line saying why). Joins and removals go through the same
  * MembershipService the agent serves, in this process: prepare runs before
  * the pod's sidecar exists, and a peer's agent would refuse an unauthenticated
- * remote call (CONTRACT §6); in-process it gets the same lock, the same
+ * remote call (docs/api.md §6); in-process it gets the same lock, the same
  * idempotent join (learner first, one learner at a time) and the same quorum
  * gate on removals.
  *

@@ -2,7 +2,7 @@
  * "2xx means done" (`requireComplete`): how a mutating v1 call answers, from the
  * result the membership service reached. Pure.
  *
- * By default a change still under way answers 202 (CONTRACT §4). A caller that
+ * By default a change still under way answers 202 (docs/api.md §4). A caller that
  * reads any 2xx as success, as KubeBlocks' HTTP actions do, sends
  * `"requireComplete": true`: then only the end state (a started voter for join
  * and promote; absent for leave; leadership settled for transfer) answers 2xx,
@@ -19,7 +19,7 @@ import type { ActionResult } from './types';
 /** How to answer a result: a status with the result as body, or an error envelope. */
 export type CompletionAnswer = { kind: 'result'; status: number } | { kind: 'error'; error: AgentError };
 
-/** 202 while the member is still on its way (`added`, `in-progress`), else 200 (CONTRACT §4). */
+/** 202 while the member is still on its way (`added`, `in-progress`), else 200 (docs/api.md §4). */
 export function statusOf(result: ActionResult): number {
   return result.outcome === 'added' || result.outcome === 'in-progress' ? 202 : 200;
 }

@@ -1,5 +1,5 @@
 /**
- * The one error type of the agent and the contract's table of codes (CONTRACT §4 "Errors").
+ * The one error type of the agent and the contract's table of codes (docs/api.md §4 "Errors").
  * Everything that fails ends as an `AgentError`; one middleware renders it.
  */
 

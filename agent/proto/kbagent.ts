@@ -1,5 +1,5 @@
 /**
- * Wire shapes of the kbagent-compatible route `POST /v1.0/action` (CONTRACT §5):
+ * Wire shapes of the kbagent-compatible route `POST /v1.0/action` (docs/api.md §5):
  * the request, the two answer shapes, kbagent's error types, and the one table
  * that maps the agent's outcomes and error codes onto them. Pure.
  */
@@ -68,7 +68,7 @@ export interface EffectiveTimeout {
   note?: string;
 }
 
-/** The longest deadline a call may have (CONTRACT §4), as kbagent caps blocking actions. */
+/** The longest deadline a call may have (docs/api.md §4), as kbagent caps blocking actions. */
 export const MAX_TIMEOUT_SECONDS = 60;
 
 /**
@@ -104,7 +104,7 @@ export interface KbAgentFailure {
 /** Either answer; always sent with HTTP 200. */
 export type KbAgentResponse = KbAgentSuccess | KbAgentFailure;
 
-/** The contract's mapping of the agent's error codes to kbagent's error types (CONTRACT §5). */
+/** The contract's mapping of the agent's error codes to kbagent's error types (docs/api.md §5). */
 const ERROR_TYPES: Readonly<Record<ErrorCode, KbAgentErrorType>> = Object.freeze({
   busy: 'busy',
   'in-progress': 'inProgress',

@@ -1,5 +1,5 @@
 /**
- * Names of members (CONTRACT §3): the one home of the rule. A member is named after its pod, so a
+ * Names of members (docs/api.md §3): the one home of the rule. A member is named after its pod, so a
  * name is what Kubernetes accepts as a pod name: a DNS-1123 subdomain of at most 253 characters.
  * Pure: no I/O.
  */

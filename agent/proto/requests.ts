@@ -1,5 +1,5 @@
 /**
- * Request bodies of the mutating v1 calls (CONTRACT §4), as zod schemas. Every
+ * Request bodies of the mutating v1 calls (docs/api.md §4), as zod schemas. Every
  * schema is strict: an unknown field is a `bad-request`, so a typo such as
  * `"froce": true` is refused instead of silently ignored.
  */

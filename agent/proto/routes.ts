@@ -1,4 +1,4 @@
-/** The agent's HTTP routes (CONTRACT §4, §5), used to tell 404 from 405. */
+/** The agent's HTTP routes (docs/api.md §4, §5), used to tell 404 from 405. */
 export const ROUTES: ReadonlyArray<{ method: 'GET' | 'POST'; path: string; mutating: boolean }> = [
   { method: 'POST', path: '/v1/members/join', mutating: true },
   { method: 'POST', path: '/v1/members/leave', mutating: true },

@@ -1,5 +1,5 @@
 /**
- * Wire shapes of the agent's HTTP API (CONTRACT §3, §4). These types are what
+ * Wire shapes of the agent's HTTP API (docs/api.md §3, §4). These types are what
  * controllers and people with curl see; a change here is a breaking change.
  */
 
@@ -70,7 +70,7 @@ export type ActionName = 'memberJoin' | 'memberLeave' | 'memberPromote' | 'leade
 /** What holds the cluster lock: a membership action, or a maintenance run (POST /v1/maintenance/defragment). */
 export type OperationAction = ActionName | 'defragment';
 
-/** Outcomes of a successful mutating call (CONTRACT §4). */
+/** Outcomes of a successful mutating call (docs/api.md §4). */
 export type Outcome =
   | 'added'
   | 'in-progress'
@@ -99,7 +99,7 @@ export interface ActionResult {
   durationMs: number;
 }
 
-/** An in-flight membership change, recorded in etcd under the key prefix (CONTRACT §4 GET /v1/operations). */
+/** An in-flight membership change, recorded in etcd under the key prefix (docs/api.md §4 GET /v1/operations). */
 export interface OperationRecord {
   id: string;
   action: OperationAction;

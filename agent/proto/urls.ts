@@ -1,7 +1,7 @@
 /**
- * URL normal forms (CONTRACT §3), the one home of every rule that compares or checks a URL. Pure: no
+ * URL normal forms (docs/api.md §3), the one home of every rule that compares or checks a URL. Pure: no
  * I/O. Three forms, on purpose:
- * - `validatePeerUrl` is the strict rule for URLs a caller sends (CONTRACT §4, last paragraph):
+ * - `validatePeerUrl` is the strict rule for URLs a caller sends (docs/api.md §4, last paragraph):
  *   http or https, a host, an explicit port, nothing else.
  * - `normalizeUrl` is the lenient form used to compare URLs: it also accepts a missing port
  *   (the scheme's default), since etcd reports URLs as its members were configured.
@@ -81,7 +81,7 @@ export function normalizeUrl(raw: string): string {
 }
 
 /**
- * Strict check of a peer URL sent in a request (CONTRACT §4): like `normalizeUrl`, but the port
+ * Strict check of a peer URL sent in a request (docs/api.md §4): like `normalizeUrl`, but the port
  * must be written out. Returns the normal form; throws AgentError `bad-request`.
  */
 export function validatePeerUrl(raw: string): string {
@@ -97,7 +97,7 @@ export function peerUrlFromTemplate(template: string, name: string, fqdn?: strin
 }
 
 /**
- * The peer URL of the kbagent route (CONTRACT §5): `{scheme}://{fqdn}:2380`, with `https` when
+ * The peer URL of the kbagent route (docs/api.md §5): `{scheme}://{fqdn}:2380`, with `https` when
  * the template's scheme is https, else `http`.
  */
 export function peerUrlFromFqdn(fqdn: string, template?: string): string {

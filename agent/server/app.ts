@@ -32,7 +32,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.get('/livez', (_req, res) => {
     res.json({ status: 'ok' });
   });
-  // Ready once the server and configuration are up, whatever etcd's state (CONTRACT §4).
+  // Ready once the server and configuration are up, whatever etcd's state (docs/api.md §4).
   app.get('/readyz', (_req, res) => {
     res.json({ status: 'ok' });
   });

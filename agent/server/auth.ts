@@ -1,5 +1,5 @@
 /**
- * Who may change membership (CONTRACT §6): a bearer token from a file that is
+ * Who may change membership (docs/api.md §6): a bearer token from a file that is
  * re-read when it changes (a rotated Kubernetes Secret), else loopback callers
  * only, unless remote unauthenticated calls are explicitly allowed.
  *

@@ -1,5 +1,5 @@
 /**
- * The express app of every route (CONTRACT §4, §5): the request guard, the v1 membership routes, the
+ * The express app of every route (docs/api.md §4, §5): the request guard, the v1 membership routes, the
  * health routes, the kbagent route, GET /v1/role and GET /v1/available behind createApp's middleware.
  * Built on the first request the fast routes do not answer (agent.ts), so express is not loaded by a start.
  */
@@ -46,7 +46,7 @@ export function expressApp(deps: ExpressAppDeps): RequestListener {
       healthRouter(health),
       // When the quorum is lost for good: the plan, the act, and this agent's own member.
       recoveryRouter(recovery, config),
-      // kbagent's wire format (CONTRACT §5): an adapter over the same membership service.
+      // kbagent's wire format (docs/api.md §5): an adapter over the same membership service.
       // roleProbe (kbagent's and GET /v1/role) reads the shared health observation, as /v1/health/local does.
       kbAgentRouter({ config, membership, logger, observer: health }),
       // This pod's role as plain text, for roleProbe as a KubeBlocks HTTP action.

@@ -35,7 +35,7 @@ export function fastRoutes(deps: FastRouteDeps, slow: () => RequestListener): Re
   const failed = errorHandler(logger);
   const routes = new Map<string, Route>([
     ['/livez', (res) => writeJsonText(res, OK)],
-    // Ready once the server and configuration are up, whatever etcd's state (CONTRACT §4).
+    // Ready once the server and configuration are up, whatever etcd's state (docs/api.md §4).
     ['/readyz', (res) => writeJsonText(res, OK)],
     [
       '/metrics',

@@ -1,5 +1,5 @@
 /**
- * The bodies of GET /v1/health and /v1/health/local (CONTRACT §4), written straight to the socket
+ * The bodies of GET /v1/health and /v1/health/local (docs/api.md §4), written straight to the socket
  * by both ways a request reaches them (fast-routes.ts, health-routes.ts). 200 for `healthy`/`degraded`
  * (and a ready local member), else 503 with the same body plus the contract's `error` envelope.
  *

@@ -1,5 +1,5 @@
 /**
- * The health routes (CONTRACT §4 GET /v1/health, GET /v1/health/local) as express serves them: check
+ * The health routes (docs/api.md §4 GET /v1/health, GET /v1/health/local) as express serves them: check
  * the query, ask the observer, answer (health-answer.ts writes the body). A plain GET without a query
  * never gets here: fast-routes.ts answers it with the same functions.
  */

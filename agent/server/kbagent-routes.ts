@@ -1,5 +1,5 @@
 /**
- * `POST /v1.0/action`, KubeBlocks kbagent's wire format (CONTRACT §5). An
+ * `POST /v1.0/action`, KubeBlocks kbagent's wire format (docs/api.md §5). An
  * adapter only: `memberJoin`, `memberLeave` and `switchover` call the same
  * membership service as the v1 routes, and `roleProbe` reads the shared health
  * observation (health/role.ts). The body is read as kbagent's Go server reads it (any or no
@@ -104,7 +104,7 @@ async function perform(deps: KbAgentDeps, body: unknown, id: string): Promise<Kb
   const context = { requestId: id };
   switch (request.action) {
     case 'memberJoin': {
-      // kbagent success means done (CONTRACT §5): short of a started voter, `inProgress`.
+      // kbagent success means done (docs/api.md §5): short of a started voter, `inProgress`.
       const join = joinRequest(deps.config, request);
       const result = await deps.membership.join(join, context);
       const decided = answerOf(result, true, join.name);
@@ -161,7 +161,7 @@ function required(request: KbAgentRequest, name: string): string {
   return value;
 }
 
-/** The peer URL a kbagent call names: from the pod's FQDN when given (CONTRACT §5), else the template decides. */
+/** The peer URL a kbagent call names: from the pod's FQDN when given (docs/api.md §5), else the template decides. */
 function peerURLs(config: Config, request: KbAgentRequest, fqdnParameter: string): string[] | undefined {
   const fqdn = parameter(request, fqdnParameter);
   return fqdn === undefined ? undefined : [peerUrlFromFqdn(fqdn, config.peerUrlTemplate)];

@@ -57,7 +57,7 @@ function knownRoute(path: string): string | undefined {
 
 /**
  * Routes whose body is JSON whatever its Content-Type, including none: kbagent's Go client
- * (pkg/kbagent/client/http_client.go) sends its JSON without one (CONTRACT §5).
+ * (pkg/kbagent/client/http_client.go) sends its JSON without one (docs/api.md §5).
  */
 export const ANY_CONTENT_TYPE_PATHS: readonly string[] = ['/v1.0/action'];
 

@@ -1,5 +1,5 @@
 /**
- * What every request must look like before a route sees it (CONTRACT §4
+ * What every request must look like before a route sees it (docs/api.md §4
  * `bad-request`, 405, 415): only the documented query parameters, only the
  * route's methods, JSON in UTF-8.
  * The process probes (/livez, /readyz, /metrics) ignore their query, so a

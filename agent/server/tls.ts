@@ -1,5 +1,5 @@
 /**
- * HTTPS for the agent (CONTRACT §2 `ETCD_AGENT_TLS_*`): the server's secure
+ * HTTPS for the agent (docs/api.md §2 `ETCD_AGENT_TLS_*`): the server's secure
  * context from PEM files, and a poller that swaps in a new context when the
  * files change (a rotated Kubernetes Secret is an atomic symlink swap, so the
  * certificate, key and CA change together).

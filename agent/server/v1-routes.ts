@@ -1,5 +1,5 @@
 /**
- * The v1 membership routes (CONTRACT §4): parse the body, call the service,
+ * The v1 membership routes (docs/api.md §4): parse the body, call the service,
  * answer. No decision is made here (`answerOf` decides the status, and what
  * `requireComplete` turns into an error); errors go to the one error middleware.
  */

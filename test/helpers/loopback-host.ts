@@ -1,7 +1,7 @@
 /**
  * A loopback address whose port 2380 is free, to stand in for a pod's FQDN:
  * the kbagent route and the scripts derive the peer URL `http://{fqdn}:2380`
- * (CONTRACT §5), and every 127.x.y.z address reaches this host on Linux, so an
+ * (docs/api.md §5), and every 127.x.y.z address reaches this host on Linux, so an
  * etcd member can really listen there.
  */
 import net from 'node:net';

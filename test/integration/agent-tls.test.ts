@@ -1,5 +1,5 @@
 /**
- * HTTPS and mutual TLS for the agent (CONTRACT §2 `ETCD_AGENT_TLS_*`) over real
+ * HTTPS and mutual TLS for the agent (docs/api.md §2 `ETCD_AGENT_TLS_*`) over real
  * connections: what a client sees, who is refused at the handshake, and a
  * certificate rotation picked up without a restart.
  */

@@ -126,7 +126,7 @@ describe('any agent, with only its own member as endpoint, finds a live member f
     // At least one pause between passes (100 ms, converge.ts); how much more depends on when in the 3 s
     // the first refusal came, which this case does not control.
     expect(reply.json.error.details.waitedMs).toBeGreaterThanOrEqual(100);
-    // Answered at its 3 s deadline (`timeoutSeconds`, CONTRACT §4), not after: the second beyond it is
+    // Answered at its 3 s deadline (`timeoutSeconds`, docs/api.md §4), not after: the second beyond it is
     // for the answer's way back, the agent sharing this test's process and event loop.
     expect(Date.now() - t0).toBeLessThan(4000);
     expect((await changesSent(agent0().metrics)).add).toBeGreaterThan(1); // retried, not answered at the first refusal

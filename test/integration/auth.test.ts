@@ -1,5 +1,5 @@
 /**
- * CONTRACT §6 over real HTTP: who may call a mutating route, with and without
+ * docs/api.md §6 over real HTTP: who may call a mutating route, with and without
  * a token file, from loopback and from a non-loopback address of this host.
  */
 import fs from 'node:fs';
@@ -74,7 +74,7 @@ function expectRefused(answer: Answer, code: 'unauthorized' | 'forbidden'): void
 }
 
 function expectAccepted(answer: Answer): void {
-  // Past the guard the route itself answers: for an unknown kbagent action, 200 notDefined (CONTRACT §5).
+  // Past the guard the route itself answers: for an unknown kbagent action, 200 notDefined (docs/api.md §5).
   expect(answer.status).toBe(200);
   expect(answer.json).toMatchObject({ error: 'notDefined' });
 }

@@ -1,5 +1,5 @@
 /**
- * The command line of CONTRACT §7, run as the built binary against an agent
+ * The command line of docs/api.md §7, run as the built binary against an agent
  * (in this process) and a real 3-member etcd: each exit code reached for real.
  * 0 complete, 1 failed (also: agent unreachable), 2 usage, 3 in progress,
  * 4 refused as unsafe or busy (or no quorum: membership-quorum.test.ts). And every command's --help.
@@ -104,7 +104,7 @@ describe('etcd-lifecycle-agent CLI against a running agent and a real 3-member e
   it('when ETCD_AGENT_URL names the agent, then members lists the three members (exit 0), and --json prints the full answer', async () => {
     const human = await runCli(['members', '--summary'], { ETCD_AGENT_URL: agent.listening.url });
     const json = await cli('members', '--json');
-    // Not a terminal: the JSON answer is the default (CONTRACT §7).
+    // Not a terminal: the JSON answer is the default (docs/api.md §7).
     const piped = await runCli(['members'], { ETCD_AGENT_URL: agent.listening.url });
     expect(JSON.parse(piped.stdout)).toMatchObject({ cluster: { members: 3 } });
 

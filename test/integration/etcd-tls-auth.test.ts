@@ -37,7 +37,7 @@ const LEAVE = '/v1/members/leave';
 
 /**
  * POSTs `body` again while the answer says "not yet" (202) or "try again" (a retryable error), as
- * a controller does (CONTRACT §1): what counts is the answer it ends with, not how many calls that
+ * a controller does (docs/api.md §1): what counts is the answer it ends with, not how many calls that
  * took. Answers the last, at the latest after `boundMs` of patience (TEST_TIME_SCALE lengthens it).
  */
 async function repeat(agent: RunningAgent, path: string, body: object, boundMs = 45_000): Promise<Answer> {

@@ -4,7 +4,7 @@
  * The learner's raft traffic runs through TCP fronts (test/helpers/peer-fronts.ts), so the test can
  * cut it off from its peers while its client port still answers: a learner that falls behind.
  * A membership lock held as a joining agent holds it keeps the learner a learner (its own agent
- * would otherwise promote it as soon as it is in sync, CONTRACT §4 join) and shows up in
+ * would otherwise promote it as soon as it is in sync, docs/api.md §4 join) and shows up in
  * `operations`, which is how a consumer tells a member being added from a member lost.
  */
 import type { RunningAgent } from '../../agent/agent';

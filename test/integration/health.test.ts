@@ -1,5 +1,5 @@
 /**
- * Truthful health against a real 3-member etcd (CONTRACT §4 GET /v1/health, /v1/health/local,
+ * Truthful health against a real 3-member etcd (docs/api.md §4 GET /v1/health, /v1/health/local,
  * /metrics): what the agent says while members run, hang (SIGSTOP), crash (SIGKILL), lose quorum
  * and all die, and that the load on etcd does not grow with the request rate.
  *

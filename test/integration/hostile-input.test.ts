@@ -3,7 +3,7 @@
  * generated (seeded) malformed requests to every route — bad JSON, wrong types,
  * huge strings, unicode, path tricks, header abuse, broken framing, slow and
  * stalled bodies. Every answer must be a 4xx JSON envelope (POST /v1.0/action:
- * HTTP 200 with a kbagent error, CONTRACT §5), the agent must stay up, no
+ * HTTP 200 with a kbagent error, docs/api.md §5), the agent must stay up, no
  * membership RPC may be sent, and the member list must not change.
  *
  * HOSTILE_SEED picks the random part (default 6); a failure prints the seed.
@@ -326,7 +326,7 @@ function violation(c: HostileCase, answer: RawAnswer): string | undefined {
   if (answer.elapsedMs > REQUEST_TIMEOUT_MS + 3000) return `answered only after ${answer.elapsedMs} ms`;
   const kbagent = c.route !== undefined && c.route.method === 'POST' && routeOf(c.route.path) === KBAGENT;
   if (kbagent && answer.status === 200) {
-    // CONTRACT §5: always 200, failure as {error, message}; never a success for these bodies.
+    // docs/api.md §5: always 200, failure as {error, message}; never a success for these bodies.
     if (typeof answer.json?.error !== 'string' || typeof answer.json?.message !== 'string') return `kbagent 200 without {error, message}: ${answer.body.slice(0, 200)}`;
     if (answer.json.output !== undefined) return 'kbagent answered success';
     return undefined;

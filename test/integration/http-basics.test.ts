@@ -8,7 +8,7 @@ import { createLogger } from '../../agent/observability/logger';
 import { createMetrics } from '../../agent/observability/metrics';
 import { Answer, parseJson } from '../helpers/http-call';
 
-// The agent serves before etcd is reachable (CONTRACT §2): port 1 refuses, so nothing here needs etcd.
+// The agent serves before etcd is reachable (docs/api.md §2): port 1 refuses, so nothing here needs etcd.
 const UNREACHABLE = 'http://127.0.0.1:1';
 const JOIN = '/v1/members/join';
 
@@ -231,7 +231,7 @@ function externalAddress(): string | undefined {
     .find((i) => i !== undefined && !i.internal && i.family === 'IPv4')?.address;
 }
 
-describe('who may post (CONTRACT §6)', () => {
+describe('who may post (docs/api.md §6)', () => {
   const body = post('{"name":"etcd-3"}');
 
   it('when no token file is set and the POST comes from loopback, then auth lets it through', async () => {

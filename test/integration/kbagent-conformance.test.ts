@@ -1,5 +1,5 @@
 /**
- * Conformance of the kbagent-compatible route (CONTRACT §5, POST /v1.0/action), for a controller that
+ * Conformance of the kbagent-compatible route (docs/api.md §5, POST /v1.0/action), for a controller that
  * calls the agent directly as KubeBlocks' controller calls kbagent: the bytes its Go client sends
  * (test/helpers/go-wire.ts: no Content-Type; the body as Go's json.Marshal writes it, omitempty fields
  * absent, and fields a newer KubeBlocks may add present), against real agents beside a real 3-member

@@ -1,5 +1,5 @@
 /**
- * POST /v1.0/action, KubeBlocks kbagent's wire format (CONTRACT §5), against a
+ * POST /v1.0/action, KubeBlocks kbagent's wire format (docs/api.md §5), against a
  * real 3-member etcd: every action, and every row of the error table that a real
  * cluster can produce. One cluster tells the story; each test leaves it as the
  * next expects (a 4th member joins as a learner, is promoted, leads for a while,

@@ -156,7 +156,7 @@ describe('4 voters, 2 of them killed: no quorum', () => {
       expect(ok(await post(agent, PROMOTE, { name: 'etcd-1' }))).toBe('200 already-member');
       expect(ok(await post(agent, TRANSFER, { to: 'etcd-1' }))).toMatch(/^200 (transferred|already-leader)$/);
       // etcd refuses the add as "unhealthy cluster" until etcd-2 has been back 5 s: the agent retries it
-      // inside the call's deadline (`timeoutSeconds` 15, CONTRACT §4), which holds those 5 s three times.
+      // inside the call's deadline (`timeoutSeconds` 15, docs/api.md §4), which holds those 5 s three times.
       expect(ok(await post(agent, JOIN, { name: 'etcd-4', peerURLs: [etcd4.peerURL], timeoutSeconds: 15 }))).toBe('202 added');
       expect(ok(await post(agent, LEAVE, { name: 'etcd-1' }))).toBe('200 removed');
       const after = await cluster().listMembers();

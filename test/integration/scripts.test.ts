@@ -1,5 +1,5 @@
 /**
- * scripts/member-join.sh and scripts/member-leave.sh (CONTRACT §7), run under
+ * scripts/member-join.sh and scripts/member-leave.sh (docs/api.md §7), run under
  * bash as KubeBlocks would run them — KB_* variables in, exit code and stderr
  * out — against an agent (in this process) and a real 3-member etcd. Both ways
  * the scripts reach the agent are exercised: the agent's CLI on PATH (the agent

@@ -38,7 +38,7 @@ describe('isLoopback', () => {
   });
 });
 
-describe('authorizeMutation (CONTRACT §6)', () => {
+describe('authorizeMutation (docs/api.md §6)', () => {
   const withToken: MutationPolicy = { tokenConfigured: true, tokenDigest: digest('s3cret'), allowRemoteUnauthenticated: false };
   const tokenUnreadable: MutationPolicy = { tokenConfigured: true, tokenDigest: undefined, allowRemoteUnauthenticated: false };
   const noToken: MutationPolicy = { tokenConfigured: false, allowRemoteUnauthenticated: false };

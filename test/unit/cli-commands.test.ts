@@ -2,7 +2,7 @@ import { summarize } from '../../agent/cli/answer-text';
 import { parseCommand, UsageError } from '../../agent/cli/command-line';
 import { EXIT, exitCodeFor, requestFor, waitAgain } from '../../agent/cli/commands';
 
-describe('CLI argument parsing (CONTRACT §7)', () => {
+describe('CLI argument parsing (docs/api.md §7)', () => {
   it.each([
     ['join', ['etcd-3'], { method: 'POST', path: '/v1/members/join', body: { name: 'etcd-3' } }],
     [

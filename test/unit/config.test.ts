@@ -223,7 +223,7 @@ describe('loadConfig good values', () => {
     expect(config).toMatchObject(expected(want));
   });
 
-  it('when the rows are counted, then every variable of CONTRACT §2 has a good value', () => {
+  it('when the rows are counted, then every variable of docs/api.md §2 has a good value', () => {
     const covered = new Set(GOOD.flatMap(([env]) => Object.keys(env)));
 
     expect(CONFIG_VARIABLES.filter((v) => !covered.has(v))).toEqual([]);
@@ -261,7 +261,7 @@ const BAD: Array<[Env, string, string]> = [
   [{ ETCD_AGENT_PEER_URL_TEMPLATE: 'http://{name}.etcd-headless' }, 'ETCD_AGENT_PEER_URL_TEMPLATE', 'port'],
   [{ ETCD_AGENT_PEER_URL_TEMPLATE: 'ftp://{name}:2380' }, 'ETCD_AGENT_PEER_URL_TEMPLATE', 'http or https'],
   [{ ETCD_AGENT_PEER_URL_TEMPLATE: '{name}:2380' }, 'ETCD_AGENT_PEER_URL_TEMPLATE', '"{name}:2380"'],
-  // Every peer URL it made would be refused at join time (CONTRACT §4: nothing but scheme, host and port).
+  // Every peer URL it made would be refused at join time (docs/api.md §4: nothing but scheme, host and port).
   [{ ETCD_AGENT_PEER_URL_TEMPLATE: 'http://{name}:2380/peers' }, 'ETCD_AGENT_PEER_URL_TEMPLATE', 'path'],
   [{ ETCD_AGENT_PEER_URL_TEMPLATE: 'http://{name}:99999' }, 'ETCD_AGENT_PEER_URL_TEMPLATE', 'port'],
   [{ ETCD_AGENT_LEARNER_FIRST: 'maybe' }, 'ETCD_AGENT_LEARNER_FIRST', '"maybe" is not a boolean'],
@@ -350,7 +350,7 @@ describe('loadConfig bad values', () => {
     expect(error.message).toContain(phrase);
   });
 
-  it('when the rows are counted, then every variable of CONTRACT §2 is named by some error', () => {
+  it('when the rows are counted, then every variable of docs/api.md §2 is named by some error', () => {
     const named = new Set(BAD.map(([, variable]) => variable));
 
     expect(CONFIG_VARIABLES.filter((v) => !named.has(v))).toEqual([]);

@@ -31,8 +31,8 @@ function grpc(code: number, text: string): Error {
   return castGrpcError(Object.assign(new Error(`${code} ${GRPC_NAMES[code]}: ${text}`), { code }));
 }
 
-/** The contract's error table (CONTRACT §4 "Errors"), copied here so that a change to ERROR_CODES must be deliberate. */
-const CONTRACT_TABLE: Array<[ErrorCode, number, boolean]> = [
+/** The contract's error table (docs/api.md §4 "Errors"), copied here so that a change to ERROR_CODES must be deliberate. */
+const API_ERROR_TABLE: Array<[ErrorCode, number, boolean]> = [
   ['bad-request', 400, false],
   ['unauthorized', 401, false],
   ['forbidden', 403, false],
@@ -52,10 +52,10 @@ const CONTRACT_TABLE: Array<[ErrorCode, number, boolean]> = [
 
 describe('ERROR_CODES', () => {
   it('when the codes are listed, then they are exactly the contract table', () => {
-    expect(Object.keys(ERROR_CODES).sort()).toEqual(CONTRACT_TABLE.map(([code]) => code).sort());
+    expect(Object.keys(ERROR_CODES).sort()).toEqual(API_ERROR_TABLE.map(([code]) => code).sort());
   });
 
-  it.each(CONTRACT_TABLE)('when the code is %s, then HTTP is %i and retryable is %s', (code, status, retryable) => {
+  it.each(API_ERROR_TABLE)('when the code is %s, then HTTP is %i and retryable is %s', (code, status, retryable) => {
     expect(ERROR_CODES[code]).toEqual({ status, retryable });
     const error = new AgentError(code, 'what happened');
     expect(error).toMatchObject({ code, status, retryable, message: 'what happened', name: 'AgentError' });

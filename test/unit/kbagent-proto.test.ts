@@ -1,7 +1,7 @@
 import { ERROR_CODES, ErrorCode } from '../../agent/proto/errors';
 import { effectiveTimeout, encodeOutput, kbAgentErrorType, kbAgentRequestSchema, unknownFields } from '../../agent/proto/kbagent';
 
-describe('kbagent wire format (CONTRACT §5)', () => {
+describe('kbagent wire format (docs/api.md §5)', () => {
   it.each([
     ['busy', 'busy'],
     ['unsafe', 'preconditionFailed'],
