@@ -37,8 +37,5 @@ module.exports = {
   reporters: ['default', '<rootDir>/test/helpers/summary-reporter.js'],
   // Longest files first, also on a fresh clone, where jest has no durations of its own yet.
   testSequencer: '<rootDir>/test/helpers/test-sequencer.js',
-  projects: [
-    { ...common, displayName: 'unit', roots: ['<rootDir>/test/unit'] },
-    ...integrationProjects(common),
-  ],
+  projects: [{ ...common, displayName: 'unit', roots: ['<rootDir>/test/unit'] }, ...integrationProjects(common)],
 };

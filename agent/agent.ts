@@ -63,7 +63,10 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
   // Maintenance (POST /v1/maintenance/defragment, ETCD_AGENT_DEFRAG_SCHEDULE): runs under the same cluster lock.
   const maintenance = new MaintenanceService({ cluster, config, logger, metrics, lock: membership.lock });
   sawStatus = (status) => maintenance.sawStatus(status);
-  const schedule = config.defragSchedule === undefined ? undefined : new DefragSchedule({ schedule: config.defragSchedule, service: maintenance, logger, metrics });
+  const schedule =
+    config.defragSchedule === undefined
+      ? undefined
+      : new DefragSchedule({ schedule: config.defragSchedule, service: maintenance, logger, metrics });
   schedule?.start();
   // Stopped before membership, whose close releases the locks a stopped run still holds.
   stoppers.push(async () => {
@@ -90,7 +93,15 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
   let slow: RequestListener | undefined;
   const app = fastRoutes({ observer, metrics, logger }, () => {
     // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on first use, see above
-    slow ??= (require('./server/express-app') as typeof ExpressApp).expressApp({ config, logger, metrics, membership, maintenance, health: observer, recovery });
+    slow ??= (require('./server/express-app') as typeof ExpressApp).expressApp({
+      config,
+      logger,
+      metrics,
+      membership,
+      maintenance,
+      health: observer,
+      recovery,
+    });
     return slow;
   });
   return {

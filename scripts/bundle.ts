@@ -20,7 +20,9 @@ import { build, type Plugin } from 'esbuild';
  * The repository root: this file runs as dist/scripts/bundle.js, and as scripts/bundle.ts in the tests.
  * Told by agent/main.ts, not package.json: tsc copies package.json into dist/ too (build-info.ts imports it).
  */
-const ROOT = [path.resolve(__dirname, '..'), path.resolve(__dirname, '../..')].find((d) => fs.existsSync(path.join(d, 'agent', 'main.ts'))) ?? process.cwd();
+const ROOT =
+  [path.resolve(__dirname, '..'), path.resolve(__dirname, '../..')].find((d) => fs.existsSync(path.join(d, 'agent', 'main.ts'))) ??
+  process.cwd();
 /** Where the runtime artefact goes. */
 export const BIN_DIR = path.join(ROOT, 'dist', 'bin');
 /** The package's bin and the image's entry point: a launcher of the bundle (see LAUNCHER). */
@@ -125,7 +127,12 @@ export async function bundle(binDir = BIN_DIR): Promise<string> {
   fs.writeFileSync(main, fs.readFileSync(main, 'utf8').replace(/^#![^\n]*\n/, ''));
   fs.writeFileSync(bin, launcher(shebang), { mode: 0o755 });
   for (const lazy of LAZY) {
-    await build({ ...common, entryPoints: [lazy.entry], outfile: path.join(binDir, lazy.file), plugins: [splitLazy(lazy.file), jsonAsString] });
+    await build({
+      ...common,
+      entryPoints: [lazy.entry],
+      outfile: path.join(binDir, lazy.file),
+      plugins: [splitLazy(lazy.file), jsonAsString],
+    });
   }
   const protoSource = path.join(path.dirname(require.resolve('etcd3/package.json', { paths: [ROOT] })), 'proto');
   const protoTarget = path.join(binDir, '..', 'proto');

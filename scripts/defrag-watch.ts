@@ -35,7 +35,9 @@ export function overlaps(a: Interval, b: Interval): boolean {
 }
 
 /** Pairs of intervals of different members that overlap: every one is two members out of service at once. */
-export function overlapsBetween(byMember: ReadonlyMap<string, readonly Interval[]>): Array<{ a: string; b: string; a1: Interval; b1: Interval }> {
+export function overlapsBetween(
+  byMember: ReadonlyMap<string, readonly Interval[]>,
+): Array<{ a: string; b: string; a1: Interval; b1: Interval }> {
   const names = [...byMember.keys()];
   const found: Array<{ a: string; b: string; a1: Interval; b1: Interval }> = [];
   for (let i = 0; i < names.length; i++) {
@@ -92,7 +94,8 @@ export async function writeKeys(clientURL: string, opts: { keys: number; bytes: 
             success.push({ request_put: { key: Buffer.from(`${opts.prefix ?? 'load'}/${k}`).toString('base64'), value } });
           }
           const answer = await client.post('/v3/kv/txn', { success }, 30_000);
-          if (answer.status !== 200) throw new Error(`txn at key ${from}: HTTP ${answer.status} ${JSON.stringify(answer.body).slice(0, 200)}`);
+          if (answer.status !== 200)
+            throw new Error(`txn at key ${from}: HTTP ${answer.status} ${JSON.stringify(answer.body).slice(0, 200)}`);
         }
       }),
     );
@@ -146,12 +149,22 @@ abstract class MemberLoad {
 
   /** The longest stretch inside `window` (the whole run by default) without an answer through `member`. */
   longestGap(member: string, window: Interval = this.whole): number {
-    return longestGapIn((this.answered.get(member) ?? []).map(([, at]) => at), this.whole.from, this.whole.to, window);
+    return longestGapIn(
+      (this.answered.get(member) ?? []).map(([, at]) => at),
+      this.whole.from,
+      this.whole.to,
+      window,
+    );
   }
 
   /** The longest stretch inside `window` without an answer through any member: the cluster as a whole served none. */
   longestClusterGap(window: Interval = this.whole): number {
-    return longestGapIn([...this.answered.values()].flatMap((l) => l.map(([, at]) => at)), this.whole.from, this.whole.to, window);
+    return longestGapIn(
+      [...this.answered.values()].flatMap((l) => l.map(([, at]) => at)),
+      this.whole.from,
+      this.whole.to,
+      window,
+    );
   }
 
   /** Calls answered through `member` within `window`. */
@@ -208,7 +221,10 @@ export class KeepAliveLoad extends MemberLoad {
 
 /** One writer per member: puts one after the other through that member, and when each was answered. */
 export class WriteLoad extends MemberLoad {
-  constructor(members: ReadonlyArray<{ name: string; clientURL: string }>, private readonly putTimeoutMs = 20_000) {
+  constructor(
+    members: ReadonlyArray<{ name: string; clientURL: string }>,
+    private readonly putTimeoutMs = 20_000,
+  ) {
     super();
     for (const m of members) {
       this.answered.set(m.name, []);

@@ -96,7 +96,8 @@ function fromBinary(etcd: string): EtcdInstall {
   const out = execFileSync(etcd, ['--version'], { encoding: 'utf8', env: { PATH: process.env.PATH } });
   const version = /etcd Version:\s*([0-9][0-9.]*)/.exec(out)?.[1];
   const minor = version === undefined ? undefined : minorOf(version);
-  if (version === undefined || minor === undefined) throw new Error(`${etcd} --version says ${JSON.stringify(out.split('\n')[0])}: not an etcd 3.4–3.7`);
+  if (version === undefined || minor === undefined)
+    throw new Error(`${etcd} --version says ${JSON.stringify(out.split('\n')[0])}: not an etcd 3.4–3.7`);
   const dir = path.dirname(etcd);
   const beside = (name: string): string | undefined => (isExecutable(path.join(dir, name)) ? path.join(dir, name) : undefined);
   const etcdctl = beside('etcdctl') ?? '/usr/bin/etcdctl';

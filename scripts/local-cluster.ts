@@ -283,7 +283,9 @@ export class LocalEtcdCluster {
       for (const m of targets) {
         if (m.state === 'stopped') throw new Error(`${m.name} exited (${m.lastExit ?? 'not started'})${logTail(m)}`);
       }
-      const results = await Promise.all(targets.map((m) => checkHealth(m.clientURL, Math.min(1000, deadline - Date.now()), this.opts.clientTls)));
+      const results = await Promise.all(
+        targets.map((m) => checkHealth(m.clientURL, Math.min(1000, deadline - Date.now()), this.opts.clientTls)),
+      );
       results.forEach((r, i) => (r === 'ok' ? reasons.delete(targets[i]) : reasons.set(targets[i], r)));
       if (reasons.size === 0) return;
       if (Date.now() >= deadline) {
@@ -306,7 +308,9 @@ export class LocalEtcdCluster {
   etcdctl(args: string[], endpoints: string[] = this.runningURLs()): Promise<string> {
     const env = { ...withoutPrefixes(process.env, ['ETCDCTL_', 'ETCD_']), ETCDCTL_API: '3' };
     const tls = this.opts.clientTls;
-    const tlsArgs = tls ? [`--cacert=${tls.ca}`, ...(tls.clientCert && tls.clientKey ? [`--cert=${tls.clientCert}`, `--key=${tls.clientKey}`] : [])] : [];
+    const tlsArgs = tls
+      ? [`--cacert=${tls.ca}`, ...(tls.clientCert && tls.clientKey ? [`--cert=${tls.clientCert}`, `--key=${tls.clientKey}`] : [])]
+      : [];
     // A --user in `args` comes later and wins.
     const userArgs = this.etcdctlUser === undefined ? [] : [`--user=${this.etcdctlUser}`];
     const argv = [`--endpoints=${endpoints.join(',')}`, ...tlsArgs, ...userArgs, ...args];
@@ -343,9 +347,18 @@ export class LocalEtcdCluster {
     if (this.etcdctlUser !== undefined) return parseMemberList(await this.etcdctl(['member', 'list', '-w', 'json'], endpoints));
     const body = { linearizable: this.etcd.minor !== '3.4' };
     const failures: string[] = [];
-    const said = (a: { status: number; text: string }): string => (a.status === 0 ? a.text : `HTTP ${a.status} ${a.text.trim().slice(0, 200)}`);
+    const said = (a: { status: number; text: string }): string =>
+      a.status === 0 ? a.text : `HTTP ${a.status} ${a.text.trim().slice(0, 200)}`;
     for (const url of endpoints) {
-      const barrier = body.linearizable ? undefined : await postJson(url, '/v3/kv/range', { key: Buffer.from('barrier').toString('base64'), count_only: true }, 5000, this.opts.clientTls);
+      const barrier = body.linearizable
+        ? undefined
+        : await postJson(
+            url,
+            '/v3/kv/range',
+            { key: Buffer.from('barrier').toString('base64'), count_only: true },
+            5000,
+            this.opts.clientTls,
+          );
       if (barrier !== undefined && barrier.status !== 200) {
         failures.push(`${url}: barrier read ${said(barrier)}`);
         continue;
@@ -548,7 +561,10 @@ function tlsFlags(tls: ClientTls | undefined): string[] {
 /** The CA and client certificate to reach an https client URL with (none for http). */
 function clientTlsOptions(clientURL: string, tls?: ClientTls): https.RequestOptions {
   if (!clientURL.startsWith('https:') || tls === undefined) return {};
-  return { ca: fs.readFileSync(tls.ca), ...(tls.clientCert && tls.clientKey ? { cert: fs.readFileSync(tls.clientCert), key: fs.readFileSync(tls.clientKey) } : {}) };
+  return {
+    ca: fs.readFileSync(tls.ca),
+    ...(tls.clientCert && tls.clientKey ? { cert: fs.readFileSync(tls.clientCert), key: fs.readFileSync(tls.clientKey) } : {}),
+  };
 }
 
 /** 'ok' when the member answers /health with `"true"` within `timeoutMs`, else why not. */
@@ -572,7 +588,9 @@ async function checkHealth(clientURL: string, timeoutMs: number, tls?: ClientTls
  * which JSON.parse would round: quoted first) or strings (the gateway), in hex.
  */
 function parseMemberList(text: string): ListedMember[] {
-  const parsed = JSON.parse(text.replace(/"(ID|cluster_id|member_id)":(\d+)/g, '"$1":"$2"')) as { members?: Array<Partial<ListedMember> & { ID: string }> };
+  const parsed = JSON.parse(text.replace(/"(ID|cluster_id|member_id)":(\d+)/g, '"$1":"$2"')) as {
+    members?: Array<Partial<ListedMember> & { ID: string }>;
+  };
   return (parsed.members ?? []).map((m) => ({
     id: BigInt(m.ID).toString(16),
     name: m.name ?? '',
@@ -585,7 +603,13 @@ function parseMemberList(text: string): ListedMember[] {
 }
 
 /** POSTs `body` as JSON to `path` of a member's client URL; status 0 and the reason when no answer came. */
-function postJson(clientURL: string, path: string, body: object, timeoutMs: number, tls?: ClientTls): Promise<{ status: number; text: string }> {
+function postJson(
+  clientURL: string,
+  path: string,
+  body: object,
+  timeoutMs: number,
+  tls?: ClientTls,
+): Promise<{ status: number; text: string }> {
   return request(`${clientURL}${path}`, {
     method: 'POST',
     headers: { 'Content-Type': 'application/json' },

@@ -1,6 +1,6 @@
 #!/bin/sh
 # member-join.sh: drop-in replacement of the KubeBlocks etcd addon's memberJoin
-# script (CONTRACT §7). It runs no etcdctl: it asks this pod's etcd-lifecycle-agent
+# script (docs/api.md §7). It runs no etcdctl: it asks this pod's etcd-lifecycle-agent
 # to make KB_JOIN_MEMBER_POD_NAME a voting member.
 #
 # Reads (as the addon's script): KB_JOIN_MEMBER_POD_NAME (required),

@@ -1,6 +1,6 @@
 #!/bin/sh
 # member-leave.sh: drop-in replacement of the KubeBlocks etcd addon's memberLeave
-# script (CONTRACT §7). It runs no etcdctl: it asks this pod's etcd-lifecycle-agent
+# script (docs/api.md §7). It runs no etcdctl: it asks this pod's etcd-lifecycle-agent
 # to remove KB_LEAVE_MEMBER_POD_NAME from the cluster.
 #
 # Reads (as the addon's script): KB_LEAVE_MEMBER_POD_NAME (required),

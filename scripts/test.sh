@@ -36,16 +36,18 @@ if [ "${#versions[@]}" -eq 0 ]; then
   exit 1
 fi
 
-echo "== node $(node --version): typecheck, lint, unit tests"
+echo "== node $(node --version): typecheck, lint, format check, unit tests"
 # Side by side (each is mostly one busy process, and together they take ~20 s instead of ~35 s on
 # 2 cores); each one's output is printed whole once they are all done.
 npm run --silent typecheck >"$out/typecheck" 2>&1 &
 typecheck=$!
 npm run --silent lint >"$out/lint" 2>&1 &
 lint=$!
+npm run --silent format:check >"$out/format" 2>&1 &
+format=$!
 JEST_SUMMARY_FILE="$out/summary-node20" npm run --silent test:unit >"$out/unit" 2>&1 &
 unit=$!
-for step in typecheck lint unit; do
+for step in typecheck lint format unit; do
   if ! wait "${!step}"; then
     status=1
     echo "-- ${step}: failed"

@@ -56,12 +56,15 @@ export function summarize(cmd: Pick<ParsedCommand, 'command' | 'name'>, body: Re
       return summarizeHealth(body);
     case 'recovery': {
       const from = record(body.recoverFrom);
-      const head = body.needed === true ? (body.possible === true ? 'recovery possible' : 'recovery not possible now') : 'no recovery needed';
+      const head =
+        body.needed === true ? (body.possible === true ? 'recovery possible' : 'recovery not possible now') : 'no recovery needed';
       return `${head}: ${str(body.reason)}${from.name === undefined ? '' : `\n  from ${str(from.name)} (committed index ${str(from.committedIndex)}), cluster ${str(body.clusterId)}`}`;
     }
     case 'recover': {
       const rec = record(body.record);
-      return body.complete === true ? `${outcome}: from ${str(record(rec.from).name)}, writable at ${str(rec.writableAt)}` : `${outcome} (step ${str(body.step)}): call again`;
+      return body.complete === true
+        ? `${outcome}: from ${str(record(rec.from).name)}, writable at ${str(rec.writableAt)}`
+        : `${outcome} (step ${str(body.step)}): call again`;
     }
   }
 }

@@ -29,9 +29,21 @@ export interface CommandSpec {
 }
 
 /** The options only some commands take. */
-export type CommandOption = 'peer-url' | 'wait' | 'force' | 'to' | 'compact-retain' | 'no-compact' | 'min-fragmentation' | 'min-db-size' | 'from' | 'cluster-id';
+export type CommandOption =
+  'peer-url' | 'wait' | 'force' | 'to' | 'compact-retain' | 'no-compact' | 'min-fragmentation' | 'min-db-size' | 'from' | 'cluster-id';
 /** Every option some command takes and another does not. */
-export const COMMAND_OPTIONS: readonly CommandOption[] = ['peer-url', 'wait', 'force', 'to', 'compact-retain', 'no-compact', 'min-fragmentation', 'min-db-size', 'from', 'cluster-id'];
+export const COMMAND_OPTIONS: readonly CommandOption[] = [
+  'peer-url',
+  'wait',
+  'force',
+  'to',
+  'compact-retain',
+  'no-compact',
+  'min-fragmentation',
+  'min-db-size',
+  'from',
+  'cluster-id',
+];
 
 /** Exit codes of the client commands (docs/api.md §7), as their help states them. */
 export const EXIT_CODES_NOTE =
@@ -40,7 +52,11 @@ export const EXIT_CODES_NOTE =
 /** The flags every client command takes, after its own. */
 const COMMON_OPTIONS: readonly UsageOption[] = [
   { flag: '--agent URL', variable: 'ETCD_AGENT_URL', default: DEFAULT_AGENT_URL, meaning: 'the agent to call' },
-  { flag: '--token-file FILE', variable: 'ETCD_AGENT_TOKEN_FILE', meaning: 'file holding the bearer token for mutating calls (a trailing newline is ignored)' },
+  {
+    flag: '--token-file FILE',
+    variable: 'ETCD_AGENT_TOKEN_FILE',
+    meaning: 'file holding the bearer token for mutating calls (a trailing newline is ignored)',
+  },
   { flag: '--timeout-seconds N', default: "the agent's", meaning: "the call's deadline, 1-60" },
   { flag: '--json', meaning: "print the agent's JSON answer (the default unless stdout is a terminal)" },
   { flag: '--summary', meaning: 'print one line a person reads (the default on a terminal)' },
@@ -60,7 +76,10 @@ export const COMMAND_SPECS: Readonly<Record<Command, CommandSpec>> = {
     usage: {
       synopsis: 'NAME [--peer-url URL]... [--wait]',
       summary: 'make NAME a voting member: added as a learner, promoted once in sync (exit 3: not complete yet, call again)',
-      options: [PEER_URL, { flag: '--wait', meaning: "wait inside the call's deadline until NAME is a started voter, promoting it when in sync" }],
+      options: [
+        PEER_URL,
+        { flag: '--wait', meaning: "wait inside the call's deadline until NAME is a started voter, promoting it when in sync" },
+      ],
     },
   },
   leave: {
@@ -69,7 +88,13 @@ export const COMMAND_SPECS: Readonly<Record<Command, CommandSpec>> = {
     usage: {
       synopsis: 'NAME [--peer-url URL]... [--force]',
       summary: 'remove NAME from the cluster, moving leadership away first when it leads',
-      options: [PEER_URL, { flag: '--force', meaning: 'remove a voter even when the remaining healthy voters are fewer than a quorum (never the last voter)' }],
+      options: [
+        PEER_URL,
+        {
+          flag: '--force',
+          meaning: 'remove a voter even when the remaining healthy voters are fewer than a quorum (never the last voter)',
+        },
+      ],
     },
   },
   promote: {
@@ -120,7 +145,12 @@ export const COMMAND_SPECS: Readonly<Record<Command, CommandSpec>> = {
           default: "the agent's (0.45)",
           meaning: 'only members whose (dbSize - dbSizeInUse) / dbSize is at least F, 0 < F <= 1',
         },
-        { flag: '--min-db-size BYTES', variable: 'ETCD_AGENT_DEFRAG_MIN_DB_SIZE_BYTES', default: "the agent's (104857600)", meaning: 'only members whose database is at least this big' },
+        {
+          flag: '--min-db-size BYTES',
+          variable: 'ETCD_AGENT_DEFRAG_MIN_DB_SIZE_BYTES',
+          default: "the agent's (104857600)",
+          meaning: 'only members whose database is at least this big',
+        },
         { flag: '--force', meaning: 'also when the cluster would not keep a quorum without the member (one or two members)' },
         {
           flag: '--wait',
@@ -170,4 +200,14 @@ export function clientUsage(command: Command): CommandUsage {
 }
 
 /** Every client command, in the order the overview lists them. */
-export const CLIENT_COMMANDS: readonly Command[] = ['join', 'leave', 'promote', 'members', 'health', 'transfer-leader', 'defragment', 'recovery', 'recover'];
+export const CLIENT_COMMANDS: readonly Command[] = [
+  'join',
+  'leave',
+  'promote',
+  'members',
+  'health',
+  'transfer-leader',
+  'defragment',
+  'recovery',
+  'recover',
+];

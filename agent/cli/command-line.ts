@@ -37,7 +37,8 @@ function defragmentOptions(values: {
   'min-db-size'?: string;
 }): Pick<ParsedCommand, 'compact' | 'minFragmentation' | 'minDbSizeBytes'> {
   const out: Pick<ParsedCommand, 'compact' | 'minFragmentation' | 'minDbSizeBytes'> = {};
-  if (values['compact-retain'] !== undefined && values['no-compact'] === true) throw new UsageError('--compact-retain and --no-compact exclude each other');
+  if (values['compact-retain'] !== undefined && values['no-compact'] === true)
+    throw new UsageError('--compact-retain and --no-compact exclude each other');
   if (values['no-compact'] === true) out.compact = false;
   if (values['compact-retain'] === 'none') {
     out.compact = false;
@@ -117,7 +118,11 @@ export function parseCommand(command: Command, argv: string[], env: NodeJS.Proce
     if (!spec.named && positionals.length > 0) throw new UsageError(`${command} takes no argument, got "${positionals[0]}"`);
   }
   if (values.to === '') throw new UsageError('--to needs a member name');
-  if (command === 'recover' && !help && (values.from === undefined || values.from === '' || values['cluster-id'] === undefined || values['cluster-id'] === '')) {
+  if (
+    command === 'recover' &&
+    !help &&
+    (values.from === undefined || values.from === '' || values['cluster-id'] === undefined || values['cluster-id'] === '')
+  ) {
     throw new UsageError('recover needs --from NAME and --cluster-id ID (both as GET /v1/recovery shows them)');
   }
   if (values.json === true && values.summary === true) throw new UsageError('--json and --summary exclude each other');

@@ -33,7 +33,10 @@ export const COMMANDS: readonly CommandEntry[] = [
   { usage: SERVE_USAGE, run: serve },
   { usage: PREPARE_USAGE, run: prepare },
   { usage: KUBE_INJECT_USAGE, run: async (argv, io) => (await import('./kube-inject-command')).runKubeInject(argv, io) },
-  ...CLIENT_COMMANDS.map((command) => ({ usage: clientUsage(command), run: (argv: string[], io: MainIo) => runCommand(command, argv, io) })),
+  ...CLIENT_COMMANDS.map((command) => ({
+    usage: clientUsage(command),
+    run: (argv: string[], io: MainIo) => runCommand(command, argv, io),
+  })),
 ];
 
 /**

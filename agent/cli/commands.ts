@@ -36,9 +36,17 @@ export function requestFor(cmd: ParsedCommand): { method: 'GET' | 'POST'; path: 
   const peers = cmd.peerURLs.length === 0 ? {} : { peerURLs: cmd.peerURLs };
   switch (cmd.command) {
     case 'join':
-      return { method: 'POST', path: '/v1/members/join', body: { name: cmd.name, ...peers, ...(cmd.wait ? { wait: true } : {}), ...deadline } };
+      return {
+        method: 'POST',
+        path: '/v1/members/join',
+        body: { name: cmd.name, ...peers, ...(cmd.wait ? { wait: true } : {}), ...deadline },
+      };
     case 'leave':
-      return { method: 'POST', path: '/v1/members/leave', body: { name: cmd.name, ...peers, ...(cmd.force ? { force: true } : {}), ...deadline } };
+      return {
+        method: 'POST',
+        path: '/v1/members/leave',
+        body: { name: cmd.name, ...peers, ...(cmd.force ? { force: true } : {}), ...deadline },
+      };
     case 'promote':
       return { method: 'POST', path: '/v1/members/promote', body: { name: cmd.name, ...deadline } };
     case 'transfer-leader':
@@ -60,7 +68,11 @@ export function requestFor(cmd: ParsedCommand): { method: 'GET' | 'POST'; path: 
     case 'recovery':
       return { method: 'GET', path: '/v1/recovery' };
     case 'recover':
-      return { method: 'POST', path: '/v1/recovery', body: { from: cmd.from, clusterId: cmd.clusterId, ...(cmd.force ? { force: true } : {}), ...deadline } };
+      return {
+        method: 'POST',
+        path: '/v1/recovery',
+        body: { from: cmd.from, clusterId: cmd.clusterId, ...(cmd.force ? { force: true } : {}), ...deadline },
+      };
     case 'health':
       return { method: 'GET', path: '/v1/health' };
   }
@@ -95,7 +107,8 @@ export async function runCommand(command: Command, argv: string[], io: CliIo, en
   }
   const request = requestFor(cmd);
   // The agent answers within the call's deadline (at most 60 s); leave it time to say so itself.
-  const waitSeconds = (cmd.timeoutSeconds ?? (request.method === 'GET' ? CLI_READ_SECONDS : CLI_CHANGE_SECONDS)) + CLI_ANSWER_MARGIN_SECONDS;
+  const waitSeconds =
+    (cmd.timeoutSeconds ?? (request.method === 'GET' ? CLI_READ_SECONDS : CLI_CHANGE_SECONDS)) + CLI_ANSWER_MARGIN_SECONDS;
   const client = new AgentClient({ url: cmd.agent, tokenFile: cmd.tokenFile, timeoutMs: waitSeconds * 1000 });
   let answer: AgentAnswer;
   try {

@@ -17,7 +17,6 @@ export interface KubeInjectIo {
   readFile?: (path: string) => Promise<string>;
 }
 
-
 /**
  * Runs `kube-inject` with `argv` (the arguments after the command name; a leading `kube-inject`
  * is skipped) and prints the result. Exit code 0 on success, 2 for a usage error (no `-f`, an

@@ -92,7 +92,11 @@ export function etcdProbes(site: EtcdProbeSite, agentPort: number, agentHost: { 
         };
   if (port === undefined) return readiness;
   return atLeast(version, 3, 5, 11)
-    ? { ...readiness, liveness: { httpGet: { path: '/livez', port }, ...LIVENESS_TIMING }, livenessWhy: `etcd's own /livez (${said}): a serializable read, so losing quorum is no reason to restart` }
+    ? {
+        ...readiness,
+        liveness: { httpGet: { path: '/livez', port }, ...LIVENESS_TIMING },
+        livenessWhy: `etcd's own /livez (${said}): a serializable read, so losing quorum is no reason to restart`,
+      }
     : {
         ...readiness,
         liveness: { httpGet: { path: '/health?serializable=true', port }, ...LIVENESS_TIMING },

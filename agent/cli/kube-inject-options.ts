@@ -25,7 +25,10 @@ export const KUBE_INJECT_USAGE: CommandUsage = {
     { flag: '-f, --filename FILE|-', meaning: 'the YAML to read; - reads standard input' },
     { flag: '--image IMAGE', default: DEFAULT_IMAGE, meaning: 'the sidecar image' },
     { flag: '--port PORT', default: String(DEFAULT_PORT), meaning: 'the port the agent listens on (named lifecycle)' },
-    { flag: '--token-secret SECRET', meaning: "a Secret whose key `token` is mounted as ETCD_AGENT_TOKEN_FILE; required for a hostNetwork: true pod" },
+    {
+      flag: '--token-secret SECRET',
+      meaning: 'a Secret whose key `token` is mounted as ETCD_AGENT_TOKEN_FILE; required for a hostNetwork: true pod',
+    },
     { flag: '--host-network-listen IP', default: '127.0.0.1', meaning: 'the address the agent listens on in a hostNetwork: true pod' },
   ],
   notes: ['exit codes: 0 printed, 1 the file cannot be read or is not valid YAML, 2 usage'],

@@ -175,7 +175,11 @@ export function injectPrepare(doc: Document, podSpec: YAMLMap, etcd: YAMLMap, in
     command: ['/bin/sh', '-c', `cp /bin/busybox ${STATIC_SHELL} && exec etcd-lifecycle-agent prepare`],
     env,
     // The sidecar's mounts too: its env names the token file, which prepare's configuration must read.
-    volumeMounts: [...dataMounts.map((m) => m.toJSON() as object), ...inject.agentMounts, { name: START_VOLUME, mountPath: START_MOUNT_PATH }],
+    volumeMounts: [
+      ...dataMounts.map((m) => m.toJSON() as object),
+      ...inject.agentMounts,
+      { name: START_VOLUME, mountPath: START_MOUNT_PATH },
+    ],
     resources: inject.resources,
     // As etcd's user (root in etcd's own images), whose files these are; no capabilities.
     securityContext: {
@@ -187,10 +191,13 @@ export function injectPrepare(doc: Document, podSpec: YAMLMap, etcd: YAMLMap, in
   });
   init.commentBefore = ' added by etcd-lifecycle-agent kube-inject: decides how etcd starts (join, lost disk, bootstrap)';
   if (sidecar !== undefined) {
-    const prepareEnv = env.filter((e) => /^ETCD_AGENT_(DATA_DIR|INITIAL_CLUSTER|INITIAL_CLUSTER_TOKEN|PREPARE_FLAGS_FILE|START_NOTE_FILE)$/.test((e as { name: string }).name));
+    const prepareEnv = env.filter((e) =>
+      /^ETCD_AGENT_(DATA_DIR|INITIAL_CLUSTER|INITIAL_CLUSTER_TOKEN|PREPARE_FLAGS_FILE|START_NOTE_FILE)$/.test((e as { name: string }).name),
+    );
     for (const e of prepareEnv) seqAt(sidecar, 'env').add(doc.createNode(e));
     const readOnlyData = dataMounts.map((d) => ({ ...(d.toJSON() as object), readOnly: true }));
-    for (const m of [...readOnlyData, { name: START_VOLUME, mountPath: START_MOUNT_PATH }]) seqAt(sidecar, 'volumeMounts').add(doc.createNode(m));
+    for (const m of [...readOnlyData, { name: START_VOLUME, mountPath: START_MOUNT_PATH }])
+      seqAt(sidecar, 'volumeMounts').add(doc.createNode(m));
     const security = sidecar.get('securityContext');
     if (isMap(security)) {
       security.set('runAsNonRoot', user.runAsUser !== 0);
@@ -205,7 +212,9 @@ export function injectPrepare(doc: Document, podSpec: YAMLMap, etcd: YAMLMap, in
   if (pair !== undefined) {
     pair.value = doc.createNode([STATIC_SHELL, '-c', etcdStartScript(FLAGS_FILE, commandWords[0], dataDir), ...commandWords]);
     const note = ' etcd starts with the flags etcd-lifecycle-agent prepare decided (kube-inject)';
-    if (isScalar(pair.key)) pair.key.commentBefore = pair.key.commentBefore === undefined || pair.key.commentBefore === null ? note : `${pair.key.commentBefore}\n${note}`;
+    if (isScalar(pair.key))
+      pair.key.commentBefore =
+        pair.key.commentBefore === undefined || pair.key.commentBefore === null ? note : `${pair.key.commentBefore}\n${note}`;
   }
   // Writable: the start script says what it does there, renames a one-shot flags file once used and
   // leaves its refusal there (START_NOTE_FILE).

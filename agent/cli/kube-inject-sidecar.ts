@@ -46,8 +46,7 @@ export function sidecarContainer(
   const endpoints = [local];
   let peerUrlTemplate: string | undefined;
   if (site.serviceName !== undefined) {
-    const host =
-      site.namespace === undefined ? site.serviceName : `${site.serviceName}.${site.namespace}.svc.cluster.local`;
+    const host = site.namespace === undefined ? site.serviceName : `${site.serviceName}.${site.namespace}.svc.cluster.local`;
     endpoints.unshift(`${schemes.client}://${host}:${CLIENT_PORT}`);
     // $(POD_NAMESPACE) is expanded by the kubelet: it is defined earlier in the same env list.
     peerUrlTemplate = `${schemes.peer}://{name}.${site.serviceName}.$(POD_NAMESPACE).svc.cluster.local:${PEER_PORT}`;
@@ -70,16 +69,17 @@ export function sidecarContainer(
   }
   if (listen.hostNetwork) env.push({ name: 'ETCD_AGENT_HOST_NETWORK', value: 'true' });
 
-  const probe = (path: string): object => ({ httpGet: { path, port: 'lifecycle', ...listen.probeHost }, timeoutSeconds: SIDECAR_PROBE_TIMEOUT_SECONDS });
+  const probe = (path: string): object => ({
+    httpGet: { path, port: 'lifecycle', ...listen.probeHost },
+    timeoutSeconds: SIDECAR_PROBE_TIMEOUT_SECONDS,
+  });
   return {
     name: SIDECAR_NAME,
     image: options.image,
     args: ['serve'],
     ports: [{ name: 'lifecycle', containerPort: options.port, protocol: 'TCP' }],
     env,
-    ...(options.tokenSecret === undefined
-      ? {}
-      : { volumeMounts: [{ name: TOKEN_VOLUME, mountPath: TOKEN_MOUNT_PATH, readOnly: true }] }),
+    ...(options.tokenSecret === undefined ? {} : { volumeMounts: [{ name: TOKEN_VOLUME, mountPath: TOKEN_MOUNT_PATH, readOnly: true }] }),
     resources: SIDECAR_RESOURCES,
     livenessProbe: probe('/livez'),
     readinessProbe: probe('/readyz'),

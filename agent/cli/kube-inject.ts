@@ -114,7 +114,19 @@ function injectPod(doc: Document, podSpec: YAMLMap, site: PodSite, options: Reso
   containers.add(sidecar);
   // The prepare init container and the etcd command that sources its decision (kube-inject-prepare.ts).
   if (etcd !== undefined) {
-    injectPrepare(doc, podSpec, etcd, { image: options.image, port: options.port, agentEnv: sidecarSpec.env, agentMounts: sidecarSpec.volumeMounts ?? [], resources: sidecarSpec.resources }, sidecar);
+    injectPrepare(
+      doc,
+      podSpec,
+      etcd,
+      {
+        image: options.image,
+        port: options.port,
+        agentEnv: sidecarSpec.env,
+        agentMounts: sidecarSpec.volumeMounts ?? [],
+        resources: sidecarSpec.resources,
+      },
+      sidecar,
+    );
   }
 
   if (etcd !== undefined) {
@@ -130,7 +142,8 @@ function injectPod(doc: Document, podSpec: YAMLMap, site: PodSite, options: Reso
       listen.probeHost,
     );
     if (!etcd.has('readinessProbe')) addProbe(doc, etcd, 'readinessProbe', probes.readiness, probes.readinessWhy);
-    if (!etcd.has('livenessProbe') && probes.liveness !== undefined) addProbe(doc, etcd, 'livenessProbe', probes.liveness, probes.livenessWhy ?? '');
+    if (!etcd.has('livenessProbe') && probes.liveness !== undefined)
+      addProbe(doc, etcd, 'livenessProbe', probes.liveness, probes.livenessWhy ?? '');
   }
 
   if (options.tokenSecret !== undefined) {
@@ -149,7 +162,10 @@ function findEtcdContainer(containers: YAMLSeq): YAMLMap | undefined {
   const maps = containers.items.filter((c): c is YAMLMap => isMap(c));
   return (
     maps.find((c) => c.get('name') === 'etcd') ??
-    maps.find((c) => { const image = c.get('image'); return typeof image === 'string' && image.includes('etcd'); })
+    maps.find((c) => {
+      const image = c.get('image');
+      return typeof image === 'string' && image.includes('etcd');
+    })
   );
 }
 

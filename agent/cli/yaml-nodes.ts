@@ -7,9 +7,7 @@ import { isMap, isScalar, isSeq, YAMLMap, YAMLSeq } from 'yaml';
 /** The string items of a sequence node (`command`, `args`); anything else gives none. */
 export function stringsOf(node: unknown): string[] {
   if (!isSeq(node)) return [];
-  return node.items
-    .map((item) => (isScalar(item) ? item.value : item))
-    .filter((value): value is string => typeof value === 'string');
+  return node.items.map((item) => (isScalar(item) ? item.value : item)).filter((value): value is string => typeof value === 'string');
 }
 
 /** The literal `value` of the env entry `name` of a container, when it is a string. */

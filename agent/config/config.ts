@@ -28,7 +28,7 @@ type Raw = (variable: string) => string | undefined;
 export const SERVE_USAGE: CommandUsage = {
   name: 'serve',
   synopsis: '[flags]',
-  summary: 'run the agent in the foreground, beside this pod\'s etcd member',
+  summary: "run the agent in the foreground, beside this pod's etcd member",
   details: [
     'Configuration comes from ETCD_AGENT_* variables, each with a --flag twin (--flag VALUE or --flag=VALUE; a boolean flag alone means true). ' +
       'A bad value stops start-up with one line naming the variable, exit code 2. SIGTERM and SIGINT stop it cleanly within 5 s (exit 0).',

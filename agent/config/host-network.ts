@@ -45,9 +45,7 @@ export interface HostNetworkInputs {
 }
 
 /** The decision: host network or not, why, or a contradiction to refuse start-up with. */
-export type HostNetworkAnswer =
-  | { hostNetwork: boolean; reason: string }
-  | { conflict: string };
+export type HostNetworkAnswer = { hostNetwork: boolean; reason: string } | { conflict: string };
 
 /**
  * Decides whether the agent runs in the node's network namespace (pure). An explicit `false`

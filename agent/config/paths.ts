@@ -39,7 +39,11 @@ export function unusableDirectory(dir: string, readOnly = false): string | undef
   if (typeof above === 'string') return `the directory above it, ${parent}, ${above}`;
   if (!above.isDirectory()) return `the path above it, ${parent}, is a file, not a directory`;
   if (readOnly) return undefined;
-  return denied(parent, fs.constants.W_OK | fs.constants.X_OK, `cannot be moved aside or made: the directory above it, ${parent}, cannot be written (permission denied)`);
+  return denied(
+    parent,
+    fs.constants.W_OK | fs.constants.X_OK,
+    `cannot be moved aside or made: the directory above it, ${parent}, cannot be written (permission denied)`,
+  );
 }
 
 /** Why `file` cannot be written (replaced whole, its directory made when missing), or undefined. */

@@ -32,7 +32,6 @@ export class ConfigError extends Error {
  */
 export type Parser<T> = (value: string | undefined, variable: string, env: NodeJS.ProcessEnv) => T;
 
-
 export const text: Parser<string | undefined> = (value) => value;
 
 export const boolean: Parser<boolean> = (value, variable) => {
@@ -147,7 +146,10 @@ export function fraction(min: number, max: number, minOpen = false): Parser<numb
   return (value, variable) => {
     const n = value === undefined || !/^\d*\.?\d+$/.test(value) ? NaN : Number(value);
     if (!(minOpen ? n > min : n >= min) || n > max) {
-      throw new ConfigError(variable, `"${value}" must be a number ${minOpen ? 'above' : 'from'} ${min} ${minOpen ? 'and at most' : 'to'} ${max}`);
+      throw new ConfigError(
+        variable,
+        `"${value}" must be a number ${minOpen ? 'above' : 'from'} ${min} ${minOpen ? 'and at most' : 'to'} ${max}`,
+      );
     }
     return n;
   };

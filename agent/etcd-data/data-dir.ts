@@ -161,7 +161,10 @@ export function moveAside(dataDir: string, now = new Date()): string {
 
 /** The first free `<dataDir>.removed-<UTC time>[-n]` sibling: where moveAside (or etcd's start script) puts it. */
 export function asideTarget(dataDir: string, now = new Date()): string {
-  const stamp = now.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
+  const stamp = now
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d+Z$/, 'Z');
   for (let n = 0; ; n++) {
     const target = `${dataDir}.removed-${stamp}${n === 0 ? '' : `-${n}`}`;
     if (!fs.existsSync(target)) return target;

@@ -40,7 +40,10 @@ export function scanWal(dataDir: string): WalTail | undefined {
   const walDir = path.join(dataDir, 'member', 'wal');
   let files: string[];
   try {
-    files = fs.readdirSync(walDir).filter((f) => f.endsWith('.wal')).sort();
+    files = fs
+      .readdirSync(walDir)
+      .filter((f) => f.endsWith('.wal'))
+      .sort();
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw err;
@@ -89,7 +92,7 @@ function* records(file: string): Generator<{ type: bigint; data?: Buffer }> {
       }
       return window.bytes.subarray(offset - window.start, offset - window.start + length);
     };
-    for (let offset = 0; offset + 8 <= size; ) {
+    for (let offset = 0; offset + 8 <= size;) {
       const lenField = read(offset, 8).readBigUInt64LE(0);
       const length = Number(lenField & 0xffffffffffffffn);
       const pad = lenField >> 63n === 1n ? Number((lenField >> 56n) & 0x7n) : 0;

@@ -41,7 +41,10 @@ export function readWalState(dataDir: string): WalState | undefined {
   const walDir = path.join(dataDir, 'member', 'wal');
   let names: string[];
   try {
-    names = fs.readdirSync(walDir).filter((f) => /^[0-9a-f]{16}-[0-9a-f]{16}\.wal$/.test(f)).sort();
+    names = fs
+      .readdirSync(walDir)
+      .filter((f) => /^[0-9a-f]{16}-[0-9a-f]{16}\.wal$/.test(f))
+      .sort();
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw err;

@@ -16,7 +16,12 @@ export function applyNudgeKey(keyPrefix: string): string {
 }
 
 /** Writes the nudge for member `memberId` through the quorum; throws an AgentError when etcd refuses it. */
-export async function writeApplyNudge(cluster: Pick<EtcdCluster, 'write'>, keyPrefix: string, memberId: string, deadline: Deadline): Promise<void> {
+export async function writeApplyNudge(
+  cluster: Pick<EtcdCluster, 'write'>,
+  keyPrefix: string,
+  memberId: string,
+  deadline: Deadline,
+): Promise<void> {
   const value = JSON.stringify({ member: memberId, at: new Date().toISOString() });
   try {
     await cluster.write(deadline, (raw, at) => raw.put(applyNudgeKey(keyPrefix)).value(value).options({ deadline: at }).exec());

@@ -56,7 +56,13 @@ export class EtcdCluster {
     this.attemptTimeoutMs = options.attemptTimeoutMs ?? DEFAULT_ATTEMPT_MS;
     this.barrierKey = Buffer.from(`${options.keyPrefix ?? '/etcd-lifecycle-agent/'}barrier`);
     this.calls = new EndpointCalls(options, this.attemptTimeoutMs);
-    this.status = new MemberStatusCalls(options, this.calls.endpoints, (url) => this.calls.client(url, false), this.attemptTimeoutMs, onStatusCall);
+    this.status = new MemberStatusCalls(
+      options,
+      this.calls.endpoints,
+      (url) => this.calls.client(url, false),
+      this.attemptTimeoutMs,
+      onStatusCall,
+    );
     this.membership = new MembershipRpcs({
       endpoints: this.calls.endpoints,
       clientOf: (url) => this.calls.client(url),
@@ -210,11 +216,19 @@ export class EtcdCluster {
    */
   async memberMetrics(clientURL: string, timeoutMs: number): Promise<MemberMetrics> {
     try {
-      return await fetchMemberMetrics(clientURL, timeoutMs, { caFile: this.options.caFile, certFile: this.options.certFile, keyFile: this.options.keyFile });
-    } catch (err) {
-      throw new AgentError('unavailable', `the metrics page of ${clientURL} could not be read: ${err instanceof Error ? err.message : String(err)}`, {
-        cause: err,
+      return await fetchMemberMetrics(clientURL, timeoutMs, {
+        caFile: this.options.caFile,
+        certFile: this.options.certFile,
+        keyFile: this.options.keyFile,
       });
+    } catch (err) {
+      throw new AgentError(
+        'unavailable',
+        `the metrics page of ${clientURL} could not be read: ${err instanceof Error ? err.message : String(err)}`,
+        {
+          cause: err,
+        },
+      );
     }
   }
 

@@ -41,9 +41,7 @@ export interface EtcdTlsMaterial extends EtcdTlsBytes {
 
 /** The outcome of looking at newly read files: put them in use, keep the current material, or refuse them and why. */
 export type CredentialsDecision =
-  | { action: 'swap'; material: EtcdTlsMaterial }
-  | { action: 'unchanged' }
-  | { action: 'reject'; reason: string };
+  { action: 'swap'; material: EtcdTlsMaterial } | { action: 'unchanged' } | { action: 'reject'; reason: string };
 
 const PEM_BLOCK = /-----BEGIN ([A-Z0-9 ]+)-----[\s\S]*?-----END \1-----/g;
 
@@ -69,11 +67,13 @@ export function validateTlsBytes(bytes: EtcdTlsBytes): EtcdTlsMaterial {
       throw new Error(`certificate ${i + 1} of the CA file does not parse: ${(err as Error).message}`);
     }
   });
-  if ((bytes.cert === undefined) !== (bytes.key === undefined)) throw new Error('a client certificate needs its key, and a key its certificate');
+  if ((bytes.cert === undefined) !== (bytes.key === undefined))
+    throw new Error('a client certificate needs its key, and a key its certificate');
   let certificate: EtcdTlsMaterial['certificate'];
   if (bytes.cert !== undefined && bytes.key !== undefined) {
     const chain = pemBlocks(bytes.cert.toString('utf8'));
-    if (chain.blocks.length === 0 || chain.leftover) throw new Error('the client certificate file is empty or holds an incomplete PEM block (being written?)');
+    if (chain.blocks.length === 0 || chain.leftover)
+      throw new Error('the client certificate file is empty or holds an incomplete PEM block (being written?)');
     let leaf: X509Certificate;
     let key;
     try {
@@ -90,7 +90,11 @@ export function validateTlsBytes(bytes: EtcdTlsBytes): EtcdTlsMaterial {
     certificate = { subject: leaf.subject.replace(/\n/g, ', '), validTo: leaf.validTo, fingerprint256: leaf.fingerprint256 };
   }
   const digest = createHash('sha256');
-  for (const part of [bytes.ca, bytes.cert, bytes.key]) digest.update(String(part?.length ?? -1)).update(':').update(part ?? '');
+  for (const part of [bytes.ca, bytes.cert, bytes.key])
+    digest
+      .update(String(part?.length ?? -1))
+      .update(':')
+      .update(part ?? '');
   return { ...bytes, digest: digest.digest('hex'), certificate, caCertificates: ca.blocks.length };
 }
 

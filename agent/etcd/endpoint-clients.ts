@@ -42,7 +42,10 @@ export class EndpointClients {
   ) {
     if (options.caFile !== undefined) {
       const { caFile, certFile, keyFile } = options;
-      this.credentials = new EtcdCredentials({ caFile, certFile, keyFile }, { logger: options.logger, intervalMs: options.credentialsReloadMs });
+      this.credentials = new EtcdCredentials(
+        { caFile, certFile, keyFile },
+        { logger: options.logger, intervalMs: options.credentialsReloadMs },
+      );
       this.credentials.onChange(() => this.renew());
       this.credentials.start();
     }
@@ -100,7 +103,10 @@ export class EndpointClients {
    */
   private renew(): void {
     if (this.closed) return;
-    for (const [authenticated, clients] of [[true, this.perEndpoint], [false, this.anonymous]] as const) {
+    for (const [authenticated, clients] of [
+      [true, this.perEndpoint],
+      [false, this.anonymous],
+    ] as const) {
       for (const [url, old] of clients) {
         this.stopWarming(old);
         this.warm(url, authenticated, old, clients);
@@ -139,7 +145,10 @@ export class EndpointClients {
     const options: IOptions = { hosts: [url], dialTimeout: this.attemptTimeoutMs, faultHandling: { global: noop, host: () => noop } };
     if (this.credentials !== undefined) {
       const { ca, cert, key } = this.credentials.current();
-      options.credentials = { rootCertificate: ca, ...(cert !== undefined && key !== undefined ? { certChain: cert, privateKey: key } : {}) };
+      options.credentials = {
+        rootCertificate: ca,
+        ...(cert !== undefined && key !== undefined ? { certChain: cert, privateKey: key } : {}),
+      };
     }
     if (authenticated && o.username !== undefined && o.passwordFile !== undefined) {
       options.auth = {

@@ -118,7 +118,12 @@ const MESSAGE_RULES: readonly MessageRule[] = [
   { text: 'rpc not supported for learner', refusal: 'learner-rpc', code: 'unavailable', say: 'the member asked is a learner' },
   // A compaction at or below the revision already compacted: what it asked for is done.
   { text: 'required revision has been compacted', refusal: 'compacted', code: 'conflict', say: 'etcd has compacted that revision already' },
-  { text: 'required revision is a future revision', refusal: 'future-revision', code: 'bad-request', say: 'the revision asked for is beyond the current one' },
+  {
+    text: 'required revision is a future revision',
+    refusal: 'future-revision',
+    code: 'bad-request',
+    say: 'the revision asked for is beyond the current one',
+  },
   // TLS handshakes that fail on configuration, not on the network (grpc-js/OpenSSL wording).
   ...['alert bad certificate', 'alert certificate required', 'alert unknown ca'].map((text) => ({
     text,
@@ -126,16 +131,24 @@ const MESSAGE_RULES: readonly MessageRule[] = [
     code: 'unavailable' as const,
     say: 'etcd refused the agent TLS client certificate (ETCD_AGENT_ETCD_CERT_FILE / _KEY_FILE missing, or not signed by a CA etcd trusts)',
   })),
-  ...['unable to verify the first certificate', 'self signed certificate', 'self-signed certificate', 'unable to get local issuer certificate'].map(
-    (text) => ({
-      text,
-      refusal: 'tls' as const,
-      code: 'unavailable' as const,
-      say: 'the agent does not trust the TLS certificate of etcd (ETCD_AGENT_ETCD_CA_FILE is not the CA that signed it)',
-    }),
-  ),
+  ...[
+    'unable to verify the first certificate',
+    'self signed certificate',
+    'self-signed certificate',
+    'unable to get local issuer certificate',
+  ].map((text) => ({
+    text,
+    refusal: 'tls' as const,
+    code: 'unavailable' as const,
+    say: 'the agent does not trust the TLS certificate of etcd (ETCD_AGENT_ETCD_CA_FILE is not the CA that signed it)',
+  })),
   { text: 'certificate has expired', refusal: 'tls', code: 'unavailable', say: 'a TLS certificate between the agent and etcd has expired' },
-  { text: "does not match certificate's altnames", refusal: 'tls', code: 'unavailable', say: 'the TLS certificate of etcd does not name the endpoint host' },
+  {
+    text: "does not match certificate's altnames",
+    refusal: 'tls',
+    code: 'unavailable',
+    say: 'the TLS certificate of etcd does not name the endpoint host',
+  },
   {
     text: 'wrong version number',
     refusal: 'tls',
@@ -158,7 +171,9 @@ const CLASS_RULES: readonly ClassRule[] = [
       const lib = etcd3For(e);
       return (
         lib !== undefined &&
-        (e instanceof lib.EtcdAuthenticationFailedError || e instanceof lib.GRPCUnauthenticatedError || e instanceof lib.EtcdInvalidAuthTokenError)
+        (e instanceof lib.EtcdAuthenticationFailedError ||
+          e instanceof lib.GRPCUnauthenticatedError ||
+          e instanceof lib.EtcdInvalidAuthTokenError)
       );
     },
     code: 'unavailable',

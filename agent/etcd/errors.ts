@@ -38,7 +38,10 @@ export function toAgentError(err: unknown): AgentError {
     return new AgentError(byClass.code, byClass.say, { cause: err, details: { etcd: firstLine(message) } });
   }
   // etcd3's classes leave `name` as "Error"; only the constructor tells an EtcdError apart.
-  if (err instanceof Error && (etcd3For(err)?.isRecoverableError(err) === true || /^GRPC|^Etcd/.test(err.name) || /^(GRPC|Etcd)/.test(err.constructor.name))) {
+  if (
+    err instanceof Error &&
+    (etcd3For(err)?.isRecoverableError(err) === true || /^GRPC|^Etcd/.test(err.name) || /^(GRPC|Etcd)/.test(err.constructor.name))
+  ) {
     return new AgentError('unavailable', `etcd failed: ${firstLine(message)}`, { cause: err });
   }
   return new AgentError('internal', 'internal error', { cause: err });
@@ -63,7 +66,9 @@ export function failureLine(err: unknown, timeoutMs: number): string {
   const message = raw instanceof Error ? raw.message : '';
   if (isEtcd3(raw, 'GRPCDeadlineExceededError') && messageRule(message) === undefined) return `no answer within ${timeoutMs} ms`;
   const etcd = error.details?.etcd;
-  return typeof etcd === 'string' && error.code === 'unavailable' && !error.message.includes(etcd) ? `${error.message} (${etcd})` : error.message;
+  return typeof etcd === 'string' && error.code === 'unavailable' && !error.message.includes(etcd)
+    ? `${error.message} (${etcd})`
+    : error.message;
 }
 
 /** Pacing of `retryTransient`: the pause between attempts, and the time that must be left for another. */
@@ -94,12 +99,17 @@ export function isTransient(err: unknown): boolean {
   if (err instanceof AgentError) return err.code === 'unavailable' && err.retryable && !isCredentialError(err.cause);
   if (!(err instanceof Error)) return false;
   if (isCredentialError(err)) return false;
-  if (etcd3For(err)?.isRecoverableError(err) === true || isEtcd3(err, 'GRPCDeadlineExceededError') || isBrokenCircuitError(err)) return true;
+  if (etcd3For(err)?.isRecoverableError(err) === true || isEtcd3(err, 'GRPCDeadlineExceededError') || isBrokenCircuitError(err))
+    return true;
   const refusal = etcdRefusal(err);
   // A learner's refusal is worth another attempt on every version (another endpoint may serve the
   // call, the learner may be promoted), not only where its gRPC code is one etcd3 calls recoverable.
   return (
-    refusal === 'leader-changed' || refusal === 'no-leader' || refusal === 'not-leader' || refusal === 'request-timed-out' || refusal === 'learner-rpc'
+    refusal === 'leader-changed' ||
+    refusal === 'no-leader' ||
+    refusal === 'not-leader' ||
+    refusal === 'request-timed-out' ||
+    refusal === 'learner-rpc'
   );
 }
 

@@ -117,7 +117,12 @@ export class MembershipLock {
    * `taken-over` when it removed a lock of our own dead operation (try again at once), or undefined
    * when another operation holds it or etcd failed transiently (`state` says which).
    */
-  private async attempt(record: OperationRecord, value: LockValue, deadline: Deadline, state: AcquireState): Promise<HeldLock | 'taken-over' | undefined> {
+  private async attempt(
+    record: OperationRecord,
+    value: LockValue,
+    deadline: Deadline,
+    state: AcquireState,
+  ): Promise<HeldLock | 'taken-over' | undefined> {
     const { cluster } = this;
     try {
       if (state.granted === undefined || state.granted.lease.revoked()) {

@@ -32,9 +32,16 @@ export async function readDefragRecord(cluster: EtcdCluster, keyPrefix: string, 
 }
 
 /** Writes the run's record (a put; repeatable). Throws the mapped etcd error (NOSPACE included). */
-export async function writeDefragRecord(cluster: EtcdCluster, keyPrefix: string, record: DefragmentRecord, deadline: Deadline): Promise<void> {
+export async function writeDefragRecord(
+  cluster: EtcdCluster,
+  keyPrefix: string,
+  record: DefragmentRecord,
+  deadline: Deadline,
+): Promise<void> {
   try {
-    await cluster.write(deadline, (raw, at) => raw.put(defragRecordKey(keyPrefix)).value(JSON.stringify(record)).options({ deadline: at }).exec());
+    await cluster.write(deadline, (raw, at) =>
+      raw.put(defragRecordKey(keyPrefix)).value(JSON.stringify(record)).options({ deadline: at }).exec(),
+    );
   } catch (err) {
     throw toAgentError(err);
   }

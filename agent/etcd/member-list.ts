@@ -65,7 +65,9 @@ export class MemberListReads {
    * lost (membership/quorum-gate.ts): never to decide a change, and not learned from either.
    */
   local(deadline: Deadline): Promise<MemberList> {
-    return this.calls.read(deadline, async (client, at) => toMemberList(await client.cluster.memberList({ linearizable: false }, { deadline: at })));
+    return this.calls.read(deadline, async (client, at) =>
+      toMemberList(await client.cluster.memberList({ linearizable: false }, { deadline: at })),
+    );
   }
 
   /**

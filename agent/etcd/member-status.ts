@@ -72,7 +72,8 @@ export class MemberStatusCalls {
       } catch (err) {
         // A token this member no longer knows (its TTL passed there), or none while auth is on: once more with a new one.
         const refusal = etcdRefusal(err);
-        if (this.statusToken === undefined || (refusal !== 'invalid-token' && refusal !== 'user-required') || Date.now() >= until) throw err;
+        if (this.statusToken === undefined || (refusal !== 'invalid-token' && refusal !== 'user-required') || Date.now() >= until)
+          throw err;
         this.statusToken.renew();
         res = await ask();
       }

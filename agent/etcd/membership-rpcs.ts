@@ -50,7 +50,9 @@ export class MembershipRpcs {
 
   /** MemberRemove by hex id. */
   async remove(id: string, deadline: Deadline): Promise<void> {
-    await this.once(deadline, 'remove', this.deps.endpoints.best(), (client, at) => client.cluster.memberRemove({ ID: wireId(id) }, { deadline: at }));
+    await this.once(deadline, 'remove', this.deps.endpoints.best(), (client, at) =>
+      client.cluster.memberRemove({ ID: wireId(id) }, { deadline: at }),
+    );
   }
 
   /**

@@ -48,7 +48,11 @@ export function recordKey(keyPrefix: string, id: string): string {
 }
 
 /** Membership changes in flight, cluster-wide, oldest first. */
-export async function listOperations(cluster: Pick<EtcdCluster, 'read'>, keyPrefix: string, deadline: Deadline): Promise<OperationRecord[]> {
+export async function listOperations(
+  cluster: Pick<EtcdCluster, 'read'>,
+  keyPrefix: string,
+  deadline: Deadline,
+): Promise<OperationRecord[]> {
   try {
     const values = await cluster.read(
       deadline,
@@ -68,7 +72,11 @@ export async function listOperations(cluster: Pick<EtcdCluster, 'read'>, keyPref
  * Who holds the lock now: its operation record (or, without one, the lock's own value), or
  * undefined when it is free.
  */
-export async function lockHolder(cluster: Pick<EtcdCluster, 'read'>, keyPrefix: string, deadline: Deadline): Promise<LockHolder | undefined> {
+export async function lockHolder(
+  cluster: Pick<EtcdCluster, 'read'>,
+  keyPrefix: string,
+  deadline: Deadline,
+): Promise<LockHolder | undefined> {
   let value: string | null;
   try {
     value = await cluster.read(deadline, (raw, at) => raw.get(lockKey(keyPrefix)).options({ deadline: at }).string(), ATTEMPT_MS);
@@ -83,9 +91,18 @@ export async function lockHolder(cluster: Pick<EtcdCluster, 'read'>, keyPrefix: 
 }
 
 /** Operation `id`'s record; undefined when it is gone or cannot be read. */
-export async function readRecord(cluster: Pick<EtcdCluster, 'read'>, keyPrefix: string, id: string, deadline: Deadline): Promise<OperationRecord | undefined> {
+export async function readRecord(
+  cluster: Pick<EtcdCluster, 'read'>,
+  keyPrefix: string,
+  id: string,
+  deadline: Deadline,
+): Promise<OperationRecord | undefined> {
   try {
-    const value = await cluster.read(deadline, (raw, at) => raw.get(recordKey(keyPrefix, id)).options({ deadline: at }).string(), ATTEMPT_MS);
+    const value = await cluster.read(
+      deadline,
+      (raw, at) => raw.get(recordKey(keyPrefix, id)).options({ deadline: at }).string(),
+      ATTEMPT_MS,
+    );
     return value === null ? undefined : parseJson<OperationRecord>(value);
   } catch {
     return undefined;

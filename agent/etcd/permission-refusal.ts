@@ -23,10 +23,22 @@ export const PERMISSION_RULES: Readonly<Record<GuardedRpc, { rpc: string; rule: 
   add: { rpc: 'MemberAdd', rule: 'membership changes need the root role on every etcd version' },
   remove: { rpc: 'MemberRemove', rule: 'membership changes need the root role on every etcd version' },
   promote: { rpc: 'MemberPromote', rule: 'membership changes need the root role on every etcd version' },
-  'move-leader': { rpc: 'MoveLeader', rule: 'it needs the root role from etcd 3.5.28 and in 3.6 and 3.7 (3.4 and 3.5 up to 3.5.27 check no permission)' },
-  status: { rpc: 'Status', rule: 'it needs the root role on etcd 3.4.42 and later 3.4, 3.5.28 to 3.5.31 and 3.6.0 to 3.6.11, any user from 3.5.32 and 3.6.12' },
-  alarm: { rpc: 'the alarm list', rule: 'it needs the root role on etcd 3.4.42, 3.5.28 and 3.6.9, any user from 3.4.43, 3.5.29 and 3.6.10' },
-  'member-list': { rpc: 'MemberList', rule: 'it needs the root role on etcd 3.4.42, 3.5.28 and 3.6.9, any user from 3.4.43, 3.5.29 and 3.6.10' },
+  'move-leader': {
+    rpc: 'MoveLeader',
+    rule: 'it needs the root role from etcd 3.5.28 and in 3.6 and 3.7 (3.4 and 3.5 up to 3.5.27 check no permission)',
+  },
+  status: {
+    rpc: 'Status',
+    rule: 'it needs the root role on etcd 3.4.42 and later 3.4, 3.5.28 to 3.5.31 and 3.6.0 to 3.6.11, any user from 3.5.32 and 3.6.12',
+  },
+  alarm: {
+    rpc: 'the alarm list',
+    rule: 'it needs the root role on etcd 3.4.42, 3.5.28 and 3.6.9, any user from 3.4.43, 3.5.29 and 3.6.10',
+  },
+  'member-list': {
+    rpc: 'MemberList',
+    rule: 'it needs the root role on etcd 3.4.42, 3.5.28 and 3.6.9, any user from 3.4.43, 3.5.29 and 3.6.10',
+  },
   barrier: {
     rpc: 'the read that makes the member list linearizable on etcd 3.4',
     rule: 'it reads below ETCD_AGENT_KEY_PREFIX, as the membership lock does',

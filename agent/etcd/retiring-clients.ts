@@ -59,7 +59,10 @@ export class RetiringClients {
         entry.graceOver = true;
         this.closeIfDone(client);
       }, this.options.graceMs);
-      const cap = setTimeout(() => this.close(client), Math.max(this.options.graceMs, this.options.maxHoldMs ?? RETIRED_CLIENT_MAX_HOLD_MS));
+      const cap = setTimeout(
+        () => this.close(client),
+        Math.max(this.options.graceMs, this.options.maxHoldMs ?? RETIRED_CLIENT_MAX_HOLD_MS),
+      );
       grace.unref();
       cap.unref();
       entry.timers.push(grace, cap);

@@ -208,7 +208,10 @@ function collectAlarms(listed: Alarm[], members: Member[]): AlarmHealth[] {
 function noSpaceHint(members: Member[], running: ObservedFacts['maintenance']): string {
   if (running !== undefined) return `NOSPACE: etcd takes only reads and deletes; this agent is clearing it (${running.step})`;
   const runner = noSpaceRunner(members);
-  const who = runner === undefined ? '' : ` to the agent of ${runner.name} (while the alarm is raised, the agent of the started voter with the lowest id runs it)`;
+  const who =
+    runner === undefined
+      ? ''
+      : ` to the agent of ${runner.name} (while the alarm is raised, the agent of the started voter with the lowest id runs it)`;
   return `NOSPACE: etcd takes only reads and deletes; POST /v1/maintenance/defragment${who} compacts, defragments every member one at a time and disarms it`;
 }
 

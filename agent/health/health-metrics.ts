@@ -56,7 +56,12 @@ export function recordClusterHealth(metrics: Metrics, health: ClusterHealth, now
     metrics.operationsOldestAge.remove();
   } else {
     metrics.operationsInFlight.set(health.operations.length);
-    metrics.operationsOldestAge.set(oldestAgeSeconds(health.operations.map((o) => o.startedAt), now));
+    metrics.operationsOldestAge.set(
+      oldestAgeSeconds(
+        health.operations.map((o) => o.startedAt),
+        now,
+      ),
+    );
   }
 }
 

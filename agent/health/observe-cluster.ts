@@ -75,8 +75,7 @@ export async function gatherFacts(reads: ObservationReads): Promise<ObservedFact
       : Promise.race([read, silent.then((none) => (none ? { ok: false as const, error: 'not waited for: no member answered' } : read))]);
   const listing = cut(settle((ms) => cluster.listMembers(Deadline.in(ms)), callMs()));
   const alarming = cut(settle((ms) => cluster.alarms(Deadline.in(ms)), callMs()));
-  const recording =
-    operations === undefined ? undefined : cut(settle((ms) => operations(Deadline.in(ms)), callMs()));
+  const recording = operations === undefined ? undefined : cut(settle((ms) => operations(Deadline.in(ms)), callMs()));
   const noting = startNote?.().catch(() => undefined);
   // Never read a list yet: a member's own copy, asked beside the list, in case no quorum answers.
   const ownCopy = known === undefined ? settle((ms) => cluster.localMemberList(Deadline.in(ms)), callMs()) : undefined;

@@ -92,9 +92,7 @@ export class HealthObserver {
     this.statusTimeoutMs = deps.config.statusTimeoutMs;
     this.marginMs = Math.min(MARGIN_MAX_MS, Math.round(this.maxAgeMs / 10));
     this.clusterView = new SharedObservation(this.maxAgeMs, (startedAt) => this.observe(startedAt));
-    this.localView = new SharedObservation(this.maxAgeMs, (startedAt) =>
-      this.probe(deps.config.localEndpoint, this.callMs(startedAt)),
-    );
+    this.localView = new SharedObservation(this.maxAgeMs, (startedAt) => this.probe(deps.config.localEndpoint, this.callMs(startedAt)));
     this.stopScrapes = deps.metrics.onScrape(() => this.refreshGauges());
   }
 
@@ -127,7 +125,8 @@ export class HealthObserver {
    */
   quorumEvidence(now = performance.now()): { evidence: QuorumEvidence; startedAt: number } | undefined {
     const newest = this.clusterView.newest;
-    if (newest === undefined || now - newest.startedAt > this.maxAgeMs || newest.finishedAt - newest.startedAt > this.maxAgeMs) return undefined;
+    if (newest === undefined || now - newest.startedAt > this.maxAgeMs || newest.finishedAt - newest.startedAt > this.maxAgeMs)
+      return undefined;
     const { health } = newest.value;
     const voters = health.members.filter((m) => !m.isLearner);
     if (voters.length === 0) return undefined;
@@ -248,9 +247,7 @@ export class HealthObserver {
         const answer = await this.cluster();
         if (answer.health.status === 'unknown' && !this.closed) recordUnknownHealth(this.deps.metrics);
         const newest: Observed<Observation> | undefined = this.clusterView.newest;
-        this.deps.metrics.healthObservationAge.set(
-          newest === undefined ? Number.NaN : (performance.now() - newest.startedAt) / 1000,
-        );
+        this.deps.metrics.healthObservationAge.set(newest === undefined ? Number.NaN : (performance.now() - newest.startedAt) / 1000);
       } finally {
         this.refreshing = undefined;
       }

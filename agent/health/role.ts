@@ -46,8 +46,12 @@ export function noRoleError(reading: Exclude<RoleReading, { kind: 'role' }>, max
         details: { reading: reading.kind, memberId: reading.memberId },
       });
     case 'not-observed':
-      return new AgentError('unavailable', `no member list was observed within ${maxAgeMs} ms, so this pod's membership and the leader are not known`, {
-        details: { reading: reading.kind },
-      });
+      return new AgentError(
+        'unavailable',
+        `no member list was observed within ${maxAgeMs} ms, so this pod's membership and the leader are not known`,
+        {
+          details: { reading: reading.kind },
+        },
+      );
   }
 }

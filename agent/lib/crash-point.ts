@@ -27,6 +27,11 @@ export function crashPointAfter(name: string, afterMs: number): void {
 
 function named(name: string): boolean {
   // Read once, on first use, so that importing this module reads nothing.
-  names ??= new Set((process.env.ETCD_AGENT_CRASH_POINTS ?? '').split(',').map((n) => n.trim()).filter(Boolean));
+  names ??= new Set(
+    (process.env.ETCD_AGENT_CRASH_POINTS ?? '')
+      .split(',')
+      .map((n) => n.trim())
+      .filter(Boolean),
+  );
   return names.has(name);
 }

@@ -69,9 +69,11 @@ function field(text: string, spec: FieldSpec): Set<number> {
   const values = new Set<number>();
   for (const part of text.split(',')) {
     const [range, stepText, extra] = part.split('/');
-    if (extra !== undefined || range === '' || stepText === '') throw new Error(`${spec.name}: "${part}" is not a value, a range or a step`);
+    if (extra !== undefined || range === '' || stepText === '')
+      throw new Error(`${spec.name}: "${part}" is not a value, a range or a step`);
     const step = stepText === undefined ? 1 : Number(stepText);
-    if (!Number.isInteger(step) || step < 1 || !/^\d+$/.test(stepText ?? '1')) throw new Error(`${spec.name}: step "${stepText}" is not a positive number`);
+    if (!Number.isInteger(step) || step < 1 || !/^\d+$/.test(stepText ?? '1'))
+      throw new Error(`${spec.name}: step "${stepText}" is not a positive number`);
     let low: number;
     let high: number;
     if (range === '*') {
@@ -97,7 +99,9 @@ export function parseCron(expression: string): CronSchedule {
   const expanded = MACROS[source.toLowerCase()] ?? source;
   const parts = expanded.split(/\s+/);
   if (parts.length !== 5) {
-    throw new Error(`"${source}" has ${parts.length} field${parts.length === 1 ? '' : 's'}; a cron expression has 5 (minute hour day-of-month month day-of-week) or is one of ${Object.keys(MACROS).join(', ')}`);
+    throw new Error(
+      `"${source}" has ${parts.length} field${parts.length === 1 ? '' : 's'}; a cron expression has 5 (minute hour day-of-month month day-of-week) or is one of ${Object.keys(MACROS).join(', ')}`,
+    );
   }
   const [minutes, hours, daysOfMonth, months, rawDaysOfWeek] = parts.map((p, i) => field(p, FIELDS[i]));
   const daysOfWeek = new Set([...rawDaysOfWeek].map((d) => d % 7));

@@ -11,7 +11,10 @@ import https from 'node:https';
 
 /** No answer came within the request's time. */
 export class RequestTimeout extends Error {
-  constructor(readonly url: string, readonly timeoutMs: number) {
+  constructor(
+    readonly url: string,
+    readonly timeoutMs: number,
+  ) {
     super(`${url}: no answer within ${timeoutMs} ms`);
     this.name = 'RequestTimeout';
   }
@@ -41,7 +44,9 @@ export function tlsFromFiles(url: string | URL, files: TlsFiles): RequestOptions
   if (!String(url).startsWith('https:')) return undefined;
   return {
     ...(files.caFile === undefined ? {} : { ca: fs.readFileSync(files.caFile) }),
-    ...(files.certFile === undefined || files.keyFile === undefined ? {} : { cert: fs.readFileSync(files.certFile), key: fs.readFileSync(files.keyFile) }),
+    ...(files.certFile === undefined || files.keyFile === undefined
+      ? {}
+      : { cert: fs.readFileSync(files.certFile), key: fs.readFileSync(files.keyFile) }),
   };
 }
 

@@ -69,7 +69,9 @@ export function renderOverview(usages: readonly CommandUsage[]): string {
   const lines = [`usage: ${PROGRAM} <command> [flags]`, '', 'commands:'];
   usages.forEach((u, i) => {
     const head = heads[i];
-    lines.push(head.length > width ? `  ${head}\n  ${' '.repeat(width)}  ${plain(u.summary)}` : `  ${head.padEnd(width)}  ${plain(u.summary)}`);
+    lines.push(
+      head.length > width ? `  ${head}\n  ${' '.repeat(width)}  ${plain(u.summary)}` : `  ${head.padEnd(width)}  ${plain(u.summary)}`,
+    );
   });
   lines.push('', `Run '${PROGRAM} <command> --help' for a command's flags and variables.`);
   return `${lines.join('\n')}\n`;

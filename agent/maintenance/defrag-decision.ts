@@ -111,7 +111,11 @@ export function decideDefrag(input: DefragInput): DefragDecision {
   for (const p of voters) {
     const done = progress.done.get(p.member.id);
     if (done !== undefined && p.status !== undefined && p.status.raftAppliedIndex < done.catchUpIndex) {
-      return { kind: 'wait', member: p.member, reason: { kind: 'catching-up', appliedIndex: p.status.raftAppliedIndex, catchUpIndex: done.catchUpIndex } };
+      return {
+        kind: 'wait',
+        member: p.member,
+        reason: { kind: 'catching-up', appliedIndex: p.status.raftAppliedIndex, catchUpIndex: done.catchUpIndex },
+      };
     }
   }
   requireHealthy(probe, voters);
@@ -138,15 +142,27 @@ export function decideDefrag(input: DefragInput): DefragDecision {
         ? `${describeMember(next.member)} is the only member: the cluster serves nothing while it is defragmented`
         : `defragmenting ${describeMember(next.member)} leaves ${healthy - 1} serving voter${healthy - 1 === 1 ? '' : 's'} of ${n}; quorum needs ${required}`;
     throw new AgentError('unsafe', `${why}; force: true defragments it anyway`, {
-      details: { reason: n === 1 ? 'single-member' : 'quorum', member: next.member.name, voters: n, healthyVoters: healthy, required, forceable: true, members: figures(voters) },
+      details: {
+        reason: n === 1 ? 'single-member' : 'quorum',
+        member: next.member.name,
+        voters: n,
+        healthyVoters: healthy,
+        required,
+        forceable: true,
+        members: figures(voters),
+      },
     });
   }
 
   if (wasLeader && n > 1) {
     if (progress.leaderMoves >= n) {
-      throw new AgentError('unavailable', `leadership was moved ${progress.leaderMoves} times in this run and ${describeMember(next.member)} leads again; call again`, {
-        details: { members: figures(voters) },
-      });
+      throw new AgentError(
+        'unavailable',
+        `leadership was moved ${progress.leaderMoves} times in this run and ${describeMember(next.member)} leads again; call again`,
+        {
+          details: { members: figures(voters) },
+        },
+      );
     }
     const to = successor(voters, next, input);
     if (to !== undefined) return { kind: 'move-leader', from: next, to };
@@ -160,7 +176,8 @@ export function skippedMembers(input: DefragInput): SkippedMember[] {
   return probe.probes.flatMap((p): SkippedMember[] => {
     if (progress.done.has(p.member.id)) return [];
     const base = { id: p.member.id, name: p.member.name };
-    if (p.member.isLearner) return [{ ...base, reason: 'a learner: etcd serves a learner only Status and serializable reads, so it is not defragmented' }];
+    if (p.member.isLearner)
+      return [{ ...base, reason: 'a learner: etcd serves a learner only Status and serializable reads, so it is not defragmented' }];
     if (p.status === undefined) return [{ ...base, reason: `no status: ${p.error ?? 'no answer'}` }];
     const sizes = { dbSizeBytes: p.status.dbSizeBytes, dbSizeInUseBytes: p.status.dbSizeInUseBytes };
     const fragmentation = fragmentationOf(p.status);
@@ -195,7 +212,8 @@ function requireHealthy(probe: ClusterProbe, voters: MemberProbe[]): void {
   if (leader === undefined) problems.push('no leader that a quorum of the voters names');
   else {
     for (const p of voters) {
-      if (p.status !== undefined && p.status.leaderId !== leader.member.id) problems.push(`${describeMember(p.member)} sees leader ${p.status.leaderId}, not ${leader.member.id}`);
+      if (p.status !== undefined && p.status.leaderId !== leader.member.id)
+        problems.push(`${describeMember(p.member)} sees leader ${p.status.leaderId}, not ${leader.member.id}`);
     }
     const committed = leader.status?.raftIndex;
     for (const p of voters) {
@@ -225,12 +243,18 @@ function disarmOrRefuse(voters: MemberProbe[], input: DefragInput): DefragDecisi
     const limit = spaceLimit(m, input.options.quotaMargin);
     if (limit === undefined) {
       const why = m === undefined ? 'not asked' : 'error' in m ? m.error : 'no quota reported';
-      throw new AgentError('unavailable', `the backend quota of ${describeMember(p.member)} is not known (${why}), so NOSPACE is not disarmed; call again`, {
-        details: { reason: 'quota-unknown', member: p.member.name, alarm: 'NOSPACE', members: figures(voters) },
-      });
+      throw new AgentError(
+        'unavailable',
+        `the backend quota of ${describeMember(p.member)} is not known (${why}), so NOSPACE is not disarmed; call again`,
+        {
+          details: { reason: 'quota-unknown', member: p.member.name, alarm: 'NOSPACE', members: figures(voters) },
+        },
+      );
     }
     if (p.status !== undefined && p.status.dbSizeBytes >= limit) {
-      over.push(`${describeMember(p.member)}: ${mb(p.status.dbSizeBytes)} (${mb(p.status.dbSizeInUseBytes)} in use) of a ${mb(limit)} limit`);
+      over.push(
+        `${describeMember(p.member)}: ${mb(p.status.dbSizeBytes)} (${mb(p.status.dbSizeInUseBytes)} in use) of a ${mb(limit)} limit`,
+      );
     }
   }
   if (over.length === 0) return { kind: 'disarm' };
@@ -244,13 +268,13 @@ function disarmOrRefuse(voters: MemberProbe[], input: DefragInput): DefragDecisi
 
 /** Where leadership goes before the leader is defragmented: a healthy voter this run did, else one that needs nothing; the most up to date. */
 function successor(voters: MemberProbe[], leader: MemberProbe, input: DefragInput): MemberProbe | undefined {
-  const candidates = voters.filter((p) => p.member.id !== leader.member.id && p.status !== undefined && p.url !== undefined && !isToDo(p, input));
+  const candidates = voters.filter(
+    (p) => p.member.id !== leader.member.id && p.status !== undefined && p.url !== undefined && !isToDo(p, input),
+  );
   const rank = (p: MemberProbe): number => (input.progress.done.has(p.member.id) ? 0 : 1);
   candidates.sort(
     (a, b) =>
-      rank(a) - rank(b) ||
-      (b.status?.raftAppliedIndex ?? 0) - (a.status?.raftAppliedIndex ?? 0) ||
-      a.member.id.localeCompare(b.member.id),
+      rank(a) - rank(b) || (b.status?.raftAppliedIndex ?? 0) - (a.status?.raftAppliedIndex ?? 0) || a.member.id.localeCompare(b.member.id),
   );
   return candidates[0];
 }

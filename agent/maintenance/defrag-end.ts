@@ -22,7 +22,12 @@ export async function readEarlierRun(run: DefragRun, deps: RunDeps): Promise<voi
   if (record === undefined || record.finishedAt !== undefined || record.id === run.id) return;
   run.continues = record.id;
   run.earlier = record.members.map((m) => ({ ...m, earlierRun: true }));
-  deps.logger.info('continuing a defragmentation run that stopped before its end', { run: run.id, continues: record.id, by: record.agent, requestId: run.requestId });
+  deps.logger.info('continuing a defragmentation run that stopped before its end', {
+    run: run.id,
+    continues: record.id,
+    by: record.agent,
+    requestId: run.requestId,
+  });
 }
 
 /** The run as recorded in etcd; `outcome` once it has ended. Refused (NOSPACE) writes are the caller's to ignore. */
@@ -48,10 +53,19 @@ export async function writeRecord(run: DefragRun, deps: RunDeps, outcome?: Defra
  * disarm, a compaction, or continuing an earlier run), recorded in etcd; else `nothing-to-do`, with
  * the last run's record.
  */
-export async function finish(run: DefragRun, deps: RunDeps, outcome: 'defragmented' | 'nothing-to-do', seen: Seen): Promise<DefragmentResult> {
+export async function finish(
+  run: DefragRun,
+  deps: RunDeps,
+  outcome: 'defragmented' | 'nothing-to-do',
+  seen: Seen,
+): Promise<DefragmentResult> {
   run.skipped = skippedMembers(seen.input);
   run.step = 'done';
-  const didSomething = run.members.length > 0 || run.alarm.disarmed || run.continues !== undefined || (run.compaction !== null && 'revision' in run.compaction);
+  const didSomething =
+    run.members.length > 0 ||
+    run.alarm.disarmed ||
+    run.continues !== undefined ||
+    (run.compaction !== null && 'revision' in run.compaction);
   const result = runSnapshot(run, outcome === 'nothing-to-do' && didSomething ? 'defragmented' : outcome);
   run.finishedAt = new Date();
   result.run.finishedAt = run.finishedAt.toISOString();

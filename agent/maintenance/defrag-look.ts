@@ -6,7 +6,13 @@
  * for DEFRAG_UNHEALTHY_CONFIRM_MS; before that it looks again. A single Status answered late does not
  * show a cluster that cannot spare a member, and the refusal would end a run that has work left.
  */
-import { DEFRAG_METRICS_TIMEOUT_MS, DEFRAG_STATUS_TIMEOUT_MS, DEFRAG_STEP_TIMEOUT_MS, DEFRAG_UNHEALTHY_CONFIRM_MS, DEFRAG_WAIT_POLL_MS } from '../config/timings';
+import {
+  DEFRAG_METRICS_TIMEOUT_MS,
+  DEFRAG_STATUS_TIMEOUT_MS,
+  DEFRAG_STEP_TIMEOUT_MS,
+  DEFRAG_UNHEALTHY_CONFIRM_MS,
+  DEFRAG_WAIT_POLL_MS,
+} from '../config/timings';
 import { toAgentError } from '../etcd/errors';
 import { Deadline, delay } from '../lib/deadline';
 import { probeMembers } from '../membership/probe';

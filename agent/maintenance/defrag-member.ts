@@ -38,7 +38,8 @@ const SIZES_ATTEMPTS = 10;
 /** Defragments `target`, after the last guard: no member is defragmenting right now. */
 export async function defragmentMember(run: DefragRun, deps: RunDeps, target: MemberProbe, wasLeader: boolean, seen: Seen): Promise<void> {
   const { member, url, status } = target;
-  if (url === undefined || status === undefined) throw new AgentError('internal', `decided to defragment ${describeMember(member)}, which did not answer`);
+  if (url === undefined || status === undefined)
+    throw new AgentError('internal', `decided to defragment ${describeMember(member)}, which did not answer`);
   const order = run.members.length + 1;
   await run.recorder.setStep(`defragmenting ${member.name} (${order} of the members to do)`, Deadline.in(DEFRAG_STEP_TIMEOUT_MS), member);
   if (await anyDefragmenting(deps, seen)) return; // the next look waits for it
@@ -57,7 +58,16 @@ export async function defragmentMember(run: DefragRun, deps: RunDeps, target: Me
   metrics.defragDbSizeInUse.set({ member: member.name, when: 'before' }, before.dbSizeInUseBytes);
   metrics.defragDbSizeInUse.set({ member: member.name, when: 'after' }, after.dbSizeInUseBytes);
   metrics.defragDuration.set({ member: member.name }, durationMs / 1000);
-  logger.info('defragmented a member', { run: run.id, member: member.name, wasLeader: led, before, after, durationMs, mode: run.mode, requestId: run.requestId });
+  logger.info('defragmented a member', {
+    run: run.id,
+    member: member.name,
+    wasLeader: led,
+    before,
+    after,
+    durationMs,
+    mode: run.mode,
+    requestId: run.requestId,
+  });
   await writeRecord(run, deps).catch(() => undefined);
 }
 
@@ -71,10 +81,24 @@ async function anyDefragmenting(deps: RunDeps, seen: Seen): Promise<boolean> {
  * Sends the Defragment RPC and waits for its answer: its duration in ms, or undefined when it failed
  * and may be tried again; throws at the member's MAX_DEFRAG_FAILURES-th failure.
  */
-async function sendDefragment(run: DefragRun, deps: RunDeps, member: Member, url: string, order: number, log: { before: DbSizes; wasLeader: boolean }): Promise<number | undefined> {
+async function sendDefragment(
+  run: DefragRun,
+  deps: RunDeps,
+  member: Member,
+  url: string,
+  order: number,
+  log: { before: DbSizes; wasLeader: boolean },
+): Promise<number | undefined> {
   const { cluster, metrics, logger } = deps;
   run.defragmenting = member;
-  logger.info('defragmenting a member', { run: run.id, member: member.name, before: log.before, wasLeader: log.wasLeader, mode: run.mode, requestId: run.requestId });
+  logger.info('defragmenting a member', {
+    run: run.id,
+    member: member.name,
+    before: log.before,
+    wasLeader: log.wasLeader,
+    mode: run.mode,
+    requestId: run.requestId,
+  });
   const started = performance.now();
   try {
     const answered = cluster.defragment(url, DEFRAG_MEMBER_TIMEOUT_MS);

@@ -67,18 +67,27 @@ async function takeNoSpaceRight(run: DefragRun, deps: RunDeps, list: MemberList,
     throw new AgentError(
       'busy',
       `etcd's NOSPACE alarm is raised, so the cluster lock cannot be written; while it lasts only the agent of the started voter with the lowest id (${who}) defragments. ` +
-        (runner === undefined ? '' : `Call that agent (kubectl exec ${runner.name} -c etcd-lifecycle-agent -- etcd-lifecycle-agent defragment)`),
+        (runner === undefined
+          ? ''
+          : `Call that agent (kubectl exec ${runner.name} -c etcd-lifecycle-agent -- etcd-lifecycle-agent defragment)`),
       { details: { alarm: 'NOSPACE', reason: 'nospace-runner', runner: runner?.name } },
     );
   }
   const holder = await deps.lock.holder(deadline);
   if (holder !== undefined) {
     if (holder.record?.action === 'defragment') throw new RunningElsewhere(holder.record);
-    throw new AgentError('busy', `NOSPACE is raised and the cluster lock, taken before, is still held by agent ${holder.agent || 'unknown'}${holder.record === undefined ? '' : ` (${holder.record.action}, ${holder.record.step})`}`, {
-      details: { alarm: 'NOSPACE', ...(holder.record === undefined ? {} : { operation: holder.record }) },
-    });
+    throw new AgentError(
+      'busy',
+      `NOSPACE is raised and the cluster lock, taken before, is still held by agent ${holder.agent || 'unknown'}${holder.record === undefined ? '' : ` (${holder.record.action}, ${holder.record.step})`}`,
+      {
+        details: { alarm: 'NOSPACE', ...(holder.record === undefined ? {} : { operation: holder.record }) },
+      },
+    );
   }
   run.mode = 'nospace';
   run.recorder = new LocalSteps(run);
-  deps.logger.warn('defragmenting under NOSPACE without the cluster lock, as the runner of the lowest member id', { run: run.id, requestId: run.requestId });
+  deps.logger.warn('defragmenting under NOSPACE without the cluster lock, as the runner of the lowest member id', {
+    run: run.id,
+    requestId: run.requestId,
+  });
 }

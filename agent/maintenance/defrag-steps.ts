@@ -30,7 +30,9 @@ export async function waitFor(run: DefragRun, wait: Wait): Promise<void> {
   }
   const waited = now - run.waiting.since;
   if (waited > waitLimitMs(wait.reason)) {
-    throw new AgentError('unavailable', `waited ${Math.round(waited / 1000)} s: ${describeWait(wait)}; call again`, { details: { member: wait.member.name } });
+    throw new AgentError('unavailable', `waited ${Math.round(waited / 1000)} s: ${describeWait(wait)}; call again`, {
+      details: { member: wait.member.name },
+    });
   }
   await delay(DEFRAG_WAIT_POLL_MS);
 }
@@ -63,18 +65,24 @@ async function compactionTarget(deps: RunDeps, retention: Retention, deadline: D
   if ('retainRevisions' in retention) {
     const current = await deps.cluster.currentRevision(deadline);
     const revision = current - retention.retainRevisions;
-    if (revision < 1) return { skipped: `the key history is at revision ${current}, within the ${retention.retainRevisions} revisions to keep` };
+    if (revision < 1)
+      return { skipped: `the key history is at revision ${current}, within the ${retention.retainRevisions} revisions to keep` };
     return { revision };
   }
   const revision = deps.history.revisionAt(Date.now() - retention.retainSeconds * 1000);
   if (revision !== undefined) return { revision };
   const oldest = deps.history.oldest();
-  return { skipped: `this agent has seen the revisions only since ${oldest === undefined ? 'never' : new Date(oldest).toISOString()}, not ${retention.retainSeconds} s back` };
+  return {
+    skipped: `this agent has seen the revisions only since ${oldest === undefined ? 'never' : new Date(oldest).toISOString()}, not ${retention.retainSeconds} s back`,
+  };
 }
 
 /** Moves leadership from the leader, next to do, to a member already done, before the leader's own turn. */
 export async function moveLeaderOff(run: DefragRun, deps: RunDeps, from: MemberProbe, to: MemberProbe): Promise<void> {
-  await run.recorder.setStep(`moving leadership from ${from.member.name} to ${to.member.name}, already defragmented, before defragmenting ${from.member.name}`, Deadline.in(DEFRAG_STEP_TIMEOUT_MS));
+  await run.recorder.setStep(
+    `moving leadership from ${from.member.name} to ${to.member.name}, already defragmented, before defragmenting ${from.member.name}`,
+    Deadline.in(DEFRAG_STEP_TIMEOUT_MS),
+  );
   const context = new RunMoveContext(run, Deadline.in(DEFRAG_MOVE_LEADER_MS), deps);
   run.progress.leaderMoves++;
   await moveLeadership(context, run.recorder, from, to);

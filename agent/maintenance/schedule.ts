@@ -59,7 +59,10 @@ export class DefragSchedule {
   /** Starts waiting for the first time the schedule names. */
   start(): void {
     this.arm();
-    this.deps.logger.info('defragmentation schedule on', { schedule: this.deps.schedule.source, next: this.next()?.toISOString() ?? 'never' });
+    this.deps.logger.info('defragmentation schedule on', {
+      schedule: this.deps.schedule.source,
+      next: this.next()?.toISOString() ?? 'never',
+    });
   }
 
   /** Stops the timer; a run in flight is the service's to stop. */
@@ -82,7 +85,11 @@ export class DefragSchedule {
     const reason = skipReason(outcome);
     if (reason === undefined) {
       const result = outcome as DefragmentResult;
-      logger.info('scheduled defragmentation done', { requestId, members: result.members.map((m) => m.name), durationMs: result.durationMs });
+      logger.info('scheduled defragmentation done', {
+        requestId,
+        members: result.members.map((m) => m.name),
+        durationMs: result.durationMs,
+      });
       return;
     }
     metrics.defragScheduleSkips.inc({ reason });

@@ -74,7 +74,9 @@ export class MaintenanceService {
     try {
       if (this.closed) throw shuttingDownError();
       const run = this.current ?? this.start(req, context);
-      const result = untilDone ? await run.result : await this.within(run, Deadline.in((req.timeoutSeconds ?? this.deps.config.timeoutSeconds) * 1000));
+      const result = untilDone
+        ? await run.result
+        : await this.within(run, Deadline.in((req.timeoutSeconds ?? this.deps.config.timeoutSeconds) * 1000));
       observe(result.outcome);
       return result;
     } catch (err) {
@@ -125,11 +127,17 @@ export class MaintenanceService {
     run.result.then(
       (result) => {
         clear();
-        this.deps.logger.info('defragmentation run ended', { run: run.id, outcome: result.outcome, members: result.members.length, durationMs: result.durationMs });
+        this.deps.logger.info('defragmentation run ended', {
+          run: run.id,
+          outcome: result.outcome,
+          members: result.members.length,
+          durationMs: result.durationMs,
+        });
       },
       (err: unknown) => {
         clear();
-        if (!(err instanceof RunningElsewhere)) this.deps.logger.warn('defragmentation run stopped', { run: run.id, error: toAgentError(err).message, step: run.step });
+        if (!(err instanceof RunningElsewhere))
+          this.deps.logger.warn('defragmentation run stopped', { run: run.id, error: toAgentError(err).message, step: run.step });
       },
     );
     return run;
@@ -173,7 +181,7 @@ export class MaintenanceService {
     })().catch((err: unknown) => {
       // Read again at the next scrape rather than in 5 minutes.
       this.quotaReadAt = 0;
-      this.deps.logger.debug('could not read the members\' quotas', { error: toAgentError(err).message });
+      this.deps.logger.debug("could not read the members' quotas", { error: toAgentError(err).message });
     });
   }
 }

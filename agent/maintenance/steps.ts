@@ -83,13 +83,23 @@ export class RunMoveContext implements MoveContext {
     const step = `sending ${kind} to ${member.name || member.id}`;
     this.begin(step);
     await held.setStep(step, this.deadline);
-    const log = { what: kind, action: 'defragment', run: this.run.id, member: { id: member.id, name: member.name, peerURLs: member.peerURLs }, requestId: this.run.requestId };
+    const log = {
+      what: kind,
+      action: 'defragment',
+      run: this.run.id,
+      member: { id: member.id, name: member.name, peerURLs: member.peerURLs },
+      requestId: this.run.requestId,
+    };
     try {
       const result = await rpc();
       this.deps.logger.info('membership change', { ...log, outcome: 'done' });
       return result;
     } catch (err) {
-      this.deps.logger.info('membership change', { ...log, outcome: isAgentError(err) ? err.code : 'failed', error: err instanceof Error ? err.message : String(err) });
+      this.deps.logger.info('membership change', {
+        ...log,
+        outcome: isAgentError(err) ? err.code : 'failed',
+        error: err instanceof Error ? err.message : String(err),
+      });
       throw err;
     }
   }

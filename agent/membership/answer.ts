@@ -50,8 +50,12 @@ export function requireQuorum(probe: ClusterProbe): void {
       .filter((p) => !p.member.isLearner && p.status === undefined)
       .map((p) => ({ name: p.member.name || p.member.id, error: p.error ?? 'not asked: it has no client URL' }));
     const why = silent.map((s) => `${s.name}: ${s.error}`).join('; ');
-    throw new AgentError('unavailable', `only ${healthy} of ${voters} voters answered a status call; a quorum needs ${quorumOf(voters)} (${why})`, {
-      details: { voters, healthyVoters: healthy, required: quorumOf(voters), silent },
-    });
+    throw new AgentError(
+      'unavailable',
+      `only ${healthy} of ${voters} voters answered a status call; a quorum needs ${quorumOf(voters)} (${why})`,
+      {
+        details: { voters, healthyVoters: healthy, required: quorumOf(voters), silent },
+      },
+    );
   }
 }

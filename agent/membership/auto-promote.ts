@@ -127,7 +127,10 @@ export class AutoPromoter {
     const { cluster, config, logger } = this.deps;
     const now = Date.now();
     this.silentSince ??= now;
-    const facts = { localSilentForMs: now - this.silentSince, sinceLastNudgeMs: this.lastNudgeAt === undefined ? undefined : now - this.lastNudgeAt };
+    const facts = {
+      localSilentForMs: now - this.silentSince,
+      sinceLastNudgeMs: this.lastNudgeAt === undefined ? undefined : now - this.lastNudgeAt,
+    };
     // The member list is read through the quorum: only when a nudge could be due, and not every pass.
     if (!nudgeMayBeDue(facts) || (this.lastListAt !== undefined && now - this.lastListAt < LIST_EVERY_MS)) return;
     this.lastListAt = now;
@@ -137,7 +140,10 @@ export class AutoPromoter {
       const deadline = Deadline.in(NUDGE_CALL_MS);
       await cluster.discoverMembers(deadline);
       const list = await cluster.listMembers(deadline);
-      const found = matchMember(list.members, { name: config.memberName, peerURLs: config.localPeerUrl === undefined ? [] : [config.localPeerUrl] });
+      const found = matchMember(list.members, {
+        name: config.memberName,
+        peerURLs: config.localPeerUrl === undefined ? [] : [config.localPeerUrl],
+      });
       listed = found.kind === 'match' ? found.member : found.kind === 'none' ? null : undefined;
     } catch (err) {
       // No quorum, or no voter reached: nothing could be written either.
@@ -151,11 +157,15 @@ export class AutoPromoter {
       this.nudgesThisSilence += 1;
       this.deps.metrics?.applyNudges.inc({ result: 'written' });
       // The first of a silence at info, so the log says why the member started serving; repeats at debug.
-      logger.log(this.nudgesThisSilence === 1 ? 'info' : 'debug', "wrote once through the quorum so that this pod's joining member applies and serves", {
-        member: listed.id,
-        silentForMs: facts.localSilentForMs,
-        nudges: this.nudgesThisSilence,
-      });
+      logger.log(
+        this.nudgesThisSilence === 1 ? 'info' : 'debug',
+        "wrote once through the quorum so that this pod's joining member applies and serves",
+        {
+          member: listed.id,
+          silentForMs: facts.localSilentForMs,
+          nudges: this.nudgesThisSilence,
+        },
+      );
     } catch (err) {
       this.deps.metrics?.applyNudges.inc({ result: 'failed' });
       logger.debug("could not write through the quorum for this pod's joining member", { member: listed.id, error: String(err) });

@@ -97,14 +97,20 @@ export async function converge<T>(run: ConvergingRun, pass: () => Promise<T>, al
         // pass could still have its change in flight at the deadline, answered then as a timeout (the
         // change may be applied) instead of the refusal it met (a loaded run: 504 for a 409).
         if (verdict === 'stop' || run.deadline.remainingMs() < PASS_RESERVE_MS + RETRY_MAX_DELAY_MS) throw err;
-        run.deps.logger.debug(verdict === 'settling' ? 'etcd refuses changes while a peer settles; retrying' : 'reading again after a failed pass', {
-          ...log,
-          error: err.message,
-        });
+        run.deps.logger.debug(
+          verdict === 'settling' ? 'etcd refuses changes while a peer settles; retrying' : 'reading again after a failed pass',
+          {
+            ...log,
+            error: err.message,
+          },
+        );
       },
     });
     if (settlingSince !== undefined) {
-      run.deps.logger.info('etcd accepted the change after refusing it as "unhealthy cluster"', { ...log, waitedMs: Date.now() - settlingSince });
+      run.deps.logger.info('etcd accepted the change after refusing it as "unhealthy cluster"', {
+        ...log,
+        waitedMs: Date.now() - settlingSince,
+      });
     }
     return result;
   } catch (err) {
@@ -120,7 +126,12 @@ export async function converge<T>(run: ConvergingRun, pass: () => Promise<T>, al
  * timeout: a pass begun with `PASS_RESERVE_MS` left can still run out of it when etcd answers slowly. A timeout while a
  * change was in flight stays a timeout: that change may be applied. Pure.
  */
-export function answerAfterSettling(last: unknown, refusal: unknown, lastFailedIn: PassFailure['failedIn'], changeInFlight: boolean): unknown {
+export function answerAfterSettling(
+  last: unknown,
+  refusal: unknown,
+  lastFailedIn: PassFailure['failedIn'],
+  changeInFlight: boolean,
+): unknown {
   const timedOut = last instanceof AgentError && last.code === 'timeout';
   return timedOut && refusal !== undefined && lastFailedIn !== 'act' && !changeInFlight ? refusal : last;
 }

@@ -62,7 +62,9 @@ export function decideLeave(
     const hint = verdict.forceable ? '; force: true removes it anyway' : '';
     // Checked again after this call moved leadership away: the refusal says the move happened.
     const moved = done.moved ? { leaderTransferred: true } : {};
-    throw new AgentError('unsafe', `${verdict.message}${hint}`, { details: { ...verdict.details, forceable: verdict.forceable, ...moved } });
+    throw new AgentError('unsafe', `${verdict.message}${hint}`, {
+      details: { ...verdict.details, forceable: verdict.forceable, ...moved },
+    });
   }
   const forced = verdict.safe ? {} : { forced: verdict.message };
 

@@ -11,9 +11,7 @@ const HEX_ID = /^(?:0x)?0*([0-9a-fA-F]{1,16})$/;
 
 /** How a request's member reference resolved against the member list. */
 export type MatchResult =
-  | { kind: 'none' }
-  | { kind: 'match'; member: Member }
-  | { kind: 'conflict'; message: string; details: Record<string, unknown> };
+  { kind: 'none' } | { kind: 'match'; member: Member } | { kind: 'conflict'; message: string; details: Record<string, unknown> };
 
 /** What a request asks to match: a name and peer URLs (raw or normalised), or an id. */
 export interface MatchWanted {
@@ -130,10 +128,7 @@ export function matchMember(members: Member[], wanted: MatchWanted): MatchResult
  * its own or the one the peer URL template makes from the name (none without a template: then
  * the member is matched by name alone).
  */
-export function wantedMember(
-  config: { peerUrlTemplate?: string },
-  req: { id?: string; name?: string; peerURLs?: string[] },
-): MatchWanted {
+export function wantedMember(config: { peerUrlTemplate?: string }, req: { id?: string; name?: string; peerURLs?: string[] }): MatchWanted {
   if (req.id !== undefined) return { id: req.id, peerURLs: [] };
   return { name: req.name, peerURLs: requestedPeerURLs(config, req.name ?? '', req.peerURLs) };
 }

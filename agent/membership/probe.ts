@@ -84,7 +84,11 @@ export class ClusterProbe {
 }
 
 /** Asks every member of `members` (with a client URL) for its status, in parallel. */
-export async function probeMembers(cluster: Pick<EtcdCluster, 'memberStatus'>, members: Member[], timeoutMs: number): Promise<ClusterProbe> {
+export async function probeMembers(
+  cluster: Pick<EtcdCluster, 'memberStatus'>,
+  members: Member[],
+  timeoutMs: number,
+): Promise<ClusterProbe> {
   const probes = await Promise.all(
     members.map(async (member): Promise<MemberProbe> => {
       const url = member.clientURLs[0];
@@ -105,10 +109,18 @@ export async function probeMembers(cluster: Pick<EtcdCluster, 'memberStatus'>, m
  * still connecting after a certificate rotation, must not read as a member down. A dead member
  * refuses at once, in either round; only a frozen or cut-off one costs the second wait.
  */
-export async function reaskSilent(cluster: Pick<EtcdCluster, 'memberStatus'>, probe: ClusterProbe, timeoutMs: number): Promise<ClusterProbe> {
+export async function reaskSilent(
+  cluster: Pick<EtcdCluster, 'memberStatus'>,
+  probe: ClusterProbe,
+  timeoutMs: number,
+): Promise<ClusterProbe> {
   const silent = probe.silent;
   if (silent.length === 0) return probe;
-  const again = await probeMembers(cluster, silent.map((p) => p.member), timeoutMs);
+  const again = await probeMembers(
+    cluster,
+    silent.map((p) => p.member),
+    timeoutMs,
+  );
   return new ClusterProbe([...probe.probes.filter((p) => !silent.includes(p)), ...again.probes]);
 }
 

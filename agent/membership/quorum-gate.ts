@@ -67,7 +67,10 @@ export class QuorumGate {
       call(own).then(
         (value) => {
           if (settle()) resolve(value);
-          else if (late !== undefined) void Promise.resolve().then(() => late(value)).catch(() => undefined);
+          else if (late !== undefined)
+            void Promise.resolve()
+              .then(() => late(value))
+              .catch(() => undefined);
         },
         (err: unknown) => {
           if (settle()) reject(err);
@@ -75,16 +78,19 @@ export class QuorumGate {
       );
       const watch = (): void => {
         if (settled || deadline.expired()) return;
-        this.verdict(since).then((verdict) => {
-          if (settled) return;
-          if (verdict.kind === 'no-quorum') {
-            settle();
-            own.cut();
-            reject(noQuorumError(verdict, step));
-            return;
-          }
-          timer = setTimeout(watch, Math.max(MIN_RECHECK_MS, this.deps.config.statusTimeoutMs));
-        }, () => undefined);
+        this.verdict(since).then(
+          (verdict) => {
+            if (settled) return;
+            if (verdict.kind === 'no-quorum') {
+              settle();
+              own.cut();
+              reject(noQuorumError(verdict, step));
+              return;
+            }
+            timer = setTimeout(watch, Math.max(MIN_RECHECK_MS, this.deps.config.statusTimeoutMs));
+          },
+          () => undefined,
+        );
       };
       timer = setTimeout(watch, CHECK_AFTER_MS);
     });

@@ -45,7 +45,11 @@ export type QuorumVerdict =
 /** The rule; `evidence` undefined means nothing could be looked at. */
 export function quorumVerdict(evidence: QuorumEvidence | undefined): QuorumVerdict {
   if (evidence === undefined || evidence.voters <= 0) return { kind: 'unknown' };
-  const figures = { voters: evidence.voters, healthyVoters: Math.min(evidence.answering, evidence.voters), required: quorumOf(evidence.voters) };
+  const figures = {
+    voters: evidence.voters,
+    healthyVoters: Math.min(evidence.answering, evidence.voters),
+    required: quorumOf(evidence.voters),
+  };
   if (figures.healthyVoters < figures.required) return { kind: 'no-quorum', ...figures };
   return { kind: evidence.leader ? 'leader' : 'electing', ...figures };
 }

@@ -110,9 +110,14 @@ export class ActionRun {
     this.begin('asking the members for their status');
     const first = await probeMembers(this.deps.cluster, members, this.statusTimeoutMs());
     const silentVoter = first.silent.some((p) => !p.member.isLearner);
-    this.lastProbe = silentVoter && !this.deadline.expired()
-      ? await reaskSilent(this.deps.cluster, first, Math.min(2 * this.deps.config.statusTimeoutMs, Math.max(1, this.deadline.remainingMs())))
-      : first;
+    this.lastProbe =
+      silentVoter && !this.deadline.expired()
+        ? await reaskSilent(
+            this.deps.cluster,
+            first,
+            Math.min(2 * this.deps.config.statusTimeoutMs, Math.max(1, this.deadline.remainingMs())),
+          )
+        : first;
     return this.lastProbe;
   }
 
@@ -126,15 +131,19 @@ export class ActionRun {
     if (isAnswer(first)) return this.answer(first.answer);
     const intent = { action: this.action, member: acting.intent(first) };
     return this.underLock(intent, (held) =>
-      converge(this, async () => {
-        for (;;) {
-          const list = await this.readMembers();
-          const next = await this.decide(list, decide);
-          if (isAnswer(next)) return this.answer(next.answer);
-          const answer = await acting.act(held, list, next);
-          if (answer !== 'again') return this.answer(answer);
-        }
-      }, acting.alsoRetry),
+      converge(
+        this,
+        async () => {
+          for (;;) {
+            const list = await this.readMembers();
+            const next = await this.decide(list, decide);
+            if (isAnswer(next)) return this.answer(next.answer);
+            const answer = await acting.act(held, list, next);
+            if (answer !== 'again') return this.answer(answer);
+          }
+        },
+        acting.alsoRetry,
+      ),
     );
   }
 
@@ -158,7 +167,10 @@ export class ActionRun {
   async underLock<T>(intent: OperationIntent, fn: (held: HeldLock) => Promise<T>): Promise<T> {
     this.begin('waiting for the membership lock');
     // A lock taken after the gate gave up on it is released at once: nobody will use it.
-    const held = await this.throughQuorum((d) => this.deps.lock.acquire(intent, d), (late) => late.release());
+    const held = await this.throughQuorum(
+      (d) => this.deps.lock.acquire(intent, d),
+      (late) => late.release(),
+    );
     let result: T;
     try {
       result = await fn(held);

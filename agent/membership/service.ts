@@ -66,7 +66,9 @@ export class MembershipService {
 
   /** The member list, read through a quorum, with its summary; `unavailable` at once without a quorum. */
   async listMembers(timeoutSeconds?: number): Promise<{ cluster: ClusterSummary; members: Member[] }> {
-    const list = await this.deps.gate.through(this.deadline(timeoutSeconds), 'reading the member list', (d) => this.deps.cluster.listMembers(d));
+    const list = await this.deps.gate.through(this.deadline(timeoutSeconds), 'reading the member list', (d) =>
+      this.deps.cluster.listMembers(d),
+    );
     return { cluster: summarizeCluster(list.clusterId, list.members), members: list.members };
   }
 
@@ -96,8 +98,12 @@ export class MembershipService {
         metrics: this.deps.metrics,
         intervalMs,
         promote: (memberId) =>
-          this.execute('memberPromote', { id: memberId, auto: true }, AUTO_PROMOTE_TIMEOUT_MS / 1000, { requestId: 'auto-promote' }, (run) =>
-            promote(run, { id: memberId, peerURLs: [] }),
+          this.execute(
+            'memberPromote',
+            { id: memberId, auto: true },
+            AUTO_PROMOTE_TIMEOUT_MS / 1000,
+            { requestId: 'auto-promote' },
+            (run) => promote(run, { id: memberId, peerURLs: [] }),
           ),
       });
       this.autoPromoter.start();

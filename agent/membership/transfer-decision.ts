@@ -22,7 +22,8 @@ import { describeMember } from './match';
 import type { ClusterProbe, MemberProbe } from './probe';
 
 /** A transfer's next step: answer, look at the members first, or move leadership. */
-export type TransferDecision = { kind: 'answer'; answer: Answer } | NeedsProbe | { kind: 'move-leader'; from: MemberProbe; to: MemberProbe };
+export type TransferDecision =
+  { kind: 'answer'; answer: Answer } | NeedsProbe | { kind: 'move-leader'; from: MemberProbe; to: MemberProbe };
 
 /** Decides a transfer to `to` (a member name), or away from `self` (this pod's member name) when `to` is absent. */
 export function decideTransfer(
@@ -48,7 +49,10 @@ export function decideTransfer(
     if (leader.member.id === to.id) return answer(moved ? 'transferred' : 'already-leader', leader);
     const successor = probe.of(to.id);
     if (successor?.status === undefined) {
-      throw new AgentError('unsafe', `${describeMember(to)} did not answer a status call; leadership stays with ${describeMember(leader.member)}`);
+      throw new AgentError(
+        'unsafe',
+        `${describeMember(to)} did not answer a status call; leadership stays with ${describeMember(leader.member)}`,
+      );
     }
     return { kind: 'move-leader', from: leader, to: successor };
   }
@@ -56,7 +60,8 @@ export function decideTransfer(
   const self = list.members.find((m) => m.started && m.name === target.self);
   if (self === undefined || leader.member.id !== self.id) return answer(moved ? 'transferred' : 'not-leader', leader);
   const successor = probe.mostUpToDate(self.id);
-  if (successor === undefined) throw new AgentError('unsafe', `no other healthy voter can take over leadership from ${describeMember(self)}`);
+  if (successor === undefined)
+    throw new AgentError('unsafe', `no other healthy voter can take over leadership from ${describeMember(self)}`);
   return { kind: 'move-leader', from: leader, to: successor };
 }
 

@@ -121,7 +121,8 @@ function decideWithCluster(f: PrepareFacts, list: MemberList): PrepareStep {
 
   const found = matchMember(list.members, { name: f.self.name, peerURLs: [f.self.peerURL] });
   if (found.kind === 'conflict') return { kind: 'wait', reason: found.message };
-  if (found.kind === 'none') return { kind: 'join', reason: `the cluster ${list.clusterId} does not list ${f.self.name}: join it as a learner` };
+  if (found.kind === 'none')
+    return { kind: 'join', reason: `the cluster ${list.clusterId} does not list ${f.self.name}: join it as a learner` };
   const member = found.member;
   // A member that has ever run has published its client URLs; one that never ran has none.
   if (member.clientURLs.length > 0) {
@@ -169,7 +170,10 @@ function decideWithoutCluster(f: PrepareFacts): PrepareStep {
   }
   const me = f.initial.find((m) => m.name === f.self.name);
   if (me === undefined) {
-    return { kind: 'wait', reason: `no cluster answers (${unreachable}) and ${f.self.name} is not one of the initial members, so it cannot bootstrap one` };
+    return {
+      kind: 'wait',
+      reason: `no cluster answers (${unreachable}) and ${f.self.name} is not one of the initial members, so it cannot bootstrap one`,
+    };
   }
   if (!sameUrl(me.peerURL, f.self.peerURL)) {
     return { kind: 'wait', reason: `the initial cluster gives ${f.self.name} the peer URL ${me.peerURL}, not ${f.self.peerURL}` };

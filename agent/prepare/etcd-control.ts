@@ -22,7 +22,15 @@ import { writeFileAtomic } from '../etcd-data/data-dir';
 const MOVE_ASIDE_POLL_MS = 100;
 
 /** The control files of a start directory (the directory of the flags file). */
-export function controlFiles(flagsFile: string): { dir: string; hold: string; restart: string; state: string; moveAside: string; once: string; onceUsed: string } {
+export function controlFiles(flagsFile: string): {
+  dir: string;
+  hold: string;
+  restart: string;
+  state: string;
+  moveAside: string;
+  once: string;
+  onceUsed: string;
+} {
   const dir = path.dirname(flagsFile);
   return {
     dir,

@@ -55,12 +55,35 @@ type Key = keyof typeof VARIABLES;
 
 /** prepare's own options as its help lists them: argument, default, meaning (the variable comes from VARIABLES). */
 const OWN_OPTIONS: ReadonlyArray<{ key: Key; arg: string; default?: string; meaning: string }> = [
-  { key: 'data-dir', arg: 'DIR', meaning: "required: etcd's data directory, a subdirectory of the volume (it is renamed aside, never the mount point)" },
-  { key: 'initial-cluster', arg: 'NAME=URL,...', meaning: 'the initial set, as etcd takes it; without it prepare never bootstraps a cluster' },
-  { key: 'initial-cluster-token', arg: 'TOKEN', default: DEFAULT_TOKEN, meaning: "etcd's --initial-cluster-token, written with the other flags" },
+  {
+    key: 'data-dir',
+    arg: 'DIR',
+    meaning: "required: etcd's data directory, a subdirectory of the volume (it is renamed aside, never the mount point)",
+  },
+  {
+    key: 'initial-cluster',
+    arg: 'NAME=URL,...',
+    meaning: 'the initial set, as etcd takes it; without it prepare never bootstraps a cluster',
+  },
+  {
+    key: 'initial-cluster-token',
+    arg: 'TOKEN',
+    default: DEFAULT_TOKEN,
+    meaning: "etcd's --initial-cluster-token, written with the other flags",
+  },
   { key: 'peer-url', arg: 'URL', default: 'from ETCD_AGENT_PEER_URL_TEMPLATE and the member name', meaning: "this pod's peer URL" },
-  { key: 'flags-file', arg: 'FILE', default: DEFAULT_FLAGS_FILE, meaning: "the file etcd's command sources (written atomically, last); its directory is made when missing" },
-  { key: 'wait-seconds', arg: 'N', default: String(DEFAULT_WAIT_SECONDS), meaning: `how long to keep trying before exiting 1, 1-${MAX_WAIT_SECONDS} (the kubelet then runs it again)` },
+  {
+    key: 'flags-file',
+    arg: 'FILE',
+    default: DEFAULT_FLAGS_FILE,
+    meaning: "the file etcd's command sources (written atomically, last); its directory is made when missing",
+  },
+  {
+    key: 'wait-seconds',
+    arg: 'N',
+    default: String(DEFAULT_WAIT_SECONDS),
+    meaning: `how long to keep trying before exiting 1, 1-${MAX_WAIT_SECONDS} (the kubelet then runs it again)`,
+  },
 ];
 
 /** The agent's settings prepare uses (the others are accepted too). */
@@ -93,7 +116,10 @@ export const PREPARE_USAGE: CommandUsage = {
     ...OWN_OPTIONS.map((o) => ({ flag: `--${o.key} ${o.arg}`, variable: VARIABLES[o.key], default: o.default, meaning: o.meaning })),
     ...settingsOptions(AGENT_SETTINGS_USED),
   ],
-  notes: ['exit codes: 0 flags written, 1 not decided within the wait (run it again), 2 bad configuration', 'Every other flag and variable of serve is accepted too (etcd-lifecycle-agent serve --help).'],
+  notes: [
+    'exit codes: 0 flags written, 1 not decided within the wait (run it again), 2 bad configuration',
+    'Every other flag and variable of serve is accepted too (etcd-lifecycle-agent serve --help).',
+  ],
 };
 
 /** Reads prepare's options from `env` and `argv` (after the command name); throws ConfigError. */
@@ -146,7 +172,8 @@ export function loadPrepareOptions(env: NodeJS.ProcessEnv, argv: readonly string
 
 function ownPeerUrl(config: Config, explicit: string | undefined): string {
   const variable = explicit === undefined ? 'ETCD_AGENT_PEER_URL_TEMPLATE' : VARIABLES['peer-url'];
-  const raw = explicit ?? (config.peerUrlTemplate === undefined ? undefined : peerUrlFromTemplate(config.peerUrlTemplate, config.memberName));
+  const raw =
+    explicit ?? (config.peerUrlTemplate === undefined ? undefined : peerUrlFromTemplate(config.peerUrlTemplate, config.memberName));
   if (raw === undefined) throw new ConfigError(variable, `prepare needs this pod's peer URL: set ${variable} or ${VARIABLES['peer-url']}`);
   try {
     return validatePeerUrl(raw);

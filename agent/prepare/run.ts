@@ -68,7 +68,10 @@ export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<
     });
     const outcome = await preparePasses(opts, { cluster, membership, gate, logger }, { until: Date.now() + opts.waitSeconds * 1000 });
     if (outcome.prepared) return 0;
-    logger.error('prepare cannot decide safely yet; exiting so the init container runs it again', { member: opts.self.name, reason: outcome.reason });
+    logger.error('prepare cannot decide safely yet; exiting so the init container runs it again', {
+      member: opts.self.name,
+      reason: outcome.reason,
+    });
     return 1;
   } finally {
     await server?.close();
@@ -131,7 +134,12 @@ export async function preparePasses(
 }
 
 /** Reads the facts and decides, asking the peers only when the decision needs them. */
-async function nextStep(opts: PrepareOptions, cluster: EtcdCluster, gate: QuorumGate | undefined, run: { sidecar?: boolean; recovery?: { clusterId: string } }): Promise<PrepareStep> {
+async function nextStep(
+  opts: PrepareOptions,
+  cluster: EtcdCluster,
+  gate: QuorumGate | undefined,
+  run: { sidecar?: boolean; recovery?: { clusterId: string } },
+): Promise<PrepareStep> {
   const facts: PrepareFacts = {
     self: opts.self,
     dataDir: readDataDir(opts.dataDir),
@@ -150,7 +158,9 @@ async function nextStep(opts: PrepareOptions, cluster: EtcdCluster, gate: Quorum
 async function readCluster(cluster: EtcdCluster, gate: QuorumGate | undefined): Promise<PrepareFacts['cluster']> {
   try {
     const read = (d: Deadline): ReturnType<EtcdCluster['listMembers']> => cluster.listMembers(d);
-    const list = await (gate === undefined ? read(Deadline.in(LIST_TIMEOUT_MS)) : gate.through(Deadline.in(LIST_TIMEOUT_MS), 'reading the member list', read));
+    const list = await (gate === undefined
+      ? read(Deadline.in(LIST_TIMEOUT_MS))
+      : gate.through(Deadline.in(LIST_TIMEOUT_MS), 'reading the member list', read));
     return { kind: 'answered', list };
   } catch (err) {
     return { kind: 'unreachable', reason: err instanceof Error ? err.message : String(err) };
@@ -162,7 +172,10 @@ async function readCluster(cluster: EtcdCluster, gate: QuorumGate | undefined): 
  * user), by etcd's own start script in the sidecar, which mounts etcd's data read-only and holds etcd
  * stopped meanwhile. Answers the new path, or undefined when the move is not done yet.
  */
-function mover(opts: PrepareOptions, run: { until: number; sidecar?: boolean; control?: EtcdStartControl }): () => Promise<string | undefined> {
+function mover(
+  opts: PrepareOptions,
+  run: { until: number; sidecar?: boolean; control?: EtcdStartControl },
+): () => Promise<string | undefined> {
   const control = run.control;
   if (run.sidecar !== true || control === undefined) return async () => moveAside(opts.dataDir);
   return async () => {
@@ -172,25 +185,48 @@ function mover(opts: PrepareOptions, run: { until: number; sidecar?: boolean; co
 }
 
 /** Takes one step; answers why to wait before the next pass, or '' to go on at once. */
-async function act(step: PrepareStep, opts: PrepareOptions, membership: MembershipService, logger: Logger, move: () => Promise<string | undefined>): Promise<string> {
+async function act(
+  step: PrepareStep,
+  opts: PrepareOptions,
+  membership: MembershipService,
+  logger: Logger,
+  move: () => Promise<string | undefined>,
+): Promise<string> {
   try {
     switch (step.kind) {
       case 'move-aside': {
         const target = await move();
         if (target === undefined) return `waiting for etcd's start script to move ${opts.dataDir} aside (it does so while etcd is held)`;
-        logger.warn('moved the data directory aside, not deleted', { member: opts.self.name, from: opts.dataDir, to: target, reason: step.reason });
+        logger.warn('moved the data directory aside, not deleted', {
+          member: opts.self.name,
+          from: opts.dataDir,
+          to: target,
+          reason: step.reason,
+        });
         crashPoint('prepare-moved-aside');
         return '';
       }
       case 'join': {
-        const result = await membership.join({ name: opts.self.name, peerURLs: [opts.self.peerURL], learner: true }, { requestId: 'prepare' });
-        logger.info('joined', { member: opts.self.name, outcome: result.outcome, id: result.member?.id, isLearner: result.member?.isLearner });
+        const result = await membership.join(
+          { name: opts.self.name, peerURLs: [opts.self.peerURL], learner: true },
+          { requestId: 'prepare' },
+        );
+        logger.info('joined', {
+          member: opts.self.name,
+          outcome: result.outcome,
+          id: result.member?.id,
+          isLearner: result.member?.isLearner,
+        });
         crashPoint('prepare-joined');
         return '';
       }
       case 'replace': {
         const result = await membership.leave({ id: step.member.id }, { requestId: 'prepare' });
-        logger.info('removed the member of the lost data directory', { member: opts.self.name, id: step.member.id, outcome: result.outcome });
+        logger.info('removed the member of the lost data directory', {
+          member: opts.self.name,
+          id: step.member.id,
+          outcome: result.outcome,
+        });
         return '';
       }
       default:
@@ -202,4 +238,3 @@ async function act(step: PrepareStep, opts: PrepareOptions, membership: Membersh
     throw err;
   }
 }
-

@@ -54,7 +54,10 @@ function dataGate(dataDir: string, logger: Logger): { gate: VersionGate | undefi
     try {
       return read();
     } catch (err) {
-      logger.warn(`cannot read ${what}; the etcd container's version check goes without it`, { dataDir, error: err instanceof Error ? err.message : String(err) });
+      logger.warn(`cannot read ${what}; the etcd container's version check goes without it`, {
+        dataDir,
+        error: err instanceof Error ? err.message : String(err),
+      });
       return undefined;
     }
   };

@@ -25,17 +25,18 @@ export const KB_PARAMETERS = Object.freeze({
  * answers the subset the contract's table names.
  */
 export type KbAgentErrorType =
-  | 'notDefined'
-  | 'badRequest'
-  | 'inProgress'
-  | 'busy'
-  | 'preconditionFailed'
-  | 'timedOut'
-  | 'failed'
-  | 'internalError';
+  'notDefined' | 'badRequest' | 'inProgress' | 'busy' | 'preconditionFailed' | 'timedOut' | 'failed' | 'internalError';
 
 /** The fields kbagent's ActionRequest (pkg/kbagent/proto/proto.go) carries, and `nonBlocking` of its Action. */
-export const KBAGENT_REQUEST_FIELDS = ['action', 'parameters', 'arguments', 'timeoutSeconds', 'retryPolicy', 'rerun', 'nonBlocking'] as const;
+export const KBAGENT_REQUEST_FIELDS = [
+  'action',
+  'parameters',
+  'arguments',
+  'timeoutSeconds',
+  'retryPolicy',
+  'rerun',
+  'nonBlocking',
+] as const;
 
 /**
  * The request body, read as kbagent's Go server reads it (`json.Unmarshal` into
@@ -79,10 +80,16 @@ export const MAX_TIMEOUT_SECONDS = 60;
 export function effectiveTimeout(requested: number | null | undefined, fallback: number): EffectiveTimeout {
   if (requested === undefined || requested === null || requested === 0) return { seconds: fallback };
   if (requested < 0) {
-    return { seconds: fallback, note: `timeoutSeconds ${requested} is negative (kbagent: no timeout); the agent uses its default ${fallback} s` };
+    return {
+      seconds: fallback,
+      note: `timeoutSeconds ${requested} is negative (kbagent: no timeout); the agent uses its default ${fallback} s`,
+    };
   }
   if (requested > MAX_TIMEOUT_SECONDS) {
-    return { seconds: MAX_TIMEOUT_SECONDS, note: `timeoutSeconds ${requested} is above ${MAX_TIMEOUT_SECONDS}; capped at ${MAX_TIMEOUT_SECONDS} s` };
+    return {
+      seconds: MAX_TIMEOUT_SECONDS,
+      note: `timeoutSeconds ${requested} is above ${MAX_TIMEOUT_SECONDS}; capped at ${MAX_TIMEOUT_SECONDS} s`,
+    };
   }
   return { seconds: requested };
 }

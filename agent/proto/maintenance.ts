@@ -22,7 +22,10 @@ export function parseRetention(text: string, what = 'retention'): Retention {
   const match = /^(\d{1,15})([smhd]?)$/.exec(text.trim());
   const n = match === null ? NaN : Number(match[1]);
   if (match === null || !Number.isSafeInteger(n) || n < 1) {
-    throw new AgentError('bad-request', `${what}: "${text}" is neither a number of revisions (e.g. 1000) nor a duration (e.g. 90s, 30m, 6h, 2d)`);
+    throw new AgentError(
+      'bad-request',
+      `${what}: "${text}" is neither a number of revisions (e.g. 1000) nor a duration (e.g. 90s, 30m, 6h, 2d)`,
+    );
   }
   if (match[2] === '') return { retainRevisions: n };
   const seconds = n * UNIT_SECONDS[match[2]];

@@ -70,7 +70,14 @@ export interface RecoveryRecord {
 /** `GET /v1/recovery/local`: this agent's own member, for the other agents' plans. */
 export interface LocalRecoveryState {
   name: string;
-  etcd: { memberId: string; clusterId: string | null; raftTerm: number; committedIndex: number; appliedIndex: number; isLearner: boolean } | null;
+  etcd: {
+    memberId: string;
+    clusterId: string | null;
+    raftTerm: number;
+    committedIndex: number;
+    appliedIndex: number;
+    isLearner: boolean;
+  } | null;
   etcdError: string | null;
   dataDir:
     | { kind: 'member'; memberId: string; clusterId: string; raftTerm: number; committedIndex: number; lastIndex: number; segment: string }

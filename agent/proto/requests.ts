@@ -10,9 +10,7 @@ import { MAX_RETAIN_SECONDS } from './maintenance';
 import { isValidMemberName } from './names';
 import { validatePeerUrl } from './urls';
 
-const memberName = z
-  .string()
-  .refine(isValidMemberName, { message: 'must be a DNS-1123 subdomain of at most 253 characters' });
+const memberName = z.string().refine(isValidMemberName, { message: 'must be a DNS-1123 subdomain of at most 253 characters' });
 
 /** Longer than any real peer URL (a 253-character host, scheme and port), so a hostile one is not echoed back whole. */
 const MAX_PEER_URL_LENGTH = 512;

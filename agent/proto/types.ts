@@ -72,15 +72,7 @@ export type OperationAction = ActionName | 'defragment';
 
 /** Outcomes of a successful mutating call (docs/api.md §4). */
 export type Outcome =
-  | 'added'
-  | 'in-progress'
-  | 'promoted'
-  | 'already-member'
-  | 'removed'
-  | 'already-absent'
-  | 'transferred'
-  | 'already-leader'
-  | 'not-leader';
+  'added' | 'in-progress' | 'promoted' | 'already-member' | 'removed' | 'already-absent' | 'transferred' | 'already-leader' | 'not-leader';
 
 /** The phase a joining member has reached. */
 export type Phase = 'unstarted' | 'learner' | 'voter';

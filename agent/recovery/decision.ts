@@ -37,7 +37,12 @@ export type Removed = RecoveryRecord['removed'][number];
 /** What the gates decide. */
 export type RecoveryDecision =
   | { kind: 'already-recovered'; record: RecoveryRecord }
-  | { kind: 'refuse'; code: 'unsafe' | 'conflict' | 'bad-request' | 'unavailable' | 'not-found'; message: string; details: Record<string, unknown> }
+  | {
+      kind: 'refuse';
+      code: 'unsafe' | 'conflict' | 'bad-request' | 'unavailable' | 'not-found';
+      message: string;
+      details: Record<string, unknown>;
+    }
   | {
       kind: 'recover';
       from: { name: string; id: string; committedIndex: number; raftTerm: number };
@@ -66,7 +71,11 @@ export function normalizeClusterId(id: string): string {
 export function decideRecovery(f: RecoveryFacts): RecoveryDecision {
   const { request } = f;
   const wanted = normalizeClusterId(request.clusterId);
-  const refuse = (code: Extract<RecoveryDecision, { kind: 'refuse' }>['code'], message: string, details: Record<string, unknown> = {}): RecoveryDecision => ({
+  const refuse = (
+    code: Extract<RecoveryDecision, { kind: 'refuse' }>['code'],
+    message: string,
+    details: Record<string, unknown> = {},
+  ): RecoveryDecision => ({
     kind: 'refuse',
     code,
     message,
@@ -89,20 +98,31 @@ export function decideRecovery(f: RecoveryFacts): RecoveryDecision {
     return refuse('not-found', `no member ${request.from} in the last member list (${f.members.map((m) => m.name || m.id).join(', ')})`);
   }
   if (f.self !== request.from) {
-    return refuse('bad-request', `POST /v1/recovery goes to the agent of the member it recovers from (${request.from}); this is ${f.self}'s agent`, {
-      from: request.from,
-      agent: f.self,
-    });
+    return refuse(
+      'bad-request',
+      `POST /v1/recovery goes to the agent of the member it recovers from (${request.from}); this is ${f.self}'s agent`,
+      {
+        from: request.from,
+        agent: f.self,
+      },
+    );
   }
   const ids = [...new Set(f.members.map((m) => m.clusterId).filter((id): id is string => id !== null))];
   if (ids.length === 0) return refuse('unavailable', 'no member reports its cluster id: neither an etcd nor a data directory answered');
   if (ids.length > 1) {
-    return refuse('conflict', `the members report different cluster ids (${ids.join(', ')}): there already are two clusters, recover by hand`, {
-      clusterIds: Object.fromEntries(f.members.filter((m) => m.clusterId !== null).map((m) => [m.name, m.clusterId])),
-    });
+    return refuse(
+      'conflict',
+      `the members report different cluster ids (${ids.join(', ')}): there already are two clusters, recover by hand`,
+      {
+        clusterIds: Object.fromEntries(f.members.filter((m) => m.clusterId !== null).map((m) => [m.name, m.clusterId])),
+      },
+    );
   }
   if (ids[0] !== wanted) {
-    return refuse('conflict', `the cluster's id is ${ids[0]}, not ${wanted}: this call is not for this cluster`, { clusterId: ids[0], asked: wanted });
+    return refuse('conflict', `the cluster's id is ${ids[0]}, not ${wanted}: this call is not for this cluster`, {
+      clusterId: ids[0],
+      asked: wanted,
+    });
   }
   const lostForSeconds = f.lostSinceMs === undefined ? 0 : Math.max(0, (f.nowMs - f.lostSinceMs) / 1000);
   if (f.lostSinceMs === undefined || lostForSeconds < f.minLossSeconds) {
@@ -116,7 +136,10 @@ export function decideRecovery(f: RecoveryFacts): RecoveryDecision {
     );
   }
   if (from.source === 'none' || from.committedIndex === null || from.raftTerm === null) {
-    return refuse('unavailable', `${from.name}'s log cannot be read: neither its etcd nor its data directory answers (${from.errors.join('; ')})`);
+    return refuse(
+      'unavailable',
+      `${from.name}'s log cannot be read: neither its etcd nor its data directory answers (${from.errors.join('; ')})`,
+    );
   }
   if (from.isLearner === true) return refuse('unsafe', `${from.name} is a learner: a recovery starts from a voter`);
   const answering = f.members.flatMap((m) =>
@@ -128,7 +151,10 @@ export function decideRecovery(f: RecoveryFacts): RecoveryDecision {
   const forced = best !== undefined;
   if (forced && !request.force) {
     const lose = best.committedIndex - from.committedIndex;
-    const advice = best.isLearner === true ? `${best.name} is a learner, which cannot be recovered from; add "force": true to drop them` : `recover from ${best.name}, or add "force": true`;
+    const advice =
+      best.isLearner === true
+        ? `${best.name} is a learner, which cannot be recovered from; add "force": true to drop them`
+        : `recover from ${best.name}, or add "force": true`;
     return refuse(
       'unsafe',
       `${best.name} is more advanced than ${from.name} (committed index ${best.committedIndex}, term ${best.raftTerm}, against ${from.committedIndex}, term ${from.raftTerm})` +

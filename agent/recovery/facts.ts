@@ -58,7 +58,8 @@ export class FactsReader {
         : { voters: voterCount, answering: 0, required: Math.floor(voterCount / 2) + 1, hasQuorum: false };
     const members = await Promise.all(list.map((m) => this.logStateOf(m)));
     let record: RecoveryRecord | undefined;
-    if (quorum?.hasQuorum === true) record = await readRecoveryRecord(cluster, config.keyPrefix, Deadline.in(RECOVERY_RECORD_READ_MS)).catch(() => undefined);
+    if (quorum?.hasQuorum === true)
+      record = await readRecoveryRecord(cluster, config.keyPrefix, Deadline.in(RECOVERY_RECORD_READ_MS)).catch(() => undefined);
     return {
       self: config.memberName,
       nowMs: Date.now(),
@@ -80,7 +81,15 @@ export class FactsReader {
       if (state.kind !== 'member') return state.kind === 'empty' ? { kind: 'empty' } : { kind: 'unusable', reason: state.reason };
       const wal = readWalState(dataDir);
       if (wal === undefined) return { kind: 'unusable', reason: 'its newest WAL segment does not read as a WAL' };
-      return { kind: 'member', memberId: wal.memberId, clusterId: wal.clusterId, raftTerm: wal.term, committedIndex: wal.commit, lastIndex: wal.lastIndex, segment: path.basename(wal.segment) };
+      return {
+        kind: 'member',
+        memberId: wal.memberId,
+        clusterId: wal.clusterId,
+        raftTerm: wal.term,
+        committedIndex: wal.commit,
+        lastIndex: wal.lastIndex,
+        segment: path.basename(wal.segment),
+      };
     } catch (err) {
       return { kind: 'unreadable', reason: err instanceof Error ? err.message : String(err) };
     }
@@ -124,22 +133,56 @@ export class FactsReader {
       try {
         const s: MemberStatus = await cluster.memberStatus(url, config.statusTimeoutMs);
         if (s.memberId === m.id) {
-          return { ...base, source: 'etcd', clusterId: s.clusterId ?? null, raftTerm: s.raftTerm, committedIndex: s.raftIndex, appliedIndex: s.raftAppliedIndex, isLearner: s.isLearner, errors };
+          return {
+            ...base,
+            source: 'etcd',
+            clusterId: s.clusterId ?? null,
+            raftTerm: s.raftTerm,
+            committedIndex: s.raftIndex,
+            appliedIndex: s.raftAppliedIndex,
+            isLearner: s.isLearner,
+            errors,
+          };
         }
         errors.push(`${url} answers as member ${s.memberId}`);
       } catch (err) {
         errors.push(`etcd: ${err instanceof Error ? err.message : String(err)}`);
       }
     }
-    const dir = own ? this.readOwnDataDir() : await this.askAgent(m).then(
-      (l) => l.dataDir,
-      (err: unknown) => ({ kind: 'unreadable' as const, reason: `agent: ${err instanceof Error ? err.message : String(err)}` }),
-    );
+    const dir = own
+      ? this.readOwnDataDir()
+      : await this.askAgent(m).then(
+          (l) => l.dataDir,
+          (err: unknown) => ({ kind: 'unreadable' as const, reason: `agent: ${err instanceof Error ? err.message : String(err)}` }),
+        );
     if (dir.kind === 'member' && dir.memberId === m.id) {
-      return { ...base, source: 'data-dir', clusterId: dir.clusterId, raftTerm: dir.raftTerm, committedIndex: dir.committedIndex, appliedIndex: null, lastIndex: dir.lastIndex, isLearner: m.isLearner, errors };
+      return {
+        ...base,
+        source: 'data-dir',
+        clusterId: dir.clusterId,
+        raftTerm: dir.raftTerm,
+        committedIndex: dir.committedIndex,
+        appliedIndex: null,
+        lastIndex: dir.lastIndex,
+        isLearner: m.isLearner,
+        errors,
+      };
     }
-    errors.push(dir.kind === 'member' ? `its data directory holds member ${dir.memberId}` : `data directory: ${dir.kind}${'reason' in dir && dir.reason !== undefined ? ` (${dir.reason})` : ''}`);
-    return { ...base, source: 'none', clusterId: null, raftTerm: null, committedIndex: null, appliedIndex: null, isLearner: m.isLearner, errors };
+    errors.push(
+      dir.kind === 'member'
+        ? `its data directory holds member ${dir.memberId}`
+        : `data directory: ${dir.kind}${'reason' in dir && dir.reason !== undefined ? ` (${dir.reason})` : ''}`,
+    );
+    return {
+      ...base,
+      source: 'none',
+      clusterId: null,
+      raftTerm: null,
+      committedIndex: null,
+      appliedIndex: null,
+      isLearner: m.isLearner,
+      errors,
+    };
   }
 
   /** Another member's state, asked of its agent (GET /v1/recovery/local); rejects when that agent answers as another member. */

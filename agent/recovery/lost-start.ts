@@ -22,7 +22,10 @@ export class LostStartWatch {
   /** One look: true once the start has been seen lost for LOST_START_MS; `members` reads the member list within a timeout. */
   async sees(control: EtcdStartControl, members: (timeoutMs: number) => Promise<Member[]>): Promise<boolean> {
     const state = control.state();
-    const listed = state.kind === 'running' && !state.once && !control.onceState().pending ? await members(PEER_LIST_MS).catch(() => undefined) : undefined;
+    const listed =
+      state.kind === 'running' && !state.once && !control.onceState().pending
+        ? await members(PEER_LIST_MS).catch(() => undefined)
+        : undefined;
     if (listed === undefined || listed.length <= 1) {
       this.since = undefined;
       return false;

@@ -59,7 +59,11 @@ export class OrderFile {
 }
 
 /** A new order at its first step, from the gates' `recover` decision, the loss start and the member list it was decided on. */
-export function newOrder(decision: Extract<RecoveryDecision, { kind: 'recover' }>, lostSinceMs: number | undefined, members: Member[]): RecoveryOrder {
+export function newOrder(
+  decision: Extract<RecoveryDecision, { kind: 'recover' }>,
+  lostSinceMs: number | undefined,
+  members: Member[],
+): RecoveryOrder {
   return {
     id: randomUUID(),
     from: decision.from.name,

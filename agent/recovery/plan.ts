@@ -31,7 +31,13 @@ export function buildPlan(f: PlanFacts): RecoveryPlan {
   if (f.quorum === null) return { ...base, ...none, needed: false, possible: false, reason: 'no member list is known yet' };
   if (f.quorum.hasQuorum) {
     const done = f.record === undefined ? '' : `; it was recovered from ${f.record.from.name} at ${f.record.writableAt}`;
-    return { ...base, ...none, needed: false, possible: false, reason: `a quorum answers (${f.quorum.answering} of ${f.quorum.voters} voters): nothing to recover${done}` };
+    return {
+      ...base,
+      ...none,
+      needed: false,
+      possible: false,
+      reason: `a quorum answers (${f.quorum.answering} of ${f.quorum.voters} voters): nothing to recover${done}`,
+    };
   }
   const answering = f.members.flatMap((m) =>
     m.source !== 'none' && m.committedIndex !== null && m.raftTerm !== null && m.isLearner !== true
@@ -40,7 +46,13 @@ export function buildPlan(f: PlanFacts): RecoveryPlan {
   );
   const best = mostAdvanced(answering);
   if (best === undefined) {
-    return { ...base, ...none, needed: true, possible: false, reason: 'no voter answers, neither its etcd nor its data directory: there is nothing to recover from' };
+    return {
+      ...base,
+      ...none,
+      needed: true,
+      possible: false,
+      reason: 'no voter answers, neither its etcd nor its data directory: there is nothing to recover from',
+    };
   }
   const decision = decideRecovery({ ...f, self: best.name, request: { from: best.name, clusterId: best.clusterId ?? '', force: false } });
   const behind = answering
@@ -59,7 +71,11 @@ export function buildPlan(f: PlanFacts): RecoveryPlan {
     call: { agent: f.agentOf(best.name), body: { from: best.name, clusterId: best.clusterId ?? '' } },
   };
   if (decision.kind === 'recover') {
-    return { ...plan, possible: true, reason: `recover from ${best.name}: it holds the highest committed index (${best.committedIndex}) of the members that answer` };
+    return {
+      ...plan,
+      possible: true,
+      reason: `recover from ${best.name}: it holds the highest committed index (${best.committedIndex}) of the members that answer`,
+    };
   }
   const waitable = decision.kind === 'refuse' && decision.code === 'unsafe' && 'minLossSeconds' in decision.details;
   return { ...plan, possible: waitable, reason: decision.kind === 'refuse' ? decision.message : 'already recovered' };

@@ -30,13 +30,20 @@ export async function rejoinIfRemoved(ctx: ActContext): Promise<void> {
     if (status !== undefined && status.leaderId !== '0') return;
     const record = await readRecoveryRecord(cluster, config.keyPrefix, Deadline.in(RECOVERY_RECORD_ATTEMPT_MS)).catch(() => undefined);
     if (record === undefined || !mustRejoin({ dataDir: dir, leaderId: status?.leaderId, record })) return;
-    logger.warn('this member was removed by a recovery: holding etcd to move its data aside and rejoin as a learner', { member: dir.memberId, recovery: record.id });
+    logger.warn('this member was removed by a recovery: holding etcd to move its data aside and rejoin as a learner', {
+      member: dir.memberId,
+      recovery: record.id,
+    });
     control.hold(`rejoin-${record.id}`);
     crashPoint('rejoin-hold-asked');
   }
   const nonce = control.heldBy() as string;
   if (!control.isHeld(nonce)) return;
-  const outcome = await preparePasses(prepare, { cluster, membership, logger }, { until: Date.now() + REJOIN_PREPARE_MS, sidecar: true, control });
+  const outcome = await preparePasses(
+    prepare,
+    { cluster, membership, logger },
+    { until: Date.now() + REJOIN_PREPARE_MS, sidecar: true, control },
+  );
   if (!outcome.prepared) return;
   control.release();
   logger.info('etcd prepared again and released', { nonce, state: outcome.step.state, reason: outcome.step.reason });

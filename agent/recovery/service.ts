@@ -107,7 +107,14 @@ export class RecoveryService {
     let etcdError: string | null = null;
     try {
       const s = await cluster.memberStatus(config.localEndpoint, config.statusTimeoutMs);
-      etcd = { memberId: s.memberId, clusterId: s.clusterId ?? null, raftTerm: s.raftTerm, committedIndex: s.raftIndex, appliedIndex: s.raftAppliedIndex, isLearner: s.isLearner };
+      etcd = {
+        memberId: s.memberId,
+        clusterId: s.clusterId ?? null,
+        raftTerm: s.raftTerm,
+        committedIndex: s.raftIndex,
+        appliedIndex: s.raftAppliedIndex,
+        isLearner: s.isLearner,
+      };
     } catch (err) {
       etcdError = err instanceof Error ? err.message : String(err);
     }
@@ -147,7 +154,10 @@ export class RecoveryService {
     const { logger, config } = this.deps;
     const act = this.act;
     if (act === undefined) {
-      throw new AgentError('bad-request', `${config.memberName}'s agent cannot restart its etcd: it has no data directory and start script (ETCD_AGENT_DATA_DIR, ETCD_AGENT_PREPARE_FLAGS_FILE; kube-inject sets them)`);
+      throw new AgentError(
+        'bad-request',
+        `${config.memberName}'s agent cannot restart its etcd: it has no data directory and start script (ETCD_AGENT_DATA_DIR, ETCD_AGENT_PREPARE_FLAGS_FILE; kube-inject sets them)`,
+      );
     }
     let order = act.orders.read();
     const same = order !== undefined && order.clusterId === normalizeClusterId(request.clusterId) && order.from === request.from;
@@ -155,14 +165,25 @@ export class RecoveryService {
       // This agent's own order, carried out: the recovered cluster's record of it is the answer. Read
       // straight through its quorum, not from a health observation, which may have begun before the
       // cluster took writes again and then still counts the removed voters, finding no quorum.
-      const record = await readRecoveryRecord(this.deps.cluster, config.keyPrefix, Deadline.in(Math.min(RECOVERY_RECORD_READ_MS, deadline.remainingMs()))).catch(() => undefined);
-      if (record?.id === order.id) return { action: 'recovery', outcome: 'already-recovered', complete: true, record, durationMs: Date.now() - started };
+      const record = await readRecoveryRecord(
+        this.deps.cluster,
+        config.keyPrefix,
+        Deadline.in(Math.min(RECOVERY_RECORD_READ_MS, deadline.remainingMs())),
+      ).catch(() => undefined);
+      if (record?.id === order.id)
+        return { action: 'recovery', outcome: 'already-recovered', complete: true, record, durationMs: Date.now() - started };
     }
     if (order === undefined || !same || order.step === 'done') {
       const facts = await this.facts.read();
       const decision = decideRecovery({ ...facts, request });
       if (decision.kind === 'already-recovered') {
-        return { action: 'recovery', outcome: 'already-recovered', complete: true, record: decision.record, durationMs: Date.now() - started };
+        return {
+          action: 'recovery',
+          outcome: 'already-recovered',
+          complete: true,
+          record: decision.record,
+          durationMs: Date.now() - started,
+        };
       }
       if (decision.kind === 'refuse') throw new AgentError(decision.code, decision.message, { details: decision.details });
       order = newOrder(decision, facts.lostSinceMs, facts.list);

@@ -76,7 +76,7 @@ const STEPS: Readonly<Record<OrderStep, Step>> = { ordered: whenOrdered, held: w
 
 /** Takes `order` from its step as far as `deadline` allows; a refusal at the re-check calls it off and throws. */
 export async function carryOut(ctx: ActContext, order: RecoveryOrder, deadline: Deadline): Promise<Reached> {
-  for (let at = order; ; ) {
+  for (let at = order; ;) {
     const result = await (STEPS[at.step] ?? STEPS.done)(ctx, at, deadline);
     if ('reached' in result) return result.reached;
     at = result.next;
@@ -88,7 +88,9 @@ async function whenOrdered(ctx: ActContext, order: RecoveryOrder, deadline: Dead
   const { control } = ctx;
   control.hold(order.id);
   crashPoint('recovery-hold-asked');
-  const held = await pollUntil({ until: deadline.at - STEP_RESERVE_MS, pauseMs: HOLD_POLL_MS }, async () => (control.isHeld(order.id) ? true : undefined));
+  const held = await pollUntil({ until: deadline.at - STEP_RESERVE_MS, pauseMs: HOLD_POLL_MS }, async () =>
+    control.isHeld(order.id) ? true : undefined,
+  );
   if (held === undefined) return { reached: { step: 'ordered' } };
   const next = ctx.orders.moveTo(order, 'held');
   ctx.logger.info('recovery: etcd stopped and held', { id: order.id });
@@ -105,7 +107,11 @@ async function whenHeld(ctx: ActContext, order: RecoveryOrder, deadline: Deadlin
     if (decision.kind === 'already-recovered') return { reached: { step: 'done', record: decision.record } };
     throw new AgentError(decision.code, `called off at the re-check before acting: ${decision.message}`, { details: decision.details });
   }
-  const outcome = await preparePasses(prepare, { cluster, membership, logger }, { until: deadline.at - STEP_RESERVE_MS, sidecar: true, recovery: { clusterId: order.clusterId }, control });
+  const outcome = await preparePasses(
+    prepare,
+    { cluster, membership, logger },
+    { until: deadline.at - STEP_RESERVE_MS, sidecar: true, recovery: { clusterId: order.clusterId }, control },
+  );
   if (!outcome.prepared) return { reached: { step: 'held' } };
   if (outcome.step.once === undefined) {
     // Prepare found the cluster answering after all: start as is, and call the recovery off.

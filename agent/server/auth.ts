@@ -123,10 +123,7 @@ export function authorizeMutation(policy: MutationPolicy, caller: MutationCaller
       "mutating calls need ETCD_AGENT_TOKEN_FILE in the node's network namespace, where loopback callers are any process on the node",
     );
   }
-  return new AgentError(
-    'forbidden',
-    'mutating calls are accepted only from loopback when no ETCD_AGENT_TOKEN_FILE is configured',
-  );
+  return new AgentError('forbidden', 'mutating calls are accepted only from loopback when no ETCD_AGENT_TOKEN_FILE is configured');
 }
 
 /**
@@ -139,7 +136,9 @@ export function mutationAuthWarnings(options: AuthOptions): string[] {
   const warnings: string[] = [];
   const tokenConfigured = options.tokenFile !== undefined;
   if (tokenConfigured && options.allowRemoteUnauthenticated) {
-    warnings.push('ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED=true: mutating calls are accepted without the token of ETCD_AGENT_TOKEN_FILE too');
+    warnings.push(
+      'ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED=true: mutating calls are accepted without the token of ETCD_AGENT_TOKEN_FILE too',
+    );
   }
   if (options.hostNetwork === true && !tokenConfigured && options.hostNetworkAllowUnauthenticatedLoopback === true) {
     warnings.push(

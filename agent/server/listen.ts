@@ -10,7 +10,13 @@ import type { RequestListener } from 'node:http';
 import type { Config } from '../config/config';
 import type { Logger } from '../observability/logger';
 import { httpsServerOptions, tlsFilesOf, TlsReloader } from './tls';
-import { CLOSE_GRACE_MS, CONNECTIONS_CHECK_INTERVAL_MS, HEADERS_TIMEOUT_MS, KEEP_ALIVE_TIMEOUT_MS, REQUEST_TIMEOUT_MS } from '../config/timings';
+import {
+  CLOSE_GRACE_MS,
+  CONNECTIONS_CHECK_INTERVAL_MS,
+  HEADERS_TIMEOUT_MS,
+  KEEP_ALIVE_TIMEOUT_MS,
+  REQUEST_TIMEOUT_MS,
+} from '../config/timings';
 
 /** A listening server and how to stop it. */
 export interface Listening {
@@ -49,7 +55,9 @@ export async function listen(app: RequestListener, config: ListenConfig, options
   const files = tlsFilesOf(config);
   const handler = requireHost(app);
   const server =
-    files === undefined ? http.createServer(serverOptions, handler) : https.createServer({ ...serverOptions, ...httpsServerOptions(files) }, handler);
+    files === undefined
+      ? http.createServer(serverOptions, handler)
+      : https.createServer({ ...serverOptions, ...httpsServerOptions(files) }, handler);
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => answerClientError(err, socket, options.logger));
   // Node answers an unknown Expect with a bare 417; answer it as every other refusal instead.
   server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) =>

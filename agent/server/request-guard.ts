@@ -54,7 +54,12 @@ export function requestGuard(): Router {
     // Refused here, or Express would answer OPTIONS itself with a plain-text 200.
     if (methods !== undefined && !methods.includes(req.method)) {
       res.setHeader('Allow', methods.filter((m) => m !== 'HEAD').join(', '));
-      return next(new AgentError('method-not-allowed', `${req.method} is not allowed on ${req.path.slice(0, 200)}; use ${methods.filter((m) => m !== 'HEAD').join(', ')}`));
+      return next(
+        new AgentError(
+          'method-not-allowed',
+          `${req.method} is not allowed on ${req.path.slice(0, 200)}; use ${methods.filter((m) => m !== 'HEAD').join(', ')}`,
+        ),
+      );
     }
     const unexpected = unexpectedQueryParameter(req.path, Object.keys(req.query as Record<string, unknown>));
     if (unexpected !== undefined) {

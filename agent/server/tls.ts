@@ -56,12 +56,7 @@ export function describeCertificate(pem: Buffer | string): { subject: string; va
  * (`start`, `stop`, `check`) over the certificate, the key and the client CA.
  */
 export class TlsReloader extends FileReloader<tls.SecureContextOptions> {
-  constructor(
-    files: TlsFiles,
-    install: (options: tls.SecureContextOptions) => void,
-    logger?: Logger,
-    intervalMs = FILE_CHECK_INTERVAL_MS,
-  ) {
+  constructor(files: TlsFiles, install: (options: tls.SecureContextOptions) => void, logger?: Logger, intervalMs = FILE_CHECK_INTERVAL_MS) {
     super({
       files: [files.certFile, files.keyFile, ...(files.clientCaFile === undefined ? [] : [files.clientCaFile])],
       // A half-rotated pair (new certificate, old key) fails to load; the old one keeps serving.

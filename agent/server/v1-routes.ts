@@ -7,13 +7,7 @@ import { Router } from 'express';
 import type { Response } from 'express';
 import type { MembershipService } from '../membership/service';
 import { answerOf, statusOf } from '../proto/completion';
-import {
-  joinRequestSchema,
-  leaveRequestSchema,
-  parseRequest,
-  promoteRequestSchema,
-  transferRequestSchema,
-} from '../proto/requests';
+import { joinRequestSchema, leaveRequestSchema, parseRequest, promoteRequestSchema, transferRequestSchema } from '../proto/requests';
 import type { ActionResult } from '../proto/types';
 import { requestId, sendJson } from './middleware';
 

@@ -243,7 +243,16 @@ export function memoryMapOf(pid: number): Record<string, number> {
     const header = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \d+\s*(.*)$/.exec(line);
     if (header !== null) {
       const name = header[1];
-      kind = name === '' ? 'anon' : name === '[heap]' ? 'brk heap' : name.endsWith('/node') ? 'node binary' : name.includes('.so') ? 'libraries' : 'other';
+      kind =
+        name === ''
+          ? 'anon'
+          : name === '[heap]'
+            ? 'brk heap'
+            : name.endsWith('/node')
+              ? 'node binary'
+              : name.includes('.so')
+                ? 'libraries'
+                : 'other';
       continue;
     }
     const rss = /^Rss:\s+(\d+) kB/.exec(line);
@@ -298,7 +307,8 @@ export function sampleEvery(everyMs: number, fn: () => number): { stop: () => nu
 
 /** Prefixes `argv` with setpriv --pdeathsig=KILL when available, so a crashed bench leaves no process behind. */
 export function withParentDeathSignal(argv: string[]): [string, string[]] {
-  setprivPath ??= ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => fs.existsSync(p) && spawnSync(p, ['--help'], { stdio: 'ignore' }).status === 0) ?? '';
+  setprivPath ??=
+    ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => fs.existsSync(p) && spawnSync(p, ['--help'], { stdio: 'ignore' }).status === 0) ?? '';
   if (setprivPath === '') return [argv[0], argv.slice(1)];
   return [setprivPath, ['--pdeathsig=KILL', '--', ...argv]];
 }

@@ -29,7 +29,12 @@ export interface ClusterUnderTest {
 }
 
 /** Options of another agent set up like the cluster's own sidecar: every endpoint, etcd-0 as its local member. */
-export function sidecarOptions(ctx: BenchContext, cut: Pick<ClusterUnderTest, 'endpoints' | 'cluster'>, label: string, extra: Partial<AgentOptions> = {}): AgentOptions {
+export function sidecarOptions(
+  ctx: BenchContext,
+  cut: Pick<ClusterUnderTest, 'endpoints' | 'cluster'>,
+  label: string,
+  extra: Partial<AgentOptions> = {},
+): AgentOptions {
   return {
     endpoints: cut.endpoints,
     localEndpoint: cut.endpoints[0],

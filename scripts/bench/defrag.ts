@@ -56,7 +56,9 @@ async function leaderName(cluster: LocalEtcdCluster): Promise<string> {
 async function revision(clientURL: string): Promise<number> {
   const client = new HttpClient(clientURL);
   try {
-    const answer = (await client.post('/v3/kv/range', { key: Buffer.from('bench').toString('base64') }, 5000)).body as { header?: { revision?: string } };
+    const answer = (await client.post('/v3/kv/range', { key: Buffer.from('bench').toString('base64') }, 5000)).body as {
+      header?: { revision?: string };
+    };
     return Number(answer.header?.revision ?? 0);
   } finally {
     client.close();
@@ -79,10 +81,15 @@ async function oneRound(ctx: BenchContext, cluster: LocalEtcdCluster, agent: Age
   try {
     if (how === 'agent') {
       for (;;) {
-        const answer = await agent.http.post('/v1/maintenance/defragment', { compact: false, minFragmentation: 0.2, minDbSizeBytes: 0, timeoutSeconds: 60 }, 70_000);
+        const answer = await agent.http.post(
+          '/v1/maintenance/defragment',
+          { compact: false, minFragmentation: 0.2, minDbSizeBytes: 0, timeoutSeconds: 60 },
+          70_000,
+        );
         const body = answer.body as { complete?: boolean; members?: unknown[] };
         if (answer.status === 200 && body.complete === true) {
-          if ((body.members ?? []).length !== cluster.members.length) throw new Error(`the agent defragmented ${(body.members ?? []).length} members: ${JSON.stringify(body).slice(0, 500)}`);
+          if ((body.members ?? []).length !== cluster.members.length)
+            throw new Error(`the agent defragmented ${(body.members ?? []).length} members: ${JSON.stringify(body).slice(0, 500)}`);
           break;
         }
         if (answer.status !== 202) throw new Error(`defragment answered ${answer.status}: ${JSON.stringify(answer.body).slice(0, 500)}`);
@@ -125,7 +132,12 @@ export async function measureDefrag(ctx: BenchContext, cluster: LocalEtcdCluster
     }
   }
   const of = (how: Round['how'], pickOne: (r: Round) => number): number => median(results.filter((r) => r.how === how).map(pickOne));
-  const row = (figure: string, pickOne: (r: Round) => number, target?: string, pass?: (agent: number, etcdctl: number) => boolean): void => {
+  const row = (
+    figure: string,
+    pickOne: (r: Round) => number,
+    target?: string,
+    pass?: (agent: number, etcdctl: number) => boolean,
+  ): void => {
     const a = of('agent', pickOne);
     const e = of('etcdctl', pickOne);
     ctx.rows.push({
@@ -136,10 +148,19 @@ export async function measureDefrag(ctx: BenchContext, cluster: LocalEtcdCluster
       baseline: { name: 'etcdctl defrag --cluster, same data', value: round(e), unit: 'ms' },
       ratio: { value: round(a / e, 3), of: 'agent ÷ etcdctl' },
       ...(target === undefined ? {} : { target, pass: pass?.(a, e) }),
-      detail: { rounds: results.filter((r) => r.how === 'agent').length, agent: results.filter((r) => r.how === 'agent'), etcdctl: results.filter((r) => r.how === 'etcdctl') },
+      detail: {
+        rounds: results.filter((r) => r.how === 'agent').length,
+        agent: results.filter((r) => r.how === 'agent'),
+        etcdctl: results.filter((r) => r.how === 'etcdctl'),
+      },
     });
   };
-  row(`while the leader is defragmented: longest stretch with no lease keep-alive answered, median of ${rounds}`, (r) => r.keepAliveGapMs, '< etcdctl', (a, e) => a < e);
+  row(
+    `while the leader is defragmented: longest stretch with no lease keep-alive answered, median of ${rounds}`,
+    (r) => r.keepAliveGapMs,
+    '< etcdctl',
+    (a, e) => a < e,
+  );
   row('while the leader is defragmented: longest write gap through the other members', (r) => r.leaderGapOthersMs);
   row('the leader’s defragmentation', (r) => r.leaderDefragMs);
   row('a member’s defragmentation, median', (r) => median(r.defragMs));

@@ -51,8 +51,16 @@ export async function measureDetection(ctx: BenchContext, cut: ClusterUnderTest)
     const killed = r % 2 === 0 ? [names[1], names[2]] : [names[0], names[1]];
     const survivor = names.find((n) => !killed.includes(n)) ?? names[0];
     await waitHealthy(cut);
-    const agentPoll = new Poller(cut.agent.url, '/v1/health', (status, body) => status === 503 && (body as { status?: string }).status === 'unavailable');
-    const etcdPoll = new Poller(cut.cluster.member(survivor).clientURL, '/health', (_status, body) => (body as { health?: string }).health !== 'true');
+    const agentPoll = new Poller(
+      cut.agent.url,
+      '/v1/health',
+      (status, body) => status === 503 && (body as { status?: string }).status === 'unavailable',
+    );
+    const etcdPoll = new Poller(
+      cut.cluster.member(survivor).clientURL,
+      '/health',
+      (_status, body) => (body as { health?: string }).health !== 'true',
+    );
     await sleep(300 + Math.random() * 1000);
     const killedAt = performance.now();
     await Promise.all(killed.map((n) => cut.cluster.kill(n)));
@@ -62,7 +70,9 @@ export async function measureDetection(ctx: BenchContext, cut: ClusterUnderTest)
     if (agentPoll.downAt === undefined) throw new Error('the agent never answered unavailable');
     agentMs.push(agentPoll.downAt - killedAt);
     if (etcdPoll.downAt !== undefined) etcdMs.push(etcdPoll.downAt - killedAt);
-    ctx.log(`detection ${r + 1}/${reps}: agent ${round(agentMs[agentMs.length - 1], 0)} ms, etcd /health ${etcdPoll.downAt === undefined ? 'never' : `${round(etcdPoll.downAt - killedAt, 0)} ms`}`);
+    ctx.log(
+      `detection ${r + 1}/${reps}: agent ${round(agentMs[agentMs.length - 1], 0)} ms, etcd /health ${etcdPoll.downAt === undefined ? 'never' : `${round(etcdPoll.downAt - killedAt, 0)} ms`}`,
+    );
     await Promise.all(killed.map((n) => cut.cluster.restart(n)));
   }
   await waitHealthy(cut);
@@ -85,7 +95,8 @@ async function waitHealthy(cut: ClusterUnderTest): Promise<void> {
   for (;;) {
     const answer = await cut.agent.http.get('/v1/health');
     if (answer.status === 200 && (answer.body as { status?: string }).status === 'healthy') return;
-    if (performance.now() > until) throw new Error(`the agent never saw the cluster healthy again: ${JSON.stringify(answer.body).slice(0, 300)}`);
+    if (performance.now() > until)
+      throw new Error(`the agent never saw the cluster healthy again: ${JSON.stringify(answer.body).slice(0, 300)}`);
     await sleep(100);
   }
 }

@@ -50,7 +50,11 @@ export class DirectClient {
     await Promise.all(
       members
         .filter((m) => (m.clientURLs ?? []).length > 0)
-        .map((m) => this.endpoint(m.clientURLs[0]).maintenance.status().catch(() => undefined)),
+        .map((m) =>
+          this.endpoint(m.clientURLs[0])
+            .maintenance.status()
+            .catch(() => undefined),
+        ),
     );
   }
 

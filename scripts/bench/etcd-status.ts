@@ -21,7 +21,13 @@ export async function gatewayStatus(client: HttpClient): Promise<GatewayStatus |
   try {
     const answer = await client.post('/v3/maintenance/status', {}, 1000);
     if (answer.status !== 200) return undefined;
-    const b = answer.body as { header?: { member_id?: string }; leader?: string; raftIndex?: string; raftAppliedIndex?: string; isLearner?: boolean };
+    const b = answer.body as {
+      header?: { member_id?: string };
+      leader?: string;
+      raftIndex?: string;
+      raftAppliedIndex?: string;
+      isLearner?: boolean;
+    };
     return {
       memberId: BigInt(b.header?.member_id ?? '0').toString(16),
       leader: BigInt(b.leader ?? '0').toString(16),

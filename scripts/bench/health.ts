@@ -83,7 +83,9 @@ export async function measureHealth(ctx: BenchContext, cut: ClusterUnderTest, id
       `${round(cpuPerRequestUs, 0)} µs CPU/request; CPU: ${describeCpu(cpu, cores)}`,
   );
   if (main.non2xx > 0 || main.errors > 0) {
-    ctx.notes.push(`health: under load the agent answered ${main.non2xx} non-2xx and ${main.errors} connection errors out of ${main.total}.`);
+    ctx.notes.push(
+      `health: under load the agent answered ${main.non2xx} non-2xx and ${main.errors} connection errors out of ${main.total}.`,
+    );
   }
   const med = (k: keyof typeof rounds, f: (r: LoadResult) => number): number => median(rounds[k].map(f));
   const rps = (r: LoadResult): number => r.requestsPerSecond;
@@ -123,11 +125,26 @@ export async function measureHealth(ctx: BenchContext, cut: ClusterUnderTest, id
       pass: med('warn', rps) >= med('etcd', rps),
       detail: rounds,
     },
-    compared(section, 'interleaved rounds: p50 latency', med('warn', p50), 'ms', { name: "etcd's own /health p50", value: med('etcd', p50) }, 'agent ÷ etcd'),
-    compared(section, 'interleaved rounds: p99 latency', med('warn', p99), 'ms', { name: "etcd's own /health p99", value: med('etcd', p99) }, 'agent ÷ etcd', {
-      target: '≤ 1× etcd',
-      pass: med('warn', p99) <= med('etcd', p99),
-    }),
+    compared(
+      section,
+      'interleaved rounds: p50 latency',
+      med('warn', p50),
+      'ms',
+      { name: "etcd's own /health p50", value: med('etcd', p50) },
+      'agent ÷ etcd',
+    ),
+    compared(
+      section,
+      'interleaved rounds: p99 latency',
+      med('warn', p99),
+      'ms',
+      { name: "etcd's own /health p99", value: med('etcd', p99) },
+      'agent ÷ etcd',
+      {
+        target: '≤ 1× etcd',
+        pass: med('warn', p99) <= med('etcd', p99),
+      },
+    ),
     compared(
       section,
       'interleaved rounds: req/s at the default log level (info)',
@@ -149,7 +166,14 @@ export async function measureHealth(ctx: BenchContext, cut: ClusterUnderTest, id
     },
     // The ratio here is the load's rate over this one, not this one over its baseline.
     {
-      ...compared(section, 'Status RPCs/s at a probe rate (20 req/s, one at a time)', rates.probe, '/s', { name: 'idle (only /metrics scrapes)', value: rates.idle }, ''),
+      ...compared(
+        section,
+        'Status RPCs/s at a probe rate (20 req/s, one at a time)',
+        rates.probe,
+        '/s',
+        { name: 'idle (only /metrics scrapes)', value: rates.idle },
+        '',
+      ),
       ratio: { value: rates.load / rates.probe, of: 'under load ÷ at 20 req/s' },
     },
   );
@@ -178,7 +202,11 @@ const SEMI_SPACE_MIB = 2;
 
 /** The load on an agent whose V8 young generation is capped: how much of the peak is young-generation growth. */
 async function semiSpaceExperiment(opts: AgentOptions, seconds: number): Promise<{ peakRss: number; load: LoadResult }> {
-  const agent = await AgentProcess.start({ ...opts, label: `${opts.label}-semispace`, nodeArgs: [`--max-semi-space-size=${SEMI_SPACE_MIB}`] });
+  const agent = await AgentProcess.start({
+    ...opts,
+    label: `${opts.label}-semispace`,
+    nodeArgs: [`--max-semi-space-size=${SEMI_SPACE_MIB}`],
+  });
   try {
     await hammer(`${agent.url}/v1/health`, CONNECTIONS, 1);
     const rss = sampleEvery(200, () => agent.rssMiB());

@@ -61,7 +61,12 @@ export class HttpClient {
             } catch {
               // not JSON (etcd's /metrics, the agent's /metrics): keep the text
             }
-            resolve({ status: res.statusCode ?? 0, body: parsed, ms, request: `${method} ${path} ${body === undefined ? '' : JSON.stringify(body)}` });
+            resolve({
+              status: res.statusCode ?? 0,
+              body: parsed,
+              ms,
+              request: `${method} ${path} ${body === undefined ? '' : JSON.stringify(body)}`,
+            });
           });
           res.on('error', reject);
         },

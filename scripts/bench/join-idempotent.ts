@@ -31,13 +31,20 @@ export async function measureIdempotentJoin(ctx: BenchContext, cut: ClusterUnder
   const raw = new Etcd3({ hosts: [endpoint] });
   const barrier = Buffer.from('/etcd-lifecycle-agent/barrier');
   const etcdctl = findEtcdctl();
-  const env = { ...stripEtcdEnv(process.env), PATH: `${path.dirname(etcdctl)}:${process.env.PATH ?? ''}`, ETCDCTL_API: '3', ENDPOINT: endpoint, NAME: target.name };
+  const env = {
+    ...stripEtcdEnv(process.env),
+    PATH: `${path.dirname(etcdctl)}:${process.env.PATH ?? ''}`,
+    ETCDCTL_API: '3',
+    ENDPOINT: endpoint,
+    NAME: target.name,
+  };
   const body = { name: target.name, peerURLs: [target.peerURL] };
 
   const viaAgent = async (): Promise<number> => {
     const answer = await cut.agent.http.post('/v1/members/join', body);
     const outcome = (answer.body as { outcome?: string }).outcome;
-    if (answer.status !== 200 || outcome !== 'already-member') throw new Error(`join answered ${answer.status} ${JSON.stringify(answer.body)}`);
+    if (answer.status !== 200 || outcome !== 'already-member')
+      throw new Error(`join answered ${answer.status} ${JSON.stringify(answer.body)}`);
     return answer.ms;
   };
   const viaGrpc = async (): Promise<number> => {
@@ -57,7 +64,9 @@ export async function measureIdempotentJoin(ctx: BenchContext, cut: ClusterUnder
       const started = performance.now();
       const child = spawn('/bin/bash', ['-c', KUBEBLOCKS_CHECK], { env, stdio: 'ignore' });
       child.once('error', reject);
-      child.once('exit', (code) => (code === 0 ? resolve(performance.now() - started) : reject(new Error(`kubeblocks check exited ${code}`))));
+      child.once('exit', (code) =>
+        code === 0 ? resolve(performance.now() - started) : reject(new Error(`kubeblocks check exited ${code}`)),
+      );
     });
 
   const ways = { agent: viaAgent, grpc: viaGrpc, barrier: viaBarrier, shell: viaShell };
@@ -78,7 +87,9 @@ export async function measureIdempotentJoin(ctx: BenchContext, cut: ClusterUnder
   } finally {
     raw.close();
   }
-  ctx.log(`idempotent join: agent p50 ${round(median(samples.agent))} ms (${round(agentCpuMs)} ms agent CPU/call), grpc ${round(median(samples.grpc))} ms, barrier+list ${round(median(samples.barrier))} ms, shell ${round(median(samples.shell))} ms`);
+  ctx.log(
+    `idempotent join: agent p50 ${round(median(samples.agent))} ms (${round(agentCpuMs)} ms agent CPU/call), grpc ${round(median(samples.grpc))} ms, barrier+list ${round(median(samples.barrier))} ms, shell ${round(median(samples.shell))} ms`,
+  );
 
   const detail = { ...Object.fromEntries(order.map((k) => [k, summarize(samples[k])])), agentCpuMsPerCall: round(agentCpuMs) };
   const agent50 = median(samples.agent);
@@ -125,20 +136,17 @@ export async function measureIdempotentJoin(ctx: BenchContext, cut: ClusterUnder
   );
 
   if (agent50 / grpc50 > JOIN_RATIO) {
-    const profile = await profileCalls(
-      sidecarOptions(ctx, cut, 'join-profile'),
-      {
-        warm: async (agent) => {
-          for (let i = 0; i < 50; i++) await agent.http.post('/v1/members/join', body);
-          return 50;
-        },
-        measure: async (agent) => {
-          const calls = Math.max(rounds, 300);
-          for (let i = 0; i < calls; i++) await agent.http.post('/v1/members/join', body);
-          return calls;
-        },
+    const profile = await profileCalls(sidecarOptions(ctx, cut, 'join-profile'), {
+      warm: async (agent) => {
+        for (let i = 0; i < 50; i++) await agent.http.post('/v1/members/join', body);
+        return 50;
       },
-    );
+      measure: async (agent) => {
+        const calls = Math.max(rounds, 300);
+        for (let i = 0; i < calls; i++) await agent.http.post('/v1/members/join', body);
+        return calls;
+      },
+    });
     ctx.notes.push(
       `idempotent join missed on node ${ctx.nodeVersion}: ${round(agent50 / grpc50)}× a raw MemberList vs ≤ ${JOIN_RATIO}× (${round(agent50)} vs ${round(grpc50)} ms p50). ` +
         `What bounds it: the agent's read is a barrier read + MemberList (etcd 3.4 serves MemberList from local state, etcd-io/etcd#11639), ` +

@@ -92,7 +92,11 @@ export function readProfile(file: string): ProfileTotals {
     }
     totals.busyUs += us;
     add(totals.self, category, us);
-    add(totals.functions, `${node.callFrame.functionName || '(anonymous)'} ${shortUrl(node.callFrame.url)}:${node.callFrame.lineNumber + 1}`, us);
+    add(
+      totals.functions,
+      `${node.callFrame.functionName || '(anonymous)'} ${shortUrl(node.callFrame.url)}:${node.callFrame.lineNumber + 1}`,
+      us,
+    );
     const seen = new Set<string>();
     for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
       const frame = byId.get(at);
@@ -127,7 +131,22 @@ export function perCallProfile(totals: ProfileTotals, calls: number): ProfileTot
 }
 
 /** Parts every note names, whatever their rank: the agent's own layers and the libraries it builds on. */
-const FOCUS = ['agent/server', 'agent/membership', 'agent/health', 'agent/etcd', 'agent/observability', 'express', 'router', 'winston', 'logform', 'prom-client', 'zod', 'etcd3', '@grpc/grpc-js', 'GC'];
+const FOCUS = [
+  'agent/server',
+  'agent/membership',
+  'agent/health',
+  'agent/etcd',
+  'agent/observability',
+  'express',
+  'router',
+  'winston',
+  'logform',
+  'prom-client',
+  'zod',
+  'etcd3',
+  '@grpc/grpc-js',
+  'GC',
+];
 
 /** The top `top` entries of each list, shares of busy time. */
 export function summarizeTotals(totals: ProfileTotals, top = 8): ProfileSummary {
@@ -135,7 +154,11 @@ export function summarizeTotals(totals: ProfileTotals, top = 8): ProfileSummary 
     [...m]
       .sort((a, b) => b[1] - a[1])
       .slice(0, top)
-      .map(([name, us]) => ({ name, ms: Math.round(us / 10) / 100, pct: totals.busyUs === 0 ? 0 : Math.round((1000 * us) / totals.busyUs) / 10 }));
+      .map(([name, us]) => ({
+        name,
+        ms: Math.round(us / 10) / 100,
+        pct: totals.busyUs === 0 ? 0 : Math.round((1000 * us) / totals.busyUs) / 10,
+      }));
   const share = (name: string, us: number): Share => ({
     name,
     ms: Math.round(us / 10) / 100,

@@ -87,7 +87,11 @@ export function renderTable(rows: Row[]): string {
     r.pass === undefined ? '' : r.pass ? 'yes' : 'NO',
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i].length)));
-  const row = (cells: string[]): string => cells.map((c, i) => c.padEnd(widths[i])).join(' | ').trimEnd();
+  const row = (cells: string[]): string =>
+    cells
+      .map((c, i) => c.padEnd(widths[i]))
+      .join(' | ')
+      .trimEnd();
   const out = [row(header), widths.map((w) => '-'.repeat(w)).join('-|-')];
   let section = '';
   for (let i = 0; i < rows.length; i++) {

@@ -122,7 +122,14 @@ async function main(): Promise<void> {
       const cluster = await LocalEtcdCluster.start({ size: 3 });
       const ctx: BenchContext = { ...base, node: nodes[0].path, nodeVersion: nodes[0].version };
       const endpoints = cluster.clientURLs();
-      const agent = await AgentProcess.start({ endpoints, localEndpoint: endpoints[0], memberName: cluster.members[0].name, workDir, label: 'defrag-etcd-0', node: nodes[0].path });
+      const agent = await AgentProcess.start({
+        endpoints,
+        localEndpoint: endpoints[0],
+        memberName: cluster.members[0].name,
+        workDir,
+        label: 'defrag-etcd-0',
+        node: nodes[0].path,
+      });
       try {
         await measureDefrag(ctx, cluster, agent);
       } finally {
@@ -151,7 +158,10 @@ async function main(): Promise<void> {
 
 /** The node binaries of BENCH_NODES, else this process's node and Node 24 (scripts/node24.sh), each once. */
 function nodeBinaries(): Array<{ path: string; version: string }> {
-  let paths = (process.env.BENCH_NODES ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
+  let paths = (process.env.BENCH_NODES ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
   if (paths.length === 0) {
     paths = [process.execPath];
     try {
@@ -168,10 +178,18 @@ function memoryRows(results: Results, idle?: { idleRssMiB: number; bareRssMiB: n
   const section = 'start-up and memory';
   if (idle !== undefined) {
     results.rows.push(
-      compared(section, 'resident memory, idle (after one /v1/health, 2 s settle)', idle.idleRssMiB, 'MiB', { name: 'bare Node HTTP server', value: idle.bareRssMiB }, 'agent ÷ bare', {
-        target: `≤ bare + ${IDLE_MARGIN_MIB} MiB`,
-        pass: idle.idleRssMiB <= idle.bareRssMiB + IDLE_MARGIN_MIB,
-      }),
+      compared(
+        section,
+        'resident memory, idle (after one /v1/health, 2 s settle)',
+        idle.idleRssMiB,
+        'MiB',
+        { name: 'bare Node HTTP server', value: idle.bareRssMiB },
+        'agent ÷ bare',
+        {
+          target: `≤ bare + ${IDLE_MARGIN_MIB} MiB`,
+          pass: idle.idleRssMiB <= idle.bareRssMiB + IDLE_MARGIN_MIB,
+        },
+      ),
     );
   }
   if (load !== undefined) {
@@ -182,7 +200,10 @@ function memoryRows(results: Results, idle?: { idleRssMiB: number; bareRssMiB: n
       unit: 'MiB',
       ...(idle === undefined
         ? {}
-        : { baseline: { name: 'agent idle', value: idle.idleRssMiB, unit: 'MiB' }, ratio: { value: load.peakRssMiB / idle.idleRssMiB, of: 'load ÷ idle' } }),
+        : {
+            baseline: { name: 'agent idle', value: idle.idleRssMiB, unit: 'MiB' },
+            ratio: { value: load.peakRssMiB / idle.idleRssMiB, of: 'load ÷ idle' },
+          }),
       target: `≤ ${PEAK_RATIO}× idle`,
       pass: idle === undefined ? undefined : load.peakRssMiB <= PEAK_RATIO * idle.idleRssMiB,
     });

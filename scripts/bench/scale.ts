@@ -28,8 +28,18 @@ const NAME = 'etcd-3';
 export async function measureScale(ctx: BenchContext, cut: ClusterUnderTest): Promise<void> {
   const direct = new DirectClient(cut.endpoints);
   const lister = new Etcd3({ hosts: cut.endpoints });
-  const t = { agentAdd: [] as number[], agentRemoveLearner: [] as number[], directAdd: [] as number[], directRemoveLearner: [] as number[] };
-  const round3 = { agentPromote: [] as number[], directPromote: [] as number[], agentRemoveVoter: [] as number[], directRemoveVoter: [] as number[] };
+  const t = {
+    agentAdd: [] as number[],
+    agentRemoveLearner: [] as number[],
+    directAdd: [] as number[],
+    directRemoveLearner: [] as number[],
+  };
+  const round3 = {
+    agentPromote: [] as number[],
+    directPromote: [] as number[],
+    agentRemoveVoter: [] as number[],
+    directRemoveVoter: [] as number[],
+  };
   const toVoter = { wait: [] as number[], auto: [] as number[] };
   const toSync = { wait: [] as number[], auto: [] as number[] };
   const promotionLag = { wait: [] as number[], auto: [] as number[] };
@@ -158,7 +168,9 @@ export async function measureScale(ctx: BenchContext, cut: ClusterUnderTest): Pr
         round3.directRemoveVoter.push(performance.now() - started);
         await cut.cluster.stop(NAME, 3000);
       }
-      ctx.log(`scale: round ${r + 1}/${rounds}: call→voter ${round(toVoter.wait.at(-1) ?? NaN)} ms (wait), ${round(toVoter.auto.at(-1) ?? NaN)} ms (sidecar)`);
+      ctx.log(
+        `scale: round ${r + 1}/${rounds}: call→voter ${round(toVoter.wait.at(-1) ?? NaN)} ms (wait), ${round(toVoter.auto.at(-1) ?? NaN)} ms (sidecar)`,
+      );
     }
   } finally {
     direct.close();
@@ -181,7 +193,8 @@ export async function measureScale(ctx: BenchContext, cut: ClusterUnderTest): Pr
       pass: a - d <= 10,
       detail: { agent: summarize(agent), direct: summarize(floor) },
     });
-    if (a - d > 10) missed.push(`${figure} +${round(a - d, 1)} ms (agent ${round(a, 1)} vs direct ${round(d, 1)} ms p50, n=${agent.length})`);
+    if (a - d > 10)
+      missed.push(`${figure} +${round(a - d, 1)} ms (agent ${round(a, 1)} vs direct ${round(d, 1)} ms p50, n=${agent.length})`);
   };
   overhead('join → add learner', t.agentAdd, t.directAdd);
   overhead('leave → remove learner', t.agentRemoveLearner, t.directRemoveLearner);
@@ -217,16 +230,13 @@ export async function measureScale(ctx: BenchContext, cut: ClusterUnderTest): Pr
   if (missed.length > 0) {
     // The same add + remove pairs on a profiled agent: where its time goes beyond etcd's RPCs.
     const pairs = pick(ctx, 30, 10);
-    const profile = await profileCalls(
-      sidecarOptions(ctx, cut, 'scale-profile'),
-      {
-        warm: async (agent) => {
-          await untilAddsAccepted({ agent }, await freshMember(cut.cluster, NAME));
-          return addRemove(cut.cluster, agent, 5);
-        },
-        measure: (agent) => addRemove(cut.cluster, agent, pairs),
+    const profile = await profileCalls(sidecarOptions(ctx, cut, 'scale-profile'), {
+      warm: async (agent) => {
+        await untilAddsAccepted({ agent }, await freshMember(cut.cluster, NAME));
+        return addRemove(cut.cluster, agent, 5);
       },
-    );
+      measure: (agent) => addRemove(cut.cluster, agent, pairs),
+    });
     ctx.notes.push(
       `agent overhead per membership call missed (target ≤ 10 ms): ${missed.join('; ')}. ` +
         `Each of these calls is 9–14 etcd RPCs, 5 of them raft writes (lease grant, lock txn, step put, the membership change, lease revoke), ` +
@@ -243,7 +253,10 @@ export async function measureScale(ctx: BenchContext, cut: ClusterUnderTest): Pr
         `With join wait:true (member-join.sh) the same promotion comes ${Math.round(median(promotionLag.wait))} ms p50 after sync.`,
     );
   }
-  if (promoteRetries > 0) ctx.notes.push(`scale: ${promoteRetries} promote call(s) answered "not in sync yet" and were repeated; only the successful call is timed.`);
+  if (promoteRetries > 0)
+    ctx.notes.push(
+      `scale: ${promoteRetries} promote call(s) answered "not in sync yet" and were repeated; only the successful call is timed.`,
+    );
 }
 
 function record(voters: number[], syncs: number[], lags: number[], t0: number, watch: SyncWatch, voterAt: number): void {

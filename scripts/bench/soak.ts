@@ -101,7 +101,9 @@ export async function measureSoak(ctx: BenchContext): Promise<void> {
     const middle = await snapshot();
     await cyclesWithProbe(cycles / 2);
     const after = await snapshot();
-    ctx.log(`soak: ${cycles} cycles, RSS ${round(before.rssMiB)} → ${round(middle.rssMiB)} → ${round(after.rssMiB)} MiB, fds ${before.fds} → ${after.fds}, leases ${before.leases} → ${after.leases}`);
+    ctx.log(
+      `soak: ${cycles} cycles, RSS ${round(before.rssMiB)} → ${round(middle.rssMiB)} → ${round(after.rssMiB)} MiB, fds ${before.fds} → ${after.fds}, leases ${before.leases} → ${after.leases}`,
+    );
 
     const section = `scale: 7 members, join+leave ×${cycles}`;
     const row = (figure: string, key: keyof Snapshot, unit: string, tolerance: number, targetText: string): Row => {
@@ -113,7 +115,10 @@ export async function measureSoak(ctx: BenchContext): Promise<void> {
         value: after[key],
         unit,
         baseline: { name: 'before the cycles', value: before[key], unit },
-        ratio: { value: before[key] === 0 ? (after[key] === 0 ? 1 : Number.POSITIVE_INFINITY) : after[key] / before[key], of: 'after ÷ before' },
+        ratio: {
+          value: before[key] === 0 ? (after[key] === 0 ? 1 : Number.POSITIVE_INFINITY) : after[key] / before[key],
+          of: 'after ÷ before',
+        },
         target: targetText,
         // Growth beyond noise: more than the tolerance overall, or still growing in the second half.
         pass: growth <= tolerance && lateGrowth <= tolerance / 2 + 1e-9,

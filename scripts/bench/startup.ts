@@ -77,12 +77,18 @@ export async function measureStartup(ctx: BenchContext, cut: Pick<ClusterUnderTe
     );
   }
   const idleRssMiB = median(agentRss);
-  if (idleRssMiB > median(bareRss) + IDLE_MARGIN_MIB) ctx.notes.push(await explainIdleMemory(opts('memory-probe'), idleRssMiB, median(bareRss), bareMap));
+  if (idleRssMiB > median(bareRss) + IDLE_MARGIN_MIB)
+    ctx.notes.push(await explainIdleMemory(opts('memory-probe'), idleRssMiB, median(bareRss), bareMap));
   return { idleRssMiB, bareRssMiB: median(bareRss) };
 }
 
 /** Where an idle agent's resident memory sits: mappings (/proc/<pid>/smaps) and V8's heap after a full GC. */
-async function explainIdleMemory(opts: AgentOptions, idleRssMiB: number, bareRssMiB: number, bareMap: Record<string, number>): Promise<string> {
+async function explainIdleMemory(
+  opts: AgentOptions,
+  idleRssMiB: number,
+  bareRssMiB: number,
+  bareMap: Record<string, number>,
+): Promise<string> {
   const agent = await AgentProcess.start({ ...opts, handleProbe: true });
   try {
     await agent.http.get('/v1/health');

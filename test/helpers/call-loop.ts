@@ -125,7 +125,8 @@ export class CallLoop {
     for (let i = 0; this.changes && !this.stopped; i++) {
       const member = { name: `rotation-${i}`, peerURLs: [await this.peerURL(i)], timeoutSeconds: 10 };
       // A learner is added, then removed: two membership changes, each under the cluster lock.
-      while ((await this.record('join', () => post(this.agent, '/v1/members/join', member))) === 'refused' && !this.stopped) await pause(200);
+      while ((await this.record('join', () => post(this.agent, '/v1/members/join', member))) === 'refused' && !this.stopped)
+        await pause(200);
       // The leave is made even once stopping, so no learner is left behind.
       while ((await this.record('leave', () => post(this.agent, '/v1/members/leave', member))) === 'refused') await pause(200);
     }

@@ -71,10 +71,25 @@ async function createCa(dir: string, name: string): Promise<TestCa> {
   const cert = path.join(dir, `${name}.crt`);
   const key = path.join(dir, `${name}.key`);
   await openssl([
-    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
-    '-keyout', key, '-out', cert, '-days', '2', '-subj', `/CN=${name}`,
-    '-addext', 'basicConstraints=critical,CA:TRUE',
-    '-addext', 'keyUsage=critical,keyCertSign,cRLSign',
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:prime256v1',
+    '-nodes',
+    '-keyout',
+    key,
+    '-out',
+    cert,
+    '-days',
+    '2',
+    '-subj',
+    `/CN=${name}`,
+    '-addext',
+    'basicConstraints=critical,CA:TRUE',
+    '-addext',
+    'keyUsage=critical,keyCertSign,cRLSign',
   ]);
   await fs.promises.chmod(key, 0o600);
   let serial = 0;
@@ -99,13 +114,37 @@ async function createCa(dir: string, name: string): Promise<TestCa> {
         ].join('\n'),
       );
       await openssl([
-        'req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
-        '-keyout', `${tmp}.key`, '-out', csr, '-subj', `/CN=${leaf}`,
+        'req',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-keyout',
+        `${tmp}.key`,
+        '-out',
+        csr,
+        '-subj',
+        `/CN=${leaf}`,
       ]);
       await fs.promises.chmod(`${tmp}.key`, 0o600);
       await openssl([
-        'x509', '-req', '-in', csr, '-CA', cert, '-CAkey', key, '-set_serial', String(Date.now() * 100 + serial),
-        '-days', String(issueOpts.days ?? 2), '-extfile', ext, '-out', `${tmp}.crt`,
+        'x509',
+        '-req',
+        '-in',
+        csr,
+        '-CA',
+        cert,
+        '-CAkey',
+        key,
+        '-set_serial',
+        String(Date.now() * 100 + serial),
+        '-days',
+        String(issueOpts.days ?? 2),
+        '-extfile',
+        ext,
+        '-out',
+        `${tmp}.crt`,
       ]);
       await fs.promises.rename(`${tmp}.key`, out.key);
       await fs.promises.rename(`${tmp}.crt`, out.cert);

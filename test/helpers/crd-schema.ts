@@ -86,7 +86,8 @@ export function crdValidator(file: string, version: string): ValidateFunction {
 /** Errors as lines a person can read: "/spec/lifecycleActions/memberJoin must NOT have additional properties (image)". */
 export function describeErrors(errors: ErrorObject[] | null | undefined): string[] {
   return (errors ?? []).map((e) => {
-    const extra = e.keyword === 'additionalProperties' ? ` (${String((e.params as { additionalProperty?: string }).additionalProperty)})` : '';
+    const extra =
+      e.keyword === 'additionalProperties' ? ` (${String((e.params as { additionalProperty?: string }).additionalProperty)})` : '';
     return `${e.instancePath || '/'} ${e.message ?? e.keyword}${extra}`;
   });
 }

@@ -37,7 +37,10 @@ const KNOWN = ['3.4', '3.5', '3.6', '3.7'];
 
 /** The versions asked for, the first being the one the whole suite runs on. */
 function testVersions(env = process.env) {
-  const asked = (env.ETCD_TEST_VERSIONS || env.ETCD_VERSION || '3.6').split(',').map((v) => v.trim()).filter(Boolean);
+  const asked = (env.ETCD_TEST_VERSIONS || env.ETCD_VERSION || '3.6')
+    .split(',')
+    .map((v) => v.trim())
+    .filter(Boolean);
   for (const v of asked) if (!KNOWN.includes(v)) throw new Error(`ETCD_TEST_VERSIONS: ${v} is not one of ${KNOWN.join(', ')}`);
   return [...new Set(asked)];
 }

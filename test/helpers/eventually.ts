@@ -22,7 +22,9 @@ export function timeScale(env: NodeJS.ProcessEnv = process.env): number {
   if (raw === undefined || raw.trim() === '') return 1;
   const scale = /^\s*(\d+(\.\d*)?|\.\d+)\s*$/.test(raw) ? Number(raw) : NaN;
   if (!(scale > 0) || !Number.isFinite(scale)) {
-    throw new Error(`TEST_TIME_SCALE must be a positive number (how many times longer the tests may wait for an event; default 1), not ${JSON.stringify(raw)}`);
+    throw new Error(
+      `TEST_TIME_SCALE must be a positive number (how many times longer the tests may wait for an event; default 1), not ${JSON.stringify(raw)}`,
+    );
   }
   return scale;
 }

@@ -76,12 +76,21 @@ function canonicalKey(name: string): string {
 }
 
 /** The bytes Go's http.Client sends for `method path` to `host:port` with these headers and body. */
-export function goHttpRequest(method: string, host: string, port: number, path: string, headers: Array<{ name: string; value: string }>, body: string): Buffer {
+export function goHttpRequest(
+  method: string,
+  host: string,
+  port: number,
+  path: string,
+  headers: Array<{ name: string; value: string }>,
+  body: string,
+): Buffer {
   const lines = [`${method} ${path} HTTP/1.1`, `Host: ${host}:${port}`, 'User-Agent: Go-http-client/1.1'];
   const bytes = Buffer.from(body, 'utf8');
   // An empty body is http.NoBody: no Content-Length on a GET, "Content-Length: 0" on a POST.
   if (bytes.length > 0 || method === 'POST' || method === 'PUT' || method === 'PATCH') lines.push(`Content-Length: ${bytes.length}`);
-  const sorted = [...headers].map((h) => ({ name: canonicalKey(h.name), value: h.value })).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const sorted = [...headers]
+    .map((h) => ({ name: canonicalKey(h.name), value: h.value }))
+    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   for (const h of sorted) lines.push(`${h.name}: ${h.value}`);
   lines.push('Accept-Encoding: gzip');
   return Buffer.concat([Buffer.from(`${lines.join('\r\n')}\r\n\r\n`, 'latin1'), bytes]);

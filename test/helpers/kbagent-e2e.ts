@@ -25,7 +25,15 @@ import { createPki, type TestPki } from './certs';
 import { ROOT } from './built-agent';
 import { patience } from './eventually';
 import { goActionRequestJson, goHttpRequest } from './go-wire';
-import { GoTemplates, kbAgentAnswer, kbAgentBinary, probeReport, type KbAgentAnswer, type KbAgentBinary, type ProbeReport } from './kbagent-process';
+import {
+  GoTemplates,
+  kbAgentAnswer,
+  kbAgentBinary,
+  probeReport,
+  type KbAgentAnswer,
+  type KbAgentBinary,
+  type ProbeReport,
+} from './kbagent-process';
 import { kbAgentPorts, kbAgentServerEnv } from './kbagent-setup';
 import { actionParameters, containerEnv, fullComponentName, podFqdn, podName, resolveVars, type ComponentContext } from './kubeblocks-pod';
 import { PodNetwork, type Netns } from './netns';
@@ -63,7 +71,9 @@ function short(a: Attempt): string {
   if (a.lost) return `reply lost after ${a.ms} ms`;
   if (a.answer?.error === undefined) return `ok in ${a.ms} ms`;
   const agent = /^\{.*"code":"([^"]+)","message":"((?:[^"\\]|\\.)*)".*\}: http request failed, status: (\d+)/s.exec(a.answer.message ?? '');
-  return agent === null ? `${a.answer.error} in ${a.ms} ms (${(a.answer.message ?? '').slice(0, 120)})` : `${a.answer.error} in ${a.ms} ms (agent: ${agent[3]} ${agent[1]}, ${agent[2].slice(0, 100)})`;
+  return agent === null
+    ? `${a.answer.error} in ${a.ms} ms (${(a.answer.message ?? '').slice(0, 120)})`
+    : `${a.answer.error} in ${a.ms} ms (agent: ${agent[3]} ${agent[1]}, ${agent[2].slice(0, 100)})`;
 }
 
 /** Declares the stories, with the Component's (and so etcd's) TLS on or off. */
@@ -127,10 +137,22 @@ export function describeKbAgentEndToEnd(tls: boolean): void {
     }
 
     /** The controller's call of `action` on `target`'s kbagent, with KubeBlocks' parameters for a Component of `count` pods. */
-    async function call(target: string, action: string, own: Record<string, string>, count: number, opts: { dropReply?: boolean } = {}): Promise<Attempt> {
+    async function call(
+      target: string,
+      action: string,
+      own: Record<string, string>,
+      count: number,
+      opts: { dropReply?: boolean } = {},
+    ): Promise<Attempt> {
       const parameters = actionParameters(await varsFor(count), own);
       const started = performance.now();
-      const answer = await controller.http(pod(target).ip, KB_PORTS.http, 'POST', '/v1.0/action', goActionRequestJson({ action, parameters }));
+      const answer = await controller.http(
+        pod(target).ip,
+        KB_PORTS.http,
+        'POST',
+        '/v1.0/action',
+        goActionRequestJson({ action, parameters }),
+      );
       const ms = Math.round(performance.now() - started);
       if (opts.dropReply === true || answer.noAnswer) return { ms, lost: true };
       return { ms, answer: kbAgentAnswer(answer.status, answer.body) };
@@ -141,13 +163,25 @@ export function describeKbAgentEndToEnd(tls: boolean): void {
       const parameters = actionParameters(await varsFor(count), own);
       const started = performance.now();
       const body = goActionRequestJson({ action, parameters });
-      const answer = await controller.send(pod(target).ip, KB_PORTS.http, goHttpRequest('POST', pod(target).ip, KB_PORTS.http, '/v1.0/action', [], body), { dropReply: true });
+      const answer = await controller.send(
+        pod(target).ip,
+        KB_PORTS.http,
+        goHttpRequest('POST', pod(target).ip, KB_PORTS.http, '/v1.0/action', [], body),
+        { dropReply: true },
+      );
       expect(answer.noAnswer).toBe(true);
       return { ms: Math.round(performance.now() - started), lost: true };
     }
 
     /** Calls until the action succeeds, 1 s after each failure (the controller's requeue), at most `max` calls. */
-    async function untilDone(target: string, action: string, own: Record<string, string>, count: number, max: number, between?: (attempt: Attempt, i: number) => Promise<void>): Promise<Attempt[]> {
+    async function untilDone(
+      target: string,
+      action: string,
+      own: Record<string, string>,
+      count: number,
+      max: number,
+      between?: (attempt: Attempt, i: number) => Promise<void>,
+    ): Promise<Attempt[]> {
       const attempts: Attempt[] = [];
       for (let i = 0; i < max; i++) {
         const attempt = await call(target, action, own, count);
@@ -165,7 +199,13 @@ export function describeKbAgentEndToEnd(tls: boolean): void {
       for (const name of from) {
         const p = pod(name);
         try {
-          const out = await network.run(p.ns, bins.etcd.etcdctl, ['--endpoints', `${p.scheme}://127.0.0.1:2379`, ...p.etcdctlTls(), '--command-timeout=2s', 'member', 'list', '-w', 'json'], { PATH: process.env.PATH }, 5000);
+          const out = await network.run(
+            p.ns,
+            bins.etcd.etcdctl,
+            ['--endpoints', `${p.scheme}://127.0.0.1:2379`, ...p.etcdctlTls(), '--command-timeout=2s', 'member', 'list', '-w', 'json'],
+            { PATH: process.env.PATH },
+            5000,
+          );
           // Member ids are uint64 numbers that JSON.parse would round: only names, URLs and learner flags are read.
           const list = JSON.parse(out) as { members: Array<{ name?: string; peerURLs: string[]; isLearner?: boolean }> };
           return list.members.map((m) => ({ name: m.name ?? '', peerURLs: m.peerURLs, isLearner: m.isLearner === true }));
@@ -187,7 +227,14 @@ export function describeKbAgentEndToEnd(tls: boolean): void {
       const want = [...voters].sort().join(',');
       const h = await waitFor(
         () => health(from),
-        (x) => x?.status === 'healthy' && x.members.filter((m: Spec) => !m.isLearner).map((m: Spec) => m.name).sort().join(',') === want && voters.includes(x.leader?.name),
+        (x) =>
+          x?.status === 'healthy' &&
+          x.members
+            .filter((m: Spec) => !m.isLearner)
+            .map((m: Spec) => m.name)
+            .sort()
+            .join(',') === want &&
+          voters.includes(x.leader?.name),
         15_000,
       );
       return h.leader.name as string;
@@ -202,7 +249,13 @@ export function describeKbAgentEndToEnd(tls: boolean): void {
     }
 
     /** The first probe report of `probe` by `target`'s kbagent after `since` that `match` accepts. */
-    async function report(target: string, probe: string, since: number, match: (r: ProbeReport) => boolean, timeoutMs: number): Promise<ProbeReport> {
+    async function report(
+      target: string,
+      probe: string,
+      since: number,
+      match: (r: ProbeReport) => boolean,
+      timeoutMs: number,
+    ): Promise<ProbeReport> {
       const p = pod(target);
       try {
         const line = await p.kbLog.waitFor(
@@ -228,8 +281,16 @@ export function describeKbAgentEndToEnd(tls: boolean): void {
 
     /** Waits until the last report of `probe` by `target`'s kbagent is a success that `match` accepts (it has seen the state). */
     async function reported(target: string, probe: string, match: (r: ProbeReport) => boolean, timeoutMs: number): Promise<void> {
-      const last = (): ProbeReport | undefined => pod(target).kbLog.lines.map(probeReport).filter((r) => r?.probe === probe).at(-1);
-      await waitFor(async () => last(), (r) => r !== undefined && r.code === 0 && match(r), timeoutMs);
+      const last = (): ProbeReport | undefined =>
+        pod(target)
+          .kbLog.lines.map(probeReport)
+          .filter((r) => r?.probe === probe)
+          .at(-1);
+      await waitFor(
+        async () => last(),
+        (r) => r !== undefined && r.code === 0 && match(r),
+        timeoutMs,
+      );
     }
 
     let bins: { etcd: ReturnType<typeof etcdInstall>; node24: string; kbagent: string };
@@ -245,10 +306,19 @@ export function describeKbAgentEndToEnd(tls: boolean): void {
         mark = now;
       };
       kb = await kbAgentBinary();
-      bins = { etcd: etcdInstall(), node24: execFileSync('bash', [path.join(ROOT, 'scripts/node24.sh')], { encoding: 'utf8' }).trim(), kbagent: kb.path };
-      say(`[kbagent e2e ${label}] kbagent github.com/apecloud/kubeblocks ${kb.version} (${kb.path}); etcd ${bins.etcd.version}; agent on ${execFileSync(bins.node24, ['--version'], { encoding: 'utf8' }).trim()}`);
+      bins = {
+        etcd: etcdInstall(),
+        node24: execFileSync('bash', [path.join(ROOT, 'scripts/node24.sh')], { encoding: 'utf8' }).trim(),
+        kbagent: kb.path,
+      };
+      say(
+        `[kbagent e2e ${label}] kbagent github.com/apecloud/kubeblocks ${kb.version} (${kb.path}); etcd ${bins.etcd.version}; agent on ${execFileSync(bins.node24, ['--version'], { encoding: 'utf8' }).trim()}`,
+      );
       phase('binaries');
-      templates = await GoTemplates.start(kb.path, SPEC.vars.filter((v: Spec) => v.expression).map((v: Spec) => v.expression));
+      templates = await GoTemplates.start(
+        kb.path,
+        SPEC.vars.filter((v: Spec) => v.expression).map((v: Spec) => v.expression),
+      );
       phase('template engine');
       dir = fs.mkdtempSync(path.join(os.tmpdir(), `kbagent-e2e-${label}-`));
       network = await PodNetwork.create();
@@ -260,14 +330,23 @@ export function describeKbAgentEndToEnd(tls: boolean): void {
       controller = await NetnsCaller.start(network, ctl, dir);
       network.writeHosts(ORDINALS.map((i) => ({ ip: network.address(11 + i), names: [fqdn(names[i])] })));
       phase('namespaces');
-      if (tls) pki = await createPki({ hosts: [`*.${fullComponentName(ctxOf(5))}-headless.${BASE.namespace}.svc.${BASE.clusterDomain}`, '127.0.0.1', 'localhost'] });
+      if (tls)
+        pki = await createPki({
+          hosts: [`*.${fullComponentName(ctxOf(5))}-headless.${BASE.namespace}.svc.${BASE.clusterDomain}`, '127.0.0.1', 'localhost'],
+        });
       const founders = names.slice(0, 3);
       await Promise.all([0, 1, 2].map((i) => createPod(i, 3, { cluster: founders, state: 'new' })));
       phase('pods');
-      const h = await waitFor(() => health(names[0]), (x) => x?.status === 'healthy' && x.quorum.voters === 3, 30_000);
+      const h = await waitFor(
+        () => health(names[0]),
+        (x) => x?.status === 'healthy' && x.quorum.voters === 3,
+        30_000,
+      );
       healthyAt = performance.now();
       phase('healthy');
-      say(`[kbagent e2e ${label}] 3 pods (etcd, agent, kbagent each) up and healthy in ${Math.round(performance.now() - started)} ms (${phases.join(', ')} ms); leader ${h.leader.name}`);
+      say(
+        `[kbagent e2e ${label}] 3 pods (etcd, agent, kbagent each) up and healthy in ${Math.round(performance.now() - started)} ms (${phases.join(', ')} ms); leader ${h.leader.name}`,
+      );
     }, 20 * 60_000);
 
     afterAll(async () => {
@@ -282,13 +361,17 @@ export function describeKbAgentEndToEnd(tls: boolean): void {
     });
 
     it("when a caller in another namespace posts a mutation to a pod's agent, then it is refused 403: it is another pod, and only kbagent's loopback calls are trusted", async () => {
-      const answer = await controller.http(pod(names[0]).ip, AGENT_PORT, 'POST', '/v1/members/join', JSON.stringify({ name: 'x' }), [{ name: 'Content-Type', value: 'application/json' }]);
+      const answer = await controller.http(pod(names[0]).ip, AGENT_PORT, 'POST', '/v1/members/join', JSON.stringify({ name: 'x' }), [
+        { name: 'Content-Type', value: 'application/json' },
+      ]);
       const role = await call(names[0], 'roleProbe', {}, 3);
 
       expect(answer.status).toBe(403);
       expect(answer.json.error.code).toBe('forbidden');
       expect(role.answer).toEqual({ output: expect.stringMatching(/^(leader|follower)$/) });
-      say(`[kbagent e2e ${label}] from the controller's namespace: POST /v1/members/join → ${answer.status} ${answer.json.error.code}; roleProbe through kbagent → ${role.answer?.output}`);
+      say(
+        `[kbagent e2e ${label}] from the controller's namespace: POST /v1/members/join → ${answer.status} ${answer.json.error.code}; roleProbe through kbagent → ${role.answer?.output}`,
+      );
     });
 
     it('when a scale-out adds pod 3 and the reply of its first memberJoin is lost, then the replay succeeds and the cluster has one member for pod 3 (seed 000)', async () => {
@@ -336,8 +419,15 @@ export function describeKbAgentEndToEnd(tls: boolean): void {
       const listed = await members([names[0], names[1]]);
 
       expect(attempts.length).toBeGreaterThanOrEqual(2);
-      expect(refusal(attempts[0].answer)).toMatchObject({ status: '409', code: 'in-progress', message: expect.stringContaining(`${joining}: added (unstarted)`) });
-      expect(JSON.parse(attempts.at(-1)?.answer?.output ?? '{}')).toMatchObject({ complete: true, member: { name: joining, isLearner: false } });
+      expect(refusal(attempts[0].answer)).toMatchObject({
+        status: '409',
+        code: 'in-progress',
+        message: expect.stringContaining(`${joining}: added (unstarted)`),
+      });
+      expect(JSON.parse(attempts.at(-1)?.answer?.output ?? '{}')).toMatchObject({
+        complete: true,
+        member: { name: joining, isLearner: false },
+      });
       expect(listed.filter((m) => m.peerURLs.includes(peerURL(joining)))).toHaveLength(1);
       expect(listed.filter((m) => !m.isLearner)).toHaveLength(5);
       say(`[kbagent e2e ${label}] memberJoin before etcd started: ${attempts.map(short).join(' → ')}; 5 voters`);
@@ -371,11 +461,20 @@ export function describeKbAgentEndToEnd(tls: boolean): void {
           expect.objectContaining({ status: '409', code: 'unsafe' }),
         ]);
         const result = JSON.parse(attempts.at(-1)?.answer?.output ?? '{}');
-        say(`[kbagent e2e ${label}] memberLeave of follower ${leaving} with ${down.join(', ')} down: ${attempts.map(short).join(' → ')}; ${result.outcome} ${Math.round(performance.now() - restoredAt)} ms after they were started again`);
-        expect(result).toMatchObject({ action: 'memberLeave', outcome: expect.stringMatching(/^(removed|already-absent)$/), complete: true });
+        say(
+          `[kbagent e2e ${label}] memberLeave of follower ${leaving} with ${down.join(', ')} down: ${attempts.map(short).join(' → ')}; ${result.outcome} ${Math.round(performance.now() - restoredAt)} ms after they were started again`,
+        );
+        expect(result).toMatchObject({
+          action: 'memberLeave',
+          outcome: expect.stringMatching(/^(removed|already-absent)$/),
+          complete: true,
+        });
         // `already-absent` only after a call whose removal went through while its answer could not say so
         // (a retryable 504 timeout or 503 unavailable: the leaving member's own etcd stops as it is removed).
-        if (result.outcome === 'already-absent') expect(attempts.slice(2, -1).map((a) => refusal(a.answer).code)).toEqual(expect.arrayContaining([expect.stringMatching(/^(timeout|unavailable)$/)]));
+        if (result.outcome === 'already-absent')
+          expect(attempts.slice(2, -1).map((a) => refusal(a.answer).code)).toEqual(
+            expect.arrayContaining([expect.stringMatching(/^(timeout|unavailable)$/)]),
+          );
         expect(listed.map((m) => m.name).sort()).toEqual(names.filter((n) => n !== leaving).sort());
         await pod(leaving).stopEtcd();
       }, 90_000);
@@ -395,7 +494,9 @@ export function describeKbAgentEndToEnd(tls: boolean): void {
         expect(listed.map((m) => m.name).sort()).toEqual([...rest].sort());
         expect(rest).toContain(after);
         await pod(gone).stopEtcd();
-        say(`[kbagent e2e ${label}] memberLeave of leader ${gone}: ${attempts.map(short).join(' → ')}; leadership moved to ${after}; 3 voters left`);
+        say(
+          `[kbagent e2e ${label}] memberLeave of leader ${gone}: ${attempts.map(short).join(' → ')}; leadership moved to ${after}; 3 voters left`,
+        );
       }, 60_000);
 
       it('when memberLeave is called again for a member already gone, then it succeeds and changes nothing', async () => {
@@ -408,10 +509,12 @@ export function describeKbAgentEndToEnd(tls: boolean): void {
         expect(JSON.parse(attempt.answer?.output ?? '{}')).toMatchObject({ outcome: 'already-absent', complete: true });
         expect(listed).toHaveLength(3);
         say(`[kbagent e2e ${label}] memberLeave of ${leaving}, already gone: ${short(attempt)} → already-absent; 3 members`);
-        await Promise.all([leaving, gone].map(async (n) => {
-          await pod(n).stop();
-          pods.delete(n);
-        }));
+        await Promise.all(
+          [leaving, gone].map(async (n) => {
+            await pod(n).stop();
+            pods.delete(n);
+          }),
+        );
       }, 30_000);
     });
 
@@ -420,7 +523,13 @@ export function describeKbAgentEndToEnd(tls: boolean): void {
         const members3 = [...pods.keys()];
         const current = await leader(members3[0], members3);
         const candidate = members3.find((n) => n !== current) as string;
-        const own = { KB_SWITCHOVER_CURRENT_NAME: current, KB_SWITCHOVER_CURRENT_FQDN: fqdn(current), KB_SWITCHOVER_ROLE: 'leader', KB_SWITCHOVER_CANDIDATE_NAME: candidate, KB_SWITCHOVER_CANDIDATE_FQDN: fqdn(candidate) };
+        const own = {
+          KB_SWITCHOVER_CURRENT_NAME: current,
+          KB_SWITCHOVER_CURRENT_FQDN: fqdn(current),
+          KB_SWITCHOVER_ROLE: 'leader',
+          KB_SWITCHOVER_CANDIDATE_NAME: candidate,
+          KB_SWITCHOVER_CANDIDATE_FQDN: fqdn(candidate),
+        };
         // kbagent reports a role only when it changes: first its probe has seen the roles as they are now.
         await reported(current, 'roleProbe', (r) => r.output === 'leader', ROLE_PERIOD_MS + 3000);
         await reported(candidate, 'roleProbe', (r) => r.output === 'follower', ROLE_PERIOD_MS + 3000);
@@ -445,19 +554,29 @@ export function describeKbAgentEndToEnd(tls: boolean): void {
         const members3 = [...pods.keys()];
         const current = await leader(members3[0], members3);
         const own = { KB_SWITCHOVER_CURRENT_NAME: current, KB_SWITCHOVER_CURRENT_FQDN: fqdn(current), KB_SWITCHOVER_ROLE: 'leader' };
-        await Promise.all(members3.map((n) => reported(n, 'roleProbe', (r) => r.output === (n === current ? 'leader' : 'follower'), ROLE_PERIOD_MS + 3000)));
+        await Promise.all(
+          members3.map((n) => reported(n, 'roleProbe', (r) => r.output === (n === current ? 'leader' : 'follower'), ROLE_PERIOD_MS + 3000)),
+        );
 
         const attempts = await untilDone(current, 'switchover', own, 3, 3);
         const done = performance.now();
         const result = JSON.parse(attempts.at(-1)?.answer?.output ?? '{}');
         const next = result.leader?.name as string;
-        const toLeader = await report(next, 'roleProbe', done - attempts.at(-1)!.ms, (r) => r.code === 0 && r.output === 'leader', ROLE_PERIOD_MS + 3000);
+        const toLeader = await report(
+          next,
+          'roleProbe',
+          done - attempts.at(-1)!.ms,
+          (r) => r.code === 0 && r.output === 'leader',
+          ROLE_PERIOD_MS + 3000,
+        );
 
         expect(result).toMatchObject({ outcome: 'transferred', complete: true });
         expect(toLeader.at - done).toBeLessThan(ROLE_PERIOD_MS + 2000);
         expect(next).not.toBe(current);
         expect(members3).toContain(next);
-        say(`[kbagent e2e ${label}] switchover of ${current}, no candidate: ${attempts.map(short).join(' → ')} → ${next}; roleProbe reported it leader ${Math.round(toLeader.at - done)} ms after the answer`);
+        say(
+          `[kbagent e2e ${label}] switchover of ${current}, no candidate: ${attempts.map(short).join(' → ')} → ${next}; roleProbe reported it leader ${Math.round(toLeader.at - done)} ms after the answer`,
+        );
       }, 60_000);
     });
 
@@ -465,7 +584,9 @@ export function describeKbAgentEndToEnd(tls: boolean): void {
       const members3 = [...pods.keys()];
       const [stays, ...down] = members3;
       // Every pod's kbagent has reported available last.
-      await Promise.all(members3.map((n) => reported(n, 'availableProbe', (r) => r.output.startsWith('available'), AVAILABLE_PERIOD_MS + 3000)));
+      await Promise.all(
+        members3.map((n) => reported(n, 'availableProbe', (r) => r.output.startsWith('available'), AVAILABLE_PERIOD_MS + 3000)),
+      );
 
       const lost = performance.now();
       await Promise.all(down.map((n) => pod(n).stopEtcd()));
@@ -475,7 +596,11 @@ export function describeKbAgentEndToEnd(tls: boolean): void {
       const available = await report(stays, 'availableProbe', back, (r) => r.code === 0, AVAILABLE_PERIOD_MS + 6000);
 
       const said = refusal({ error: 'failed', message: failed.message });
-      expect(said).toMatchObject({ status: '503', code: 'unavailable', message: expect.stringMatching(/^no quorum: [01] of 3 voters healthy, 2 required$/) });
+      expect(said).toMatchObject({
+        status: '503',
+        code: 'unavailable',
+        message: expect.stringMatching(/^no quorum: [01] of 3 voters healthy, 2 required$/),
+      });
       expect(available.output).toMatch(/^available: /);
       expect(failed.at - lost).toBeLessThan(AVAILABLE_PERIOD_MS + 2000);
       // The quorum is back once etcd has started and elected a leader (about 1–2 s), then within a period.

@@ -157,12 +157,19 @@ export class GoTemplates {
     });
     await new Promise<void>((resolve) => echo.listen(echoPort, '127.0.0.1', resolve));
     const names = new Map(templates.map((t, i) => [t, `template${i}`]));
-    const actions = templates.map((t, i) => ({ name: `template${i}`, http: { port: String(echoPort), path: '/', method: 'POST', body: t } }));
+    const actions = templates.map((t, i) => ({
+      name: `template${i}`,
+      http: { port: String(echoPort), path: '/', method: 'POST', body: t },
+    }));
     const home = fs.mkdtempSync(path.join(os.tmpdir(), 'kbagent-home-'));
-    const child = spawn(kbagent, ['--address', '127.0.0.1', '--port', String(port), '--streaming-port', String(streaming), '--zap-encoder=json'], {
-      env: { HOME: home, PATH: process.env.PATH, KB_AGENT_ACTION: JSON.stringify(actions) },
-      stdio: ['ignore', 'ignore', 'ignore'],
-    });
+    const child = spawn(
+      kbagent,
+      ['--address', '127.0.0.1', '--port', String(port), '--streaming-port', String(streaming), '--zap-encoder=json'],
+      {
+        env: { HOME: home, PATH: process.env.PATH, KB_AGENT_ACTION: JSON.stringify(actions) },
+        stdio: ['ignore', 'ignore', 'ignore'],
+      },
+    );
     const engine = new GoTemplates(child, echo, port, names, home);
     const deadline = Date.now() + patience(10_000);
     while ((await rawRequest('127.0.0.1', port, [goHttpRequest('POST', '127.0.0.1', port, '/v1.0/action', [], '{}')], 1000)).noAnswer) {
@@ -180,7 +187,12 @@ export class GoTemplates {
     const action = this.names.get(template);
     if (action === undefined) throw new Error(`not a template of this engine: ${template}`);
     const body = goActionRequestJson({ action, parameters: data });
-    const answer = await rawRequest('127.0.0.1', this.port, [goHttpRequest('POST', '127.0.0.1', this.port, '/v1.0/action', [], body)], 10_000);
+    const answer = await rawRequest(
+      '127.0.0.1',
+      this.port,
+      [goHttpRequest('POST', '127.0.0.1', this.port, '/v1.0/action', [], body)],
+      10_000,
+    );
     const got = kbAgentAnswer(answer.status, answer.body);
     if (got.error !== undefined) throw new Error(`${got.error}: ${got.message}`);
     return got.output ?? '';

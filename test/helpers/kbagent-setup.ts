@@ -12,7 +12,19 @@
 type Spec = any;
 
 /** The lifecycle actions in the order buildKBAgentStartupEnvs adds them, with the name kbagent knows. */
-const ACTIONS = ['postProvision', 'preTerminate', 'switchover', 'memberJoin', 'memberLeave', 'readonly', 'readwrite', 'dataDump', 'dataLoad', 'reconfigure', 'accountProvision'];
+const ACTIONS = [
+  'postProvision',
+  'preTerminate',
+  'switchover',
+  'memberJoin',
+  'memberLeave',
+  'readonly',
+  'readwrite',
+  'dataDump',
+  'dataLoad',
+  'reconfigure',
+  'accountProvision',
+];
 /** Actions whose output kbagent streams. */
 const STREAMING = new Set(['dataDump', 'dataLoad']);
 /** probeReportPeriodSeconds: the availableProbe's report period, from its period. */
@@ -28,7 +40,10 @@ function protoAction(action: Spec, name: string): Record<string, unknown> | unde
   if (action === undefined || (action.exec === undefined && action.http === undefined && action.grpc === undefined)) return undefined;
   const out: Record<string, unknown> = { name };
   if (action.exec !== undefined) {
-    out.exec = { ...(action.exec.command?.length ? { command: action.exec.command } : {}), ...(action.exec.args?.length ? { args: action.exec.args } : {}) };
+    out.exec = {
+      ...(action.exec.command?.length ? { command: action.exec.command } : {}),
+      ...(action.exec.args?.length ? { args: action.exec.args } : {}),
+    };
   }
   if (action.http !== undefined) {
     const h = action.http;

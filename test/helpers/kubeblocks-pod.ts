@@ -116,7 +116,8 @@ export function containerEnv(spec: Spec, name: string, vars: Record<string, stri
   for (const e of container.env ?? []) {
     if (e.valueFrom !== undefined) {
       const field = e.valueFrom.fieldRef?.fieldPath;
-      if (field === undefined || !(field in FIELDS)) throw new Error(`${name}: env ${e.name} from ${JSON.stringify(e.valueFrom)} is not modelled`);
+      if (field === undefined || !(field in FIELDS))
+        throw new Error(`${name}: env ${e.name} from ${JSON.stringify(e.valueFrom)} is not modelled`);
       env[e.name] = FIELDS[field];
     } else {
       env[e.name] = expand(e.value ?? '', env);

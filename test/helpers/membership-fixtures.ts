@@ -51,7 +51,20 @@ export function probe(of: MemberList, said: Record<string, Said>): ClusterProbe 
       return {
         member: m,
         url,
-        status: { memberId: m.id, leaderId, raftTerm: 2, raftIndex, raftAppliedIndex: raftIndex, dbSizeBytes: 1, dbSizeInUseBytes: 1, revision: 1, isLearner: m.isLearner, version: '3.4.23', errors: [], latencyMs: 1 },
+        status: {
+          memberId: m.id,
+          leaderId,
+          raftTerm: 2,
+          raftIndex,
+          raftAppliedIndex: raftIndex,
+          dbSizeBytes: 1,
+          dbSizeInUseBytes: 1,
+          revision: 1,
+          isLearner: m.isLearner,
+          version: '3.4.23',
+          errors: [],
+          latencyMs: 1,
+        },
       };
     }),
   );

@@ -85,9 +85,12 @@ export async function settle(since = Date.now()): Promise<void> {
  * TEST_TIME_SCALE lengthens: helpers/eventually.ts); the last answer it got names why not.
  */
 export function until(ask: () => Promise<Answer>, ok: (a: Answer) => boolean, timeoutMs = 10_000): Promise<Answer> {
-  return eventually(async () => {
-    const answer = await ask();
-    if (!ok(answer)) throw new Error(`not yet: ${answer.status} ${answer.text.slice(0, 600)}`);
-    return answer;
-  }, { within: timeoutMs, every: 100 });
+  return eventually(
+    async () => {
+      const answer = await ask();
+      if (!ok(answer)) throw new Error(`not yet: ${answer.status} ${answer.text.slice(0, 600)}`);
+      return answer;
+    },
+    { within: timeoutMs, every: 100 },
+  );
 }

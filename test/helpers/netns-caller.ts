@@ -21,7 +21,9 @@ export class NetnsCaller {
   /** Starts the relay in `ns`, its socket in `dir`. */
   static async start(network: PodNetwork, ns: Netns, dir: string): Promise<NetnsCaller> {
     const socket = path.join(dir, 'relay.sock');
-    const relay = network.spawn(ns, process.execPath, [path.join(__dirname, 'netns-relay.js'), socket], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const relay = network.spawn(ns, process.execPath, [path.join(__dirname, 'netns-relay.js'), socket], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     await new Promise<void>((resolve, reject) => {
       relay.stdout?.once('data', () => resolve());
       relay.once('exit', (code) => reject(new Error(`the relay in ${ns.name} exited (${code})`)));
@@ -40,7 +42,14 @@ export class NetnsCaller {
   }
 
   /** An HTTP request as Go's client writes it (no Content-Type unless `headers` has one). */
-  http(host: string, port: number, method: string, target: string, body = '', headers: Array<{ name: string; value: string }> = []): Promise<RawAnswer> {
+  http(
+    host: string,
+    port: number,
+    method: string,
+    target: string,
+    body = '',
+    headers: Array<{ name: string; value: string }> = [],
+  ): Promise<RawAnswer> {
     return this.send(host, port, goHttpRequest(method, host, port, target, headers, body));
   }
 

@@ -116,7 +116,10 @@ export class NetnsPod {
     const args = this.etcdArgs(initialCluster, state, token);
     const log = fs.openSync(path.join(this.dir, 'etcd.log'), 'a');
     const start = (): void => {
-      const child = this.network.spawn(this.ns, this.bins.etcd.etcd, args, { env: { PATH: process.env.PATH, ...(process.env.GOMAXPROCS === undefined ? {} : { GOMAXPROCS: process.env.GOMAXPROCS }) }, stdio: ['ignore', log, log] });
+      const child = this.network.spawn(this.ns, this.bins.etcd.etcd, args, {
+        env: { PATH: process.env.PATH, ...(process.env.GOMAXPROCS === undefined ? {} : { GOMAXPROCS: process.env.GOMAXPROCS }) },
+        stdio: ['ignore', log, log],
+      });
       this.etcdChild = child;
       child.once('exit', () => {
         if (this.etcdChild === child) this.etcdChild = undefined;
@@ -175,7 +178,10 @@ export class NetnsPod {
     fs.mkdirSync(home, { recursive: true });
     // KubeBlocks runs `kbagent --port <http> --streaming-port <streaming>`; JSON logs are only easier to read here.
     const args = ['--port', String(ports.http), '--streaming-port', String(ports.streaming), '--zap-encoder=json'];
-    const child = this.network.spawn(this.ns, this.bins.kbagent, args, { env: { ...env, HOME: home, PATH: process.env.PATH }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = this.network.spawn(this.ns, this.bins.kbagent, args, {
+      env: { ...env, HOME: home, PATH: process.env.PATH },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     this.kbChild = child;
     this.kbLog.attach(child);
     const kbFile = path.join(this.dir, 'kbagent.log');
@@ -188,7 +194,8 @@ export class NetnsPod {
     const waitMs = patience(timeoutMs);
     const deadline = Date.now() + waitMs;
     while (!done()) {
-      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${what} of ${this.name} exited (${child.exitCode ?? child.signalCode}); see ${this.dir}`);
+      if (child.exitCode !== null || child.signalCode !== null)
+        throw new Error(`${what} of ${this.name} exited (${child.exitCode ?? child.signalCode}); see ${this.dir}`);
       if (Date.now() > deadline) throw new Error(`${what} of ${this.name} did not start within ${waitMs} ms; see ${this.dir}`);
       await new Promise((resolve) => setTimeout(resolve, 25));
     }

@@ -146,7 +146,10 @@ export class PodNetwork {
       ]),
     );
     await Promise.all([
-      ipBatch(ports.map((port) => ['link', 'set', port, 'master', 'br0', 'up']), this.hub),
+      ipBatch(
+        ports.map((port) => ['link', 'set', port, 'master', 'br0', 'up']),
+        this.hub,
+      ),
       ...made.map((ns) =>
         ipBatch(
           [
@@ -166,7 +169,9 @@ export class PodNetwork {
    * Written in place (the same inode), so processes already started see it too.
    */
   writeHosts(entries: Array<{ ip: string; names: string[] }>): void {
-    const text = ['127.0.0.1 localhost', '::1 localhost ip6-localhost', ...entries.map((e) => `${e.ip} ${e.names.join(' ')}`), ''].join('\n');
+    const text = ['127.0.0.1 localhost', '::1 localhost ip6-localhost', ...entries.map((e) => `${e.ip} ${e.names.join(' ')}`), ''].join(
+      '\n',
+    );
     for (const ns of this.namespaces) {
       const dir = path.join(NETNS_ETC, ns.name);
       fs.mkdirSync(dir, { recursive: true });
@@ -185,17 +190,24 @@ export class PodNetwork {
   /** Runs `command args` inside `ns` to its end; resolves with its stdout, rejects with its stderr. */
   run(ns: Netns, command: string, args: string[], env: NodeJS.ProcessEnv = process.env, timeoutMs = 15_000): Promise<string> {
     return new Promise((resolve, reject) => {
-      execFile('ip', ['netns', 'exec', ns.name, command, ...args], { env, timeout: timeoutMs, maxBuffer: 8 << 20 }, (err, stdout, stderr) => {
-        if (err) reject(new Error(`${command} ${args.join(' ')} in ${ns.name} failed: ${String(stderr).trim() || err.message}`));
-        else resolve(String(stdout));
-      });
+      execFile(
+        'ip',
+        ['netns', 'exec', ns.name, command, ...args],
+        { env, timeout: timeoutMs, maxBuffer: 8 << 20 },
+        (err, stdout, stderr) => {
+          if (err) reject(new Error(`${command} ${args.join(' ')} in ${ns.name} failed: ${String(stderr).trim() || err.message}`));
+          else resolve(String(stdout));
+        },
+      );
     });
   }
 
   /** Kills every process the run started (SIGKILL) and deletes its namespaces and hosts files. */
   async destroy(): Promise<void> {
     if (this.destroyed) return;
-    const exits = [...this.children].map((c) => new Promise<void>((resolve) => (c.exitCode !== null || c.signalCode !== null ? resolve() : c.once('exit', () => resolve()))));
+    const exits = [...this.children].map(
+      (c) => new Promise<void>((resolve) => (c.exitCode !== null || c.signalCode !== null ? resolve() : c.once('exit', () => resolve()))),
+    );
     for (const child of this.children) child.kill('SIGKILL');
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([Promise.all(exits), new Promise((resolve) => (timer = setTimeout(resolve, 5000)))]);

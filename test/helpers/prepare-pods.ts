@@ -27,7 +27,6 @@ import { binCommand } from '../../scripts/bin-command';
 import { ChildAgent, LogLine, MAIN_JS } from './child-agent';
 import { eventually } from './eventually';
 
-
 /** Debian's static busybox (package busybox-static), which the agent's image copies into the pod as etcd's shell. */
 export const BUSYBOX = '/bin/busybox';
 
@@ -82,7 +81,10 @@ export class PodSet {
   /** Makes `maxPods` pod identities (etcd-0 …) with free ports on each pod's address; the first `initialSize` are the initial set. */
   static async create(maxPods: number, initialSize: number): Promise<PodSet> {
     for (let attempt = 0; attempt < 10; attempt++) {
-      const hosts = Array.from({ length: maxPods }, (_, i) => `127.${100 + Math.floor(Math.random() * 150)}.${Math.floor(Math.random() * 250) + 1}.${i + 1}`);
+      const hosts = Array.from(
+        { length: maxPods },
+        (_, i) => `127.${100 + Math.floor(Math.random() * 150)}.${Math.floor(Math.random() * 250) + 1}.${i + 1}`,
+      );
       const [client, peer, agent] = await freePorts(3, hosts[0]);
       const free = await Promise.all(hosts.flatMap((h) => [client, peer, agent].map((p) => bindable(h, p))));
       if (!free.every(Boolean)) continue;
@@ -114,7 +116,10 @@ export class PodSet {
 
   /** `--initial-cluster` of the initial set. */
   get initialCluster(): string {
-    return [...this.pods.values()].slice(0, this.initialSize).map((p) => `${p.name}=${p.peerURL}`).join(',');
+    return [...this.pods.values()]
+      .slice(0, this.initialSize)
+      .map((p) => `${p.name}=${p.peerURL}`)
+      .join(',');
   }
 
   /** Client URLs of the first `count` pods: the headless Service's addresses. */
@@ -127,7 +132,10 @@ export class PodSet {
    * `keepRun`), and kills it with SIGKILL on the first log line `killOn` accepts (or, exactly, at
    * the crash point `crashAt`).
    */
-  prepare(name: string, opts: { killOn?: (line: LogLine) => boolean; crashAt?: string; waitSeconds?: number; endpoints?: number; keepRun?: boolean } = {}): Promise<PrepareRun> {
+  prepare(
+    name: string,
+    opts: { killOn?: (line: LogLine) => boolean; crashAt?: string; waitSeconds?: number; endpoints?: number; keepRun?: boolean } = {},
+  ): Promise<PrepareRun> {
     const pod = this.pod(name);
     if (opts.keepRun !== true) fs.rmSync(path.dirname(pod.flagsFile), { recursive: true, force: true });
     fs.mkdirSync(path.dirname(pod.dataDir), { recursive: true });
@@ -207,7 +215,10 @@ export class PodSet {
     // there), run with no PATH and nothing else of the machine (the etcd image has no shell, no tools).
     const shell = path.join(path.dirname(pod.flagsFile), 'sh');
     if (!fs.existsSync(shell)) {
-      if (!fs.existsSync(BUSYBOX)) throw new Error(`${BUSYBOX} is missing: the start script runs under Debian's static busybox, as in the pod (apt-get install busybox-static; scripts/setup.sh and .ci/run install it)`);
+      if (!fs.existsSync(BUSYBOX))
+        throw new Error(
+          `${BUSYBOX} is missing: the start script runs under Debian's static busybox, as in the pod (apt-get install busybox-static; scripts/setup.sh and .ci/run install it)`,
+        );
       fs.mkdirSync(path.dirname(shell), { recursive: true });
       fs.copyFileSync(BUSYBOX, shell);
       fs.chmodSync(shell, 0o755);
@@ -230,7 +241,8 @@ export class PodSet {
         child.once('exit', () => {
           if (pod.etcd === child) {
             pod.etcd = undefined;
-            if (pod.restartOnExit === true) setTimeout(() => pod.restartOnExit === true && pod.etcd === undefined && this.startEtcd(name), 500);
+            if (pod.restartOnExit === true)
+              setTimeout(() => pod.restartOnExit === true && pod.etcd === undefined && this.startEtcd(name), 500);
           }
           resolve();
         }),
@@ -272,7 +284,10 @@ export class PodSet {
   /** The arguments of each start of pod `name`'s etcd, oldest first (from the start script's wrapper). */
   etcdStarts(name: string): string[] {
     try {
-      return fs.readFileSync(path.join(this.root, name, 'etcd-starts.log'), 'utf8').split('\n').filter(Boolean);
+      return fs
+        .readFileSync(path.join(this.root, name, 'etcd-starts.log'), 'utf8')
+        .split('\n')
+        .filter(Boolean);
     } catch {
       return [];
     }
@@ -352,7 +367,12 @@ export class PodSet {
   writeFlags(name: string, state: 'new' | 'existing', initialCluster = this.initialCluster): void {
     const file = this.pod(name).flagsFile;
     fs.mkdirSync(path.dirname(file), { recursive: true });
-    fs.writeFileSync(file, [`--initial-cluster=${initialCluster}`, `--initial-cluster-state=${state}`, `--initial-cluster-token=${this.token}`].map((f) => `${flagLine(f)}\n`).join(''));
+    fs.writeFileSync(
+      file,
+      [`--initial-cluster=${initialCluster}`, `--initial-cluster-state=${state}`, `--initial-cluster-token=${this.token}`]
+        .map((f) => `${flagLine(f)}\n`)
+        .join(''),
+    );
   }
 
   /** Resolves once pod `name`'s etcd has exited (e.g. a panic at start). */
@@ -360,7 +380,12 @@ export class PodSet {
     const exited = this.pod(name).etcdExited;
     if (exited === undefined) return;
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([exited, new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`${name}'s etcd still runs after ${timeoutMs} ms`)), timeoutMs)))]);
+    await Promise.race([
+      exited,
+      new Promise(
+        (_, reject) => (timer = setTimeout(() => reject(new Error(`${name}'s etcd still runs after ${timeoutMs} ms`)), timeoutMs)),
+      ),
+    ]);
     clearTimeout(timer);
   }
 

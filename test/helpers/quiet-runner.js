@@ -19,7 +19,11 @@ class QuietLast extends TestRunner {
   async runTests(tests, watcher, options) {
     if (options.serial) return super.runTests(tests, watcher, options);
     const quiet = tests.filter((t) => QUIET.has(path.basename(t.path)));
-    await super.runTests(tests.filter((t) => !quiet.includes(t)), watcher, options);
+    await super.runTests(
+      tests.filter((t) => !quiet.includes(t)),
+      watcher,
+      options,
+    );
     if (quiet.length > 0 && !watcher.isInterrupted()) await super.runTests(quiet, watcher, { ...options, serial: true });
   }
 }

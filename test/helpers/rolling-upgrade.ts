@@ -168,7 +168,8 @@ export class HealthCaller {
     const waitMs = patience(timeoutMs);
     const until = Date.now() + waitMs;
     while (!this.health.some((a) => a.observedAt !== undefined && a.observedAt >= at)) {
-      if (this.stopped || Date.now() > until) throw new Error(`no /v1/health answer observed since ${new Date(at).toISOString()} within ${waitMs} ms`);
+      if (this.stopped || Date.now() > until)
+        throw new Error(`no /v1/health answer observed since ${new Date(at).toISOString()} within ${waitMs} ms`);
       await sleep(this.healthEveryMs);
     }
   }

@@ -32,7 +32,13 @@ export function childEnv(env: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
 }
 
 /** Runs `file` with `args` (as user `as.uid` when given); resolves when it exits (killed after `timeoutMs`). */
-export function run(file: string, args: string[], env: NodeJS.ProcessEnv, timeoutMs = 60_000, as: { uid?: number; gid?: number } = {}): Promise<Ran> {
+export function run(
+  file: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  timeoutMs = 60_000,
+  as: { uid?: number; gid?: number } = {},
+): Promise<Ran> {
   return new Promise((resolve, reject) => {
     const child = spawn(file, args, { env, stdio: ['ignore', 'pipe', 'pipe'], ...as });
     let stdout = '';

@@ -32,13 +32,18 @@ class SummaryReporter {
     const { numPassedTests, numFailedTests, numPendingTests, numTodoTests, numRuntimeErrorTestSuites } = results;
     const failed = numFailedTests + numRuntimeErrorTestSuites;
     const skipped = numPendingTests + numTodoTests;
-    const lines = [...groups].sort(([a], [b]) => a.localeCompare(b)).map(([group, g]) => `jest ${group}: ${g.passed} passed, ${g.failed} failed, ${g.skipped} skipped`);
+    const lines = [...groups]
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([group, g]) => `jest ${group}: ${g.passed} passed, ${g.failed} failed, ${g.skipped} skipped`);
     process.stdout.write(`\n${lines.join('\n')}\njest: ${numPassedTests} passed, ${failed} failed, ${skipped} skipped\n`);
     if (process.env.JEST_SUMMARY_FILE) {
       const rows = [...groups].map(([group, g]) => `${g.passed} ${g.failed} ${g.skipped} ${group}\n`).join('');
       // A run-level failure no file carries (a failing globalSetup) still counts.
       const unaccounted = failed - [...groups.values()].reduce((n, g) => n + g.failed, 0);
-      fs.appendFileSync(process.env.JEST_SUMMARY_FILE, rows + (unaccounted > 0 ? `0 ${unaccounted} 0 run\n` : '') + (rows === '' && failed === 0 ? '0 0 0 empty\n' : ''));
+      fs.appendFileSync(
+        process.env.JEST_SUMMARY_FILE,
+        rows + (unaccounted > 0 ? `0 ${unaccounted} 0 run\n` : '') + (rows === '' && failed === 0 ? '0 0 0 empty\n' : ''),
+      );
     }
     if (process.env.JEST_CASES_FILE) {
       const cases = results.testResults.flatMap((file) =>

@@ -38,26 +38,32 @@ describe('stopping an agent', () => {
   it.each([
     ['unreachable (nothing listens)', () => 'http://127.0.0.1:1', []],
     ['frozen (accepts, never answers)', () => frozenUrl, ['TCPSocketWrap']],
-  ])('when etcd was %s while it ran, then once stop() returns nothing of the agent holds the process but %j', async (_what, endpoint, allowed) => {
-    const before = held();
-    const { config } = loadConfig({
-      ETCD_AGENT_LISTEN: '127.0.0.1:0',
-      ETCD_AGENT_MEMBER_NAME: 'stop-test',
-      ETCD_AGENT_ENDPOINTS: endpoint(),
-      ETCD_AGENT_LOCAL_ENDPOINT: endpoint(),
-    });
-    const agent = await startAgent(config, { logger: createLogger({ silent: true }) });
-    // Its loops at work (auto-promotion asks for Status once a second), and calls in flight.
-    const calls = [post(agent, '/v1/members/join', { name: 'x', peerURLs: ['http://127.0.0.1:9'], timeoutSeconds: 30 }), post(agent, '/v1/maintenance/defragment', {})];
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+  ])(
+    'when etcd was %s while it ran, then once stop() returns nothing of the agent holds the process but %j',
+    async (_what, endpoint, allowed) => {
+      const before = held();
+      const { config } = loadConfig({
+        ETCD_AGENT_LISTEN: '127.0.0.1:0',
+        ETCD_AGENT_MEMBER_NAME: 'stop-test',
+        ETCD_AGENT_ENDPOINTS: endpoint(),
+        ETCD_AGENT_LOCAL_ENDPOINT: endpoint(),
+      });
+      const agent = await startAgent(config, { logger: createLogger({ silent: true }) });
+      // Its loops at work (auto-promotion asks for Status once a second), and calls in flight.
+      const calls = [
+        post(agent, '/v1/members/join', { name: 'x', peerURLs: ['http://127.0.0.1:9'], timeoutSeconds: 30 }),
+        post(agent, '/v1/maintenance/defragment', {}),
+      ];
+      await new Promise((resolve) => setTimeout(resolve, 1500));
 
-    await agent.stop(2000);
-    await Promise.allSettled(calls);
-    // Sockets and servers being closed are released within a few ticks; a retry pause (up to
-    // 400 ms) or gRPC's watch of a connecting channel (1 s) would still be there.
-    await new Promise((resolve) => setTimeout(resolve, 100));
+      await agent.stop(2000);
+      await Promise.allSettled(calls);
+      // Sockets and servers being closed are released within a few ticks; a retry pause (up to
+      // 400 ms) or gRPC's watch of a connecting channel (1 s) would still be there.
+      await new Promise((resolve) => setTimeout(resolve, 100));
 
-    const left = Object.entries(held()).filter(([kind, n]) => n > (before[kind] ?? 0) && !(allowed as string[]).includes(kind));
-    expect(left).toEqual([]);
-  });
+      const left = Object.entries(held()).filter(([kind, n]) => n > (before[kind] ?? 0) && !(allowed as string[]).includes(kind));
+      expect(left).toEqual([]);
+    },
+  );
 });

@@ -80,7 +80,9 @@ describe('when ETCD_AGENT_TLS_CERT_FILE and _KEY_FILE are set', () => {
   });
 
   it('when a client does not trust the agent CA, then the client refuses the agent', async () => {
-    await expect(call(agent.listening.url, { path: '/livez', tls: { ca: pki.rogueCa.cert } })).rejects.toThrow(/self.signed|unable to verify|certificate/i);
+    await expect(call(agent.listening.url, { path: '/livez', tls: { ca: pki.rogueCa.cert } })).rejects.toThrow(
+      /self.signed|unable to verify|certificate/i,
+    );
   });
 
   it('when a client speaks plain HTTP to it, then it gets no answer', async () => {
@@ -111,9 +113,9 @@ describe('when ETCD_AGENT_TLS_CLIENT_CA_FILE is set (mutual TLS)', () => {
   });
 
   it('when a client shows a certificate of another CA, then it is refused at the handshake', async () => {
-    await expect(
-      call(agent.listening.url, { path: '/livez', tls: { ca: pki.ca.cert, ...pki.rogueClient } }),
-    ).rejects.toThrow(/unknown ca|ECONNRESET|socket hang up|handshake|certificate/i);
+    await expect(call(agent.listening.url, { path: '/livez', tls: { ca: pki.ca.cert, ...pki.rogueClient } })).rejects.toThrow(
+      /unknown ca|ECONNRESET|socket hang up|handshake|certificate/i,
+    );
   });
 
   it('when a client shows a certificate of the client CA, then reads and (from loopback) mutations are served', async () => {
@@ -161,7 +163,11 @@ describe('when the certificate files change', () => {
     expect(await servedFingerprint(agent.listening.url, { ca: pki.ca.cert })).toBe(before);
 
     fs.copyFileSync(next.key, pair.key);
-    await eventually(async () => expect(await servedFingerprint(agent.listening.url, { ca: pki.ca.cert })).toBe(fingerprintOf(next.cert)), 5000, 50);
+    await eventually(
+      async () => expect(await servedFingerprint(agent.listening.url, { ca: pki.ca.cert })).toBe(fingerprintOf(next.cert)),
+      5000,
+      50,
+    );
   });
 
   it('when a Kubernetes Secret volume rotates by symlink swap (certificate, key and client CA together), then the new ones apply', async () => {
@@ -188,7 +194,8 @@ describe('when the certificate files change', () => {
     fs.rmSync(path.join(root, '..v1'), { recursive: true });
 
     await eventually(
-      async () => expect((await call(agent.listening.url, { path: '/livez', tls: { ca: pki.ca.cert, ...pki.rogueClient } })).status).toBe(200),
+      async () =>
+        expect((await call(agent.listening.url, { path: '/livez', tls: { ca: pki.ca.cert, ...pki.rogueClient } })).status).toBe(200),
       5000,
       50,
     );

@@ -114,7 +114,10 @@ describe('any agent, with only its own member as endpoint, finds a live member f
       );
       const guardLeft = ETCD_RECONFIG_GUARD_MS - (Date.now() - back);
       if (guardLeft >= 3500) break;
-      if (attempt === 3) throw new Error(`the agent saw ${follower} answer again only ${ETCD_RECONFIG_GUARD_MS - guardLeft} ms after its restart, three times: no 3 s call fits in etcd's 5 s guard`);
+      if (attempt === 3)
+        throw new Error(
+          `the agent saw ${follower} answer again only ${ETCD_RECONFIG_GUARD_MS - guardLeft} ms after its restart, three times: no 3 s call fits in etcd's 5 s guard`,
+        );
     }
 
     const t0 = Date.now();
@@ -144,18 +147,26 @@ describe('any agent, with only its own member as endpoint, finds a live member f
 
   it("when the learner's agent has only its own member as endpoint, then its /v1/health matches a voter agent's, and once free to it promotes its member within 3 s", async () => {
     // A join in flight holds the lock: the learner stays a learner while the two answers are compared.
-    lock = await new MembershipLock(agent0().cluster, { keyPrefix: agent0().config.keyPrefix, agent: 'etcd-0', logger: createLogger({ silent: true }) }).acquire(
-      { action: 'memberJoin', member: { name: 'etcd-3', peerURLs: [] } },
-      Deadline.in(5000),
-    );
+    lock = await new MembershipLock(agent0().cluster, {
+      keyPrefix: agent0().config.keyPrefix,
+      agent: 'etcd-0',
+      logger: createLogger({ silent: true }),
+    }).acquire({ action: 'memberJoin', member: { name: 'etcd-3', peerURLs: [] } }, Deadline.in(5000));
     const learnerAgent = await startMember('etcd-3');
-    await until(() => get(learnerAgent, '/v1/health/local'), (a) => a.status === 200 && a.json.role === 'learner', 15_000);
+    await until(
+      () => get(learnerAgent, '/v1/health/local'),
+      (a) => a.status === 200 && a.json.role === 'learner',
+      15_000,
+    );
 
     const [fromLearner, fromVoter] = await Promise.all(
       // With the operation records read: on 3.4 the learner's agent reads them through a voter it
       // finds first, and an observation whose budget ends before that answers without them (operationsError).
       [learnerAgent, agent0()].map((a) =>
-        until(() => get(a, '/v1/health'), (x) => x.json.status === 'healthy' && x.json.members.length === 4 && x.json.operations !== undefined),
+        until(
+          () => get(a, '/v1/health'),
+          (x) => x.json.status === 'healthy' && x.json.members.length === 4 && x.json.operations !== undefined,
+        ),
       ),
     );
 
@@ -207,7 +218,10 @@ describe('any agent, with only its own member as endpoint, finds a live member f
     const victim = ['etcd-1', 'etcd-2'].find((n) => n !== leader.name) as string;
     const beside = await agentBeside(victim);
     // The agent has seen the cluster once, as a readiness probe or a health check would make it.
-    await until(() => get(beside, '/v1/health'), (a) => a.json.status === 'healthy');
+    await until(
+      () => get(beside, '/v1/health'),
+      (a) => a.json.status === 'healthy',
+    );
     const id = (await c.listMembers()).find((m) => m.name === victim)?.id;
     await c.kill(victim);
 
@@ -231,7 +245,10 @@ describe('any agent, with only its own member as endpoint, finds a live member f
   it('when the leader beside an agent is SIGKILLed, then that agent removes it once a new leader is elected (removed, with the member), within 3 s', async () => {
     const leader = await leaderOf(c);
     const beside = agents.get(leader.name) ?? (await agentBeside(leader.name));
-    await until(() => get(beside, '/v1/health'), (a) => a.json.status === 'healthy');
+    await until(
+      () => get(beside, '/v1/health'),
+      (a) => a.json.status === 'healthy',
+    );
     await c.kill(leader.name);
 
     const t0 = Date.now();

@@ -91,14 +91,62 @@ describe.each(['serve', 'prepare'])('%s with a bad path in a file setting', (com
 
 describe('prepare with a bad data directory or flags file', () => {
   it.each<[string, string, () => NodeJS.ProcessEnv, RegExp, boolean]>([
-    ['ETCD_AGENT_DATA_DIR is a regular file (the issue)', 'ETCD_AGENT_DATA_DIR', () => ({ ETCD_AGENT_DATA_DIR: file }), /is a file, not a directory/, false],
-    ['ETCD_AGENT_DATA_DIR is below a file', 'ETCD_AGENT_DATA_DIR', () => ({ ETCD_AGENT_DATA_DIR: path.join(file, 'default.etcd') }), /a part of its path is a file/, false],
-    ['ETCD_AGENT_DATA_DIR is in a volume that is missing', 'ETCD_AGENT_DATA_DIR', () => ({ ETCD_AGENT_DATA_DIR: path.join(root, 'no-volume', 'default.etcd') }), /the directory above it, .* does not exist/, false],
-    ['ETCD_AGENT_DATA_DIR cannot be read', 'ETCD_AGENT_DATA_DIR', () => ({ ETCD_AGENT_DATA_DIR: closed }), /cannot be read and written \(permission denied\)/, true],
-    ['--data-dir (the flag) is a regular file', 'ETCD_AGENT_DATA_DIR', () => ({ ETCD_AGENT_DATA_DIR: undefined, FLAG: `--data-dir=${file}` }), /is a file, not a directory/, false],
-    ['ETCD_AGENT_PREPARE_FLAGS_FILE is a directory', 'ETCD_AGENT_PREPARE_FLAGS_FILE', () => ({ ETCD_AGENT_PREPARE_FLAGS_FILE: dir }), /is a directory, not a file/, false],
-    ['ETCD_AGENT_PREPARE_FLAGS_FILE is below a file', 'ETCD_AGENT_PREPARE_FLAGS_FILE', () => ({ ETCD_AGENT_PREPARE_FLAGS_FILE: path.join(file, 'run', 'flags.sh') }), /is a file, not a directory/, false],
-    ['ETCD_AGENT_PREPARE_FLAGS_FILE cannot be written', 'ETCD_AGENT_PREPARE_FLAGS_FILE', () => ({ ETCD_AGENT_PREPARE_FLAGS_FILE: path.join(readOnly, 'flags.sh') }), /cannot be written \(permission denied\)/, true],
+    [
+      'ETCD_AGENT_DATA_DIR is a regular file (the issue)',
+      'ETCD_AGENT_DATA_DIR',
+      () => ({ ETCD_AGENT_DATA_DIR: file }),
+      /is a file, not a directory/,
+      false,
+    ],
+    [
+      'ETCD_AGENT_DATA_DIR is below a file',
+      'ETCD_AGENT_DATA_DIR',
+      () => ({ ETCD_AGENT_DATA_DIR: path.join(file, 'default.etcd') }),
+      /a part of its path is a file/,
+      false,
+    ],
+    [
+      'ETCD_AGENT_DATA_DIR is in a volume that is missing',
+      'ETCD_AGENT_DATA_DIR',
+      () => ({ ETCD_AGENT_DATA_DIR: path.join(root, 'no-volume', 'default.etcd') }),
+      /the directory above it, .* does not exist/,
+      false,
+    ],
+    [
+      'ETCD_AGENT_DATA_DIR cannot be read',
+      'ETCD_AGENT_DATA_DIR',
+      () => ({ ETCD_AGENT_DATA_DIR: closed }),
+      /cannot be read and written \(permission denied\)/,
+      true,
+    ],
+    [
+      '--data-dir (the flag) is a regular file',
+      'ETCD_AGENT_DATA_DIR',
+      () => ({ ETCD_AGENT_DATA_DIR: undefined, FLAG: `--data-dir=${file}` }),
+      /is a file, not a directory/,
+      false,
+    ],
+    [
+      'ETCD_AGENT_PREPARE_FLAGS_FILE is a directory',
+      'ETCD_AGENT_PREPARE_FLAGS_FILE',
+      () => ({ ETCD_AGENT_PREPARE_FLAGS_FILE: dir }),
+      /is a directory, not a file/,
+      false,
+    ],
+    [
+      'ETCD_AGENT_PREPARE_FLAGS_FILE is below a file',
+      'ETCD_AGENT_PREPARE_FLAGS_FILE',
+      () => ({ ETCD_AGENT_PREPARE_FLAGS_FILE: path.join(file, 'run', 'flags.sh') }),
+      /is a file, not a directory/,
+      false,
+    ],
+    [
+      'ETCD_AGENT_PREPARE_FLAGS_FILE cannot be written',
+      'ETCD_AGENT_PREPARE_FLAGS_FILE',
+      () => ({ ETCD_AGENT_PREPARE_FLAGS_FILE: path.join(readOnly, 'flags.sh') }),
+      /cannot be written \(permission denied\)/,
+      true,
+    ],
   ])('when %s, then exit 2 with one line naming it', async (_what, variable, env, words, asOther) => {
     const { FLAG, ...values } = { ...prepareBase(), ...env() };
 

@@ -93,7 +93,9 @@ describe('etcd-lifecycle-agent CLI against a running agent and a real 3-member e
       const ran = await runCli(['members', '--timeout-seconds', '1', '--agent', url]);
 
       expect(ran.code).toBe(1);
-      expect(ran.stderr).toMatch(new RegExp(`^etcd-lifecycle-agent members: the agent at ${url}/v1/members did not answer within \\d+ s\n$`));
+      expect(ran.stderr).toMatch(
+        new RegExp(`^etcd-lifecycle-agent members: the agent at ${url}/v1/members did not answer within \\d+ s\n$`),
+      );
       expect(Date.now() - started).toBeLessThan(30_000);
     } finally {
       for (const socket of taken) socket.destroy();
@@ -110,7 +112,8 @@ describe('etcd-lifecycle-agent CLI against a running agent and a real 3-member e
 
     expect(human.code).toBe(0);
     expect(human.stdout).toMatch(/^cluster [0-9a-f]+: 3 members \(3 voters, 0 learners\)\n/);
-    for (const name of ['etcd-0', 'etcd-1', 'etcd-2']) expect(human.stdout).toMatch(new RegExp(`^  ${name}\\t[0-9a-f]+\\tvoter\\thttp://`, 'm'));
+    for (const name of ['etcd-0', 'etcd-1', 'etcd-2'])
+      expect(human.stdout).toMatch(new RegExp(`^  ${name}\\t[0-9a-f]+\\tvoter\\thttp://`, 'm'));
     expect(json.code).toBe(0);
     const body = JSON.parse(json.stdout);
     expect(body).toMatchObject({ requestId: expect.any(String), cluster: { members: 3 } });
@@ -129,11 +132,15 @@ describe('etcd-lifecycle-agent CLI against a running agent and a real 3-member e
 
   it('when a member is joined whose etcd has not started, then exit 3 (added), and again exit 3 (in-progress)', async () => {
     // etcd refuses member adds ("unhealthy cluster", exit 4) until its peers have been connected for 5 s.
-    const first = await eventually(async () => {
-      const r = await cli('join', 'etcd-3', '--peer-url', etcd3.peerURL);
-      if (r.code === 4) throw new Error(r.stderr);
-      return r;
-    }, 15_000, 300);
+    const first = await eventually(
+      async () => {
+        const r = await cli('join', 'etcd-3', '--peer-url', etcd3.peerURL);
+        if (r.code === 4) throw new Error(r.stderr);
+        return r;
+      },
+      15_000,
+      300,
+    );
     const second = await cli('join', 'etcd-3', '--peer-url', etcd3.peerURL);
 
     expect(first).toEqual({ code: 3, stdout: 'etcd-3: added (unstarted, not complete: call again)\n', stderr: '' });
@@ -181,7 +188,9 @@ describe('etcd-lifecycle-agent CLI against a running agent and a real 3-member e
     const guarded = await startMemberAgent(cluster(), 'etcd-0', { ETCD_AGENT_TOKEN_FILE: tokenFile });
     try {
       const withToken = await runCli(['transfer-leader', '--summary', '--agent', guarded.listening.url, '--token-file', tokenFile]);
-      const fromEnv = await runCli(['transfer-leader', '--summary', '--agent', guarded.listening.url], { ETCD_AGENT_TOKEN_FILE: tokenFile });
+      const fromEnv = await runCli(['transfer-leader', '--summary', '--agent', guarded.listening.url], {
+        ETCD_AGENT_TOKEN_FILE: tokenFile,
+      });
       const without = await runCli(['transfer-leader', '--summary', '--agent', guarded.listening.url]);
 
       expect(withToken.code).toBe(0);
@@ -201,11 +210,15 @@ describe('etcd-lifecycle-agent CLI against a running agent and a real 3-member e
     try {
       // An observation that could not read the member list within its budget says `unknown` (true,
       // and also exit 1); the figures come with the next that could, which is waited for.
-      const ran = await eventually(async () => {
-        const answer = await cli('health');
-        expect(answer.stdout).not.toMatch(/^unknown:/);
-        return answer;
-      }, 20_000, 250);
+      const ran = await eventually(
+        async () => {
+          const answer = await cli('health');
+          expect(answer.stdout).not.toMatch(/^unknown:/);
+          return answer;
+        },
+        20_000,
+        250,
+      );
 
       expect(ran.code).toBe(1);
       // etcd-0 alone counts as healthy while it still names a leader: a follower does with pre-vote

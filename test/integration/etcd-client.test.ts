@@ -71,7 +71,14 @@ describe('EtcdCluster against a real 3-member cluster', () => {
     for (const m of list.members) {
       expect(m.id).toMatch(/^[1-9a-f][0-9a-f]*$/);
       const local = cluster().member(m.name);
-      expect(m).toEqual({ id: m.id, name: local.name, peerURLs: [local.peerURL], clientURLs: [local.clientURL], isLearner: false, started: true });
+      expect(m).toEqual({
+        id: m.id,
+        name: local.name,
+        peerURLs: [local.peerURL],
+        clientURLs: [local.clientURL],
+        isLearner: false,
+        started: true,
+      });
     }
     expect(list.clusterId).toBe(expected.clusterId);
     expect(list.members.map((m) => m.id)).toContain(list.answeredBy);
@@ -190,11 +197,15 @@ describe('EtcdCluster against a real 3-member cluster', () => {
       // What the learner itself answers, as etcd3 hands it over: the class says the gRPC code its version sent.
       const refused = await learnerFirst.raw.cluster.memberList({ linearizable: true }).catch((err: Error) => err);
       expect(String(refused)).toMatch(/rpc not supported for learner/);
-      expect((refused as Error).constructor.name).toBe(c.etcd.minor === '3.4' || c.etcd.minor === '3.5' ? 'GRPCUnavailableError' : 'GRPCFailedPreconditionError');
+      expect((refused as Error).constructor.name).toBe(
+        c.etcd.minor === '3.4' || c.etcd.minor === '3.5' ? 'GRPCUnavailableError' : 'GRPCFailedPreconditionError',
+      );
 
       const list = await learnerFirst.listMembers(Deadline.in(5000));
       expect(list.answeredBy).not.toBe(added.id);
-      await learnerFirst.write(Deadline.in(5000), (client, at) => client.put('/etcd-lifecycle-agent/learner-first').value('1').options({ deadline: at }).exec());
+      await learnerFirst.write(Deadline.in(5000), (client, at) =>
+        client.put('/etcd-lifecycle-agent/learner-first').value('1').options({ deadline: at }).exec(),
+      );
       expect(await learnerFirst.alarms(Deadline.in(5000))).toEqual([]);
       expect(learnerFirst.endpointOrder()[0]).not.toBe(spec.clientURL);
 

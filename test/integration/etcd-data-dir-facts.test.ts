@@ -129,7 +129,11 @@ describe('etcd WAL segments', () => {
   it('when more than one 64 MB segment was written and a snapshot passed the cut, then at restart the first segment is purged and the member is read from the lowest one left', async () => {
     const c = cluster();
     const walDir = path.join(c.member('etcd-0').dataDir, 'member', 'wal');
-    const segments = (): string[] => fs.readdirSync(walDir).filter((f) => f.endsWith('.wal')).sort();
+    const segments = (): string[] =>
+      fs
+        .readdirSync(walDir)
+        .filter((f) => f.endsWith('.wal'))
+        .sort();
     const before = readDataDir(c.member('etcd-0').dataDir);
     expect(before.kind).toBe('member');
     const client = new EtcdCluster({ endpoints: c.clientURLs() });
@@ -138,7 +142,10 @@ describe('etcd WAL segments', () => {
       // Until a second segment exists, then 12 more entries, so that a snapshot (every 10) is past the cut.
       let after = 0;
       for (let i = 0; after < 12; i++) {
-        await client.raw.put(`wal/${i % 4}`).value(value).exec();
+        await client.raw
+          .put(`wal/${i % 4}`)
+          .value(value)
+          .exec();
         if (segments().length > 1) after++;
         if (i > 200) throw new Error(`no second WAL segment after ${i} MB`);
       }

@@ -82,7 +82,10 @@ describe('etcd membership and API facts', () => {
     expect(again).toEqual({ ok: false, etcd: expect.stringMatching(/FAILED_PRECONDITION: etcdserver: member ID already exist$/) });
 
     const second = await outcome(async () => add(await cluster().reservePeerURL('second')));
-    expect(second).toEqual({ ok: false, etcd: expect.stringMatching(/FAILED_PRECONDITION: etcdserver: too many learner members in cluster$/) });
+    expect(second).toEqual({
+      ok: false,
+      etcd: expect.stringMatching(/FAILED_PRECONDITION: etcdserver: too many learner members in cluster$/),
+    });
 
     // The id of a removed member is refused for good: the same URLs in the same second make the same id.
     await remove(first.id);
@@ -105,7 +108,10 @@ describe('etcd membership and API facts', () => {
     expect(list.members.filter((m) => !m.isLearner && m.started)).toHaveLength(3);
 
     const another = await outcome(async () => add(await cluster().reservePeerURL('another')));
-    const relaxed = atLeast(version(), 3, 7) || (minor() === '3.6' && atLeast(version(), 3, 6, 11)) || (minor() === '3.5' && atLeast(version(), 3, 5, 30));
+    const relaxed =
+      atLeast(version(), 3, 7) ||
+      (minor() === '3.6' && atLeast(version(), 3, 6, 11)) ||
+      (minor() === '3.5' && atLeast(version(), 3, 5, 30));
     if (relaxed) {
       expect(another.ok).toBe(true);
       if (another.ok) await remove(another.value.id);
@@ -123,7 +129,11 @@ describe('etcd membership and API facts', () => {
       const raw = (await httpGet(`${spec.peerURL}/members`)).body;
       expect(raw).toMatch(/^\[\{"id":\d+,/); // a bare number, which JSON.parse would round
       const fromPeer = await fetchPeerMembers(spec.peerURL, 2000);
-      expect(fromPeer.find((m) => m.id === learner.id)).toMatchObject({ name: 'etcd-3', isLearner: true, clientURLs: [cluster().member('etcd-3').clientURL] });
+      expect(fromPeer.find((m) => m.id === learner.id)).toMatchObject({
+        name: 'etcd-3',
+        isLearner: true,
+        clientURLs: [cluster().member('etcd-3').clientURL],
+      });
       expect(fromPeer.filter((m) => !m.isLearner)).toHaveLength(3);
 
       const own = cluster().member('etcd-3').clientURL;
@@ -146,8 +156,16 @@ describe('etcd membership and API facts', () => {
       // The learner serves Status and serializable reads only: not MemberList, nor a linearizable read.
       const client = new EtcdCluster({ endpoints: [own] });
       try {
-        expect(await outcome(() => client.memberListAt(own, 2000))).toEqual({ ok: false, etcd: expect.stringMatching(/etcdserver: rpc not supported for learner$/) });
-        const read = (serializable: boolean): Promise<unknown> => client.raw.get('x').options({ deadline: new Date(Date.now() + 2000) }).serializable(serializable).string();
+        expect(await outcome(() => client.memberListAt(own, 2000))).toEqual({
+          ok: false,
+          etcd: expect.stringMatching(/etcdserver: rpc not supported for learner$/),
+        });
+        const read = (serializable: boolean): Promise<unknown> =>
+          client.raw
+            .get('x')
+            .options({ deadline: new Date(Date.now() + 2000) })
+            .serializable(serializable)
+            .string();
         expect(await outcome(() => read(true))).toEqual({ ok: true, value: null });
         expect(await outcome(() => read(false))).toEqual({ ok: false, etcd: expect.stringMatching(/rpc not supported for learner/) });
       } finally {
@@ -159,20 +177,28 @@ describe('etcd membership and API facts', () => {
     }
   });
 
-  it.each(['client', 'metrics'])('when the health endpoints of a voter are asked at its %s URL, then /health has a reason from 3.5, and /livez, /readyz answer from 3.5.11 with the checks each names', async (listener) => {
-    const url = listener === 'client' ? cluster().member('etcd-0').clientURL : metricsURL('etcd-0');
-    const [health, livez, readyz] = await Promise.all(['/health', '/livez?verbose', '/readyz?verbose'].map((p) => httpGet(`${url}${p}`)));
-    expect(health).toEqual({ status: 200, body: minor() === '3.4' ? '{"health":"true"}' : '{"health":"true","reason":""}' });
-    if (atLeast(version(), 3, 5, 11)) {
-      expect(livez).toEqual({ status: 200, body: expect.stringContaining('[+]serializable_read ok') });
-      for (const check of ['data_corruption', 'serializable_read', 'linearizable_read', ...(atLeast(version(), 3, 5, 19) ? ['non_learner'] : [])]) {
-        expect(readyz.body).toContain(`[+]${check} ok`);
+  it.each(['client', 'metrics'])(
+    'when the health endpoints of a voter are asked at its %s URL, then /health has a reason from 3.5, and /livez, /readyz answer from 3.5.11 with the checks each names',
+    async (listener) => {
+      const url = listener === 'client' ? cluster().member('etcd-0').clientURL : metricsURL('etcd-0');
+      const [health, livez, readyz] = await Promise.all(['/health', '/livez?verbose', '/readyz?verbose'].map((p) => httpGet(`${url}${p}`)));
+      expect(health).toEqual({ status: 200, body: minor() === '3.4' ? '{"health":"true"}' : '{"health":"true","reason":""}' });
+      if (atLeast(version(), 3, 5, 11)) {
+        expect(livez).toEqual({ status: 200, body: expect.stringContaining('[+]serializable_read ok') });
+        for (const check of [
+          'data_corruption',
+          'serializable_read',
+          'linearizable_read',
+          ...(atLeast(version(), 3, 5, 19) ? ['non_learner'] : []),
+        ]) {
+          expect(readyz.body).toContain(`[+]${check} ok`);
+        }
+        expect(readyz.status).toBe(200);
+      } else {
+        expect([livez.status, readyz.status]).toEqual([404, 404]);
       }
-      expect(readyz.status).toBe(200);
-    } else {
-      expect([livez.status, readyz.status]).toEqual([404, 404]);
-    }
-  });
+    },
+  );
 
   it('when a gRPC client calls a peer URL, then 3.4 and 3.5 answer it there and 3.6+ no longer do', async () => {
     const peerURL = cluster().member('etcd-0').peerURL;
@@ -213,7 +239,8 @@ describe('etcd membership and API facts', () => {
     // commit index before it with it.
     await cluster().etcdctl(['put', 'recovery-fact-flushed', 'yes'], [url]);
     // Ids as etcdctl prints them (bare uint64, past JSON.parse's precision): read as text.
-    const clusterId = async (): Promise<string | undefined> => /"cluster_id":(\d+)/.exec(await cluster().etcdctl(['member', 'list', '-w', 'json'], [url]))?.[1];
+    const clusterId = async (): Promise<string | undefined> =>
+      /"cluster_id":(\d+)/.exec(await cluster().etcdctl(['member', 'list', '-w', 'json'], [url]))?.[1];
     const before = await clusterId();
     expect(before).toMatch(/^\d+$/);
     for (const name of ['etcd-1', 'etcd-2', 'etcd-0']) await cluster().kill(name);

@@ -61,7 +61,10 @@ async function joinAndLeave(cluster: LocalEtcdCluster, agent: RunningAgent, name
   // which a learner cannot grant: the agent asks a voter for it, status-token.ts).
   const seen = await until(
     () => get(agent, '/v1/health'),
-    (a) => a.json.members?.some((m: { name: string; isLearner: boolean; reachable: boolean }) => m.name === name && m.isLearner && m.reachable) === true,
+    (a) =>
+      a.json.members?.some(
+        (m: { name: string; isLearner: boolean; reachable: boolean }) => m.name === name && m.isLearner && m.reachable,
+      ) === true,
     20_000,
   );
   expect(seen.json.status).toBe('healthy');
@@ -85,10 +88,18 @@ async function joinAndLeave(cluster: LocalEtcdCluster, agent: RunningAgent, name
  * which may outlast the 1 s observation budget (that observation answers `unknown`, as it should).
  */
 async function expectHealthy(agent: RunningAgent): Promise<void> {
-  await eventually(async () => {
-    const health = await get(agent, '/v1/health');
-    expect({ http: health.status, ...health.json }).toMatchObject({ http: 200, status: 'healthy', quorum: { voters: 3, healthyVoters: 3 } });
-  }, 10_000, 250);
+  await eventually(
+    async () => {
+      const health = await get(agent, '/v1/health');
+      expect({ http: health.status, ...health.json }).toMatchObject({
+        http: 200,
+        status: 'healthy',
+        quorum: { voters: 3, healthyVoters: 3 },
+      });
+    },
+    10_000,
+    250,
+  );
 }
 
 /** A refusal that names its cause: 503 `unavailable`, retryable, with a message matching `cause`. */
@@ -103,7 +114,10 @@ function expectUnavailable(answer: { status: number; json: { error?: { code: str
  * may end while gRPC is still handshaking, and says only "etcd is unreachable" (503, as true); once
  * the handshake has failed, the refusal says why.
  */
-async function expectRefusalNaming(ask: () => Promise<{ status: number; json: { error?: { code: string; message: string } } }>, cause: RegExp): Promise<void> {
+async function expectRefusalNaming(
+  ask: () => Promise<{ status: number; json: { error?: { code: string; message: string } } }>,
+  cause: RegExp,
+): Promise<void> {
   await eventually(async () => expectUnavailable(await ask(), cause), 15_000, 200);
 }
 
@@ -120,7 +134,13 @@ describe('when etcd serves its clients over TLS and requires client certificates
   beforeAll(async () => {
     pki = await createPki();
     cluster = await startTestCluster(3, {
-      clientTls: { ca: pki.ca.cert, serverCert: pki.server.cert, serverKey: pki.server.key, clientCert: pki.client.cert, clientKey: pki.client.key },
+      clientTls: {
+        ca: pki.ca.cert,
+        serverCert: pki.server.cert,
+        serverKey: pki.server.key,
+        clientCert: pki.client.cert,
+        clientKey: pki.client.key,
+      },
     });
     await settle();
   }, 60_000);
@@ -151,7 +171,10 @@ describe('when etcd serves its clients over TLS and requires client certificates
   it('when the agent shows no client certificate, then calls answer 503 unavailable and say why', async () => {
     const agent = await startAgentWith({ ETCD_AGENT_ETCD_CA_FILE: pki.ca.cert });
     await expectRefusalNaming(() => get(agent, '/v1/members'), /refused the agent TLS client certificate/);
-    await expectRefusalNaming(() => post(agent, JOIN, { name: 'etcd-9', peerURLs: ['http://127.0.0.1:9'], timeoutSeconds: 3 }), /refused the agent TLS client certificate/);
+    await expectRefusalNaming(
+      () => post(agent, JOIN, { name: 'etcd-9', peerURLs: ['http://127.0.0.1:9'], timeoutSeconds: 3 }),
+      /refused the agent TLS client certificate/,
+    );
   });
 
   it('when the agent shows a client certificate of another CA, then calls answer 503 unavailable and say why', async () => {
@@ -195,7 +218,11 @@ function memberListWithoutClientCert(cluster: LocalEtcdCluster, pki: TestPki): P
 describe('when etcd has authentication enabled', () => {
   let cluster: LocalEtcdCluster;
   let dir: string;
-  const secrets = { root: randomBytes(12).toString('hex'), limited: randomBytes(12).toString('hex'), bare: randomBytes(12).toString('hex') };
+  const secrets = {
+    root: randomBytes(12).toString('hex'),
+    limited: randomBytes(12).toString('hex'),
+    bare: randomBytes(12).toString('hex'),
+  };
   const files = { root: '', limited: '', wrong: '', bare: '' };
   const started: Array<{ agent: RunningAgent; logs: () => string }> = [];
   const as = (user: 'root' | 'limited' | 'bare', file: string): Record<string, string> => ({
@@ -242,7 +269,9 @@ describe('when etcd has authentication enabled', () => {
   it('then etcd refuses a client without credentials', async () => {
     cluster.authenticateAs(undefined);
     try {
-      await expect(cluster.etcdctl(['put', '/etcd-lifecycle-agent/x', '1'])).rejects.toThrow(/user name is empty|permission denied|invalid auth/i);
+      await expect(cluster.etcdctl(['put', '/etcd-lifecycle-agent/x', '1'])).rejects.toThrow(
+        /user name is empty|permission denied|invalid auth/i,
+      );
     } finally {
       cluster.authenticateAs(`root:${secrets.root}`);
     }
@@ -264,8 +293,12 @@ describe('when etcd has authentication enabled', () => {
         client.close();
       }
     }
-    process.stdout.write(`etcd ${version()} with auth on, allowed (user without root / no user): ${RPCS.map((r) => `${r} ${seen[r].limited ? 'yes' : 'no'}/${seen[r].anonymous ? 'yes' : 'no'}`).join(', ')}\n`);
-    const expected = Object.fromEntries(RPCS.map((rpc) => [rpc, { limited: etcdAllows(version(), rpc, 'limited'), anonymous: etcdAllows(version(), rpc, 'anonymous') }]));
+    process.stdout.write(
+      `etcd ${version()} with auth on, allowed (user without root / no user): ${RPCS.map((r) => `${r} ${seen[r].limited ? 'yes' : 'no'}/${seen[r].anonymous ? 'yes' : 'no'}`).join(', ')}\n`,
+    );
+    const expected = Object.fromEntries(
+      RPCS.map((rpc) => [rpc, { limited: etcdAllows(version(), rpc, 'limited'), anonymous: etcdAllows(version(), rpc, 'anonymous') }]),
+    );
     expect(seen).toEqual(expected);
   });
 
@@ -295,8 +328,14 @@ describe('when etcd has authentication enabled', () => {
 
     const join = await post(agent, JOIN, { name: 'etcd-4', peerURLs: [spec.peerURL], timeoutSeconds: 10 });
 
-    expectUnavailable(join, /etcd denied permission for MemberAdd to the agent user "limited": membership changes need the root role.*etcdctl user grant-role limited root/);
-    expect(join.json.error).toMatchObject({ retryable: false, details: { rpc: 'MemberAdd', role: 'root', etcd: expect.stringMatching(/PERMISSION_DENIED|permission denied/) } });
+    expectUnavailable(
+      join,
+      /etcd denied permission for MemberAdd to the agent user "limited": membership changes need the root role.*etcdctl user grant-role limited root/,
+    );
+    expect(join.json.error).toMatchObject({
+      retryable: false,
+      details: { rpc: 'MemberAdd', role: 'root', etcd: expect.stringMatching(/PERMISSION_DENIED|permission denied/) },
+    });
     expect(await cluster.listMembers()).toEqual(before);
     expect(await changesSent(agent.metrics)).toMatchObject({ add: 1 }); // sent once, refused by etcd
 
@@ -319,7 +358,10 @@ describe('when etcd has authentication enabled', () => {
     if (etcdAllows(version(), 'MoveLeader', 'limited')) {
       expect([transfer.status, transfer.json.outcome]).toEqual([200, 'transferred']);
     } else {
-      expectUnavailable(transfer, /etcd denied permission for MoveLeader to the agent user "limited": it needs the root role from etcd 3\.5\.28/);
+      expectUnavailable(
+        transfer,
+        /etcd denied permission for MoveLeader to the agent user "limited": it needs the root role from etcd 3\.5\.28/,
+      );
       expect((await leaderOf(cluster)).name).toBe(leader.name);
     }
   });
@@ -330,7 +372,10 @@ describe('when etcd has authentication enabled', () => {
     const join = await post(agent, JOIN, { name: 'etcd-6', peerURLs: ['http://127.0.0.1:9'], timeoutSeconds: 5 });
 
     if (cluster.etcd.minor === '3.4') {
-      expectUnavailable(members, /etcd denied permission for the read that makes the member list linearizable on etcd 3\.4 to the agent user "bare".*readwrite on ETCD_AGENT_KEY_PREFIX/);
+      expectUnavailable(
+        members,
+        /etcd denied permission for the read that makes the member list linearizable on etcd 3\.4 to the agent user "bare".*readwrite on ETCD_AGENT_KEY_PREFIX/,
+      );
     } else {
       expect(members.status).toBe(200);
     }
@@ -351,28 +396,38 @@ describe('when etcd has authentication enabled', () => {
   it('when the agent has no etcd credentials at all, then its calls answer 503 saying etcd wants a user, and health works only where etcd answers anyone (3.4.23)', async () => {
     const { agent } = await startWith({});
 
-    expectUnavailable(await get(agent, '/v1/members'), /etcd has authentication enabled and refused a call without a user: set ETCD_AGENT_ETCD_USERNAME/);
-    const health = await until(() => get(agent, '/v1/health'), (a) => a.json.status !== 'unknown');
+    expectUnavailable(
+      await get(agent, '/v1/members'),
+      /etcd has authentication enabled and refused a call without a user: set ETCD_AGENT_ETCD_USERNAME/,
+    );
+    const health = await until(
+      () => get(agent, '/v1/health'),
+      (a) => a.json.status !== 'unknown',
+    );
     expect(health.json.status).toBe(etcdAllows(version(), 'MemberList', 'anonymous') ? 'healthy' : 'unavailable');
   });
 
   // The agent's failover past a frozen endpoint, alike against every etcd: on the run's first version (version-scope.ts).
-  itOnFirstVersion('when the first endpoint is frozen (SIGSTOP), then an authenticated agent still answers within seconds', async () => {
-    const urls = cluster.clientURLs();
-    cluster.pause('etcd-0');
-    try {
-      const { agent } = await startWith(as('root', files.root), urls);
-      const t0 = Date.now();
-      // The member list is hedged across endpoints; operation records go through the pooled client,
-      // whose Authenticate tries etcd-0 first and must give up on it after one attempt (3 s).
-      const members = await get(agent, '/v1/members');
-      const operations = await get(agent, '/v1/operations');
-      expect([members.status, operations.status]).toEqual([200, 200]);
-      expect(Date.now() - t0).toBeLessThan(10_000);
-    } finally {
-      cluster.resume('etcd-0');
-    }
-  }, 40_000);
+  itOnFirstVersion(
+    'when the first endpoint is frozen (SIGSTOP), then an authenticated agent still answers within seconds',
+    async () => {
+      const urls = cluster.clientURLs();
+      cluster.pause('etcd-0');
+      try {
+        const { agent } = await startWith(as('root', files.root), urls);
+        const t0 = Date.now();
+        // The member list is hedged across endpoints; operation records go through the pooled client,
+        // whose Authenticate tries etcd-0 first and must give up on it after one attempt (3 s).
+        const members = await get(agent, '/v1/members');
+        const operations = await get(agent, '/v1/operations');
+        expect([members.status, operations.status]).toEqual([200, 200]);
+        expect(Date.now() - t0).toBeLessThan(10_000);
+      } finally {
+        cluster.resume('etcd-0');
+      }
+    },
+    40_000,
+  );
 
   it('when the test is over, then no password reached any agent log', () => {
     const logs = started.map((s) => s.logs()).join('\n');
@@ -466,6 +521,9 @@ async function startLoggedAgent(
     ETCD_AGENT_MEMBER_NAME: 'etcd-0',
     ...env,
   });
-  const agent = await startAgent(config, { logger: createLogger({ stream, level: 'debug' }), metrics: createMetrics({ defaultMetrics: false }) });
+  const agent = await startAgent(config, {
+    logger: createLogger({ stream, level: 'debug' }),
+    metrics: createMetrics({ defaultMetrics: false }),
+  });
   return { agent, logs: text };
 }

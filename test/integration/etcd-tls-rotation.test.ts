@@ -78,12 +78,18 @@ beforeAll(async () => {
   f.etcdTrust = path.join(dir, 'etcd-trust.pem');
   fs.writeFileSync(f.etcdTrust, cat(oldPki.ca.cert, newPki.ca.cert));
   f.etcdServer = await oldPki.ca.issue('etcd-server', { into: { cert: path.join(dir, 'server.crt'), key: path.join(dir, 'server.key') } });
-  f.harness = await oldPki.ca.issue('harness', { hosts: [], into: { cert: path.join(dir, 'harness.crt'), key: path.join(dir, 'harness.key') } });
+  f.harness = await oldPki.ca.issue('harness', {
+    hosts: [],
+    into: { cert: path.join(dir, 'harness.crt'), key: path.join(dir, 'harness.key') },
+  });
   f.agentCa = path.join(dir, 'agent-ca.pem');
   fs.copyFileSync(oldPki.ca.cert, f.agentCa);
   f.secret = path.join(dir, 'secret');
   fs.mkdirSync(path.join(f.secret, '..v1'), { recursive: true });
-  await oldPki.ca.issue('agent', { hosts: [], into: { cert: path.join(f.secret, '..v1', 'tls.crt'), key: path.join(f.secret, '..v1', 'tls.key') } });
+  await oldPki.ca.issue('agent', {
+    hosts: [],
+    into: { cert: path.join(f.secret, '..v1', 'tls.crt'), key: path.join(f.secret, '..v1', 'tls.key') },
+  });
   fs.symlinkSync('..v1', path.join(f.secret, '..data'));
   for (const file of ['tls.crt', 'tls.key']) fs.symlinkSync(path.join('..data', file), path.join(f.secret, file));
   f.firstAgentPair = { cert: path.join(dir, 'first-agent.crt'), key: path.join(dir, 'first-agent.key') };
@@ -91,7 +97,13 @@ beforeAll(async () => {
   fs.copyFileSync(path.join(f.secret, 'tls.key'), f.firstAgentPair.key);
 
   cluster = await startTestCluster(3, {
-    clientTls: { ca: f.etcdTrust, serverCert: f.etcdServer.cert, serverKey: f.etcdServer.key, clientCert: f.harness.cert, clientKey: f.harness.key },
+    clientTls: {
+      ca: f.etcdTrust,
+      serverCert: f.etcdServer.cert,
+      serverKey: f.etcdServer.key,
+      clientCert: f.harness.cert,
+      clientKey: f.harness.key,
+    },
   });
   await settle();
 
@@ -128,8 +140,13 @@ afterAll(async () => {
  * before the next change; the loop's other calls go on meanwhile.
  */
 async function servedSince(since: number): Promise<void> {
-  const served = (kind: LoopCall['kind']): boolean => loop.calls.some((c) => c.kind === kind && c.phase === loop.phase && c.start >= since && c.verdict === 'ok');
-  await eventually(async () => expect({ health: served('health'), members: served('members') }).toEqual({ health: true, members: true }), 10_000, 20);
+  const served = (kind: LoopCall['kind']): boolean =>
+    loop.calls.some((c) => c.kind === kind && c.phase === loop.phase && c.start >= since && c.verdict === 'ok');
+  await eventually(
+    async () => expect({ health: served('health'), members: served('members') }).toEqual({ health: true, members: true }),
+    10_000,
+    20,
+  );
 }
 
 /** The calls of `calls` that did not get a contract answer of a reachable etcd, for a readable failure. */
@@ -137,11 +154,15 @@ const failures = (calls: LoopCall[]): LoopCall[] => calls.filter((c) => c.verdic
 
 describe('when the etcd client certificates are rotated while the agent serves (client-cert auth)', () => {
   it('then no call fails: in place, by Secret symlink swap, CA bundle then new CA alone, across an etcd restart that trusts only the new CA', async () => {
-    const health = await eventually(async () => {
-      const answer = await get(agent, '/v1/health');
-      expect(answer.json.status).toBe('healthy');
-      return answer;
-    }, 15_000, 200);
+    const health = await eventually(
+      async () => {
+        const answer = await get(agent, '/v1/health');
+        expect(answer.json.status).toBe('healthy');
+        return answer;
+      },
+      15_000,
+      200,
+    );
     expect(health.json.quorum).toMatchObject({ voters: 3, healthyVoters: 3 });
     loop = new CallLoop(agent, (i) => cluster.reservePeerURL(`rotation-${i}`)).start();
     await servedSince(0);
@@ -188,11 +209,17 @@ describe('when the etcd client certificates are rotated while the agent serves (
     loop.phase = 'after-restart';
     // Every earlier agent certificate is now refused by etcd itself.
     for (const pair of [f.firstAgentPair, second]) {
-      await expect(etcdctlWith(cluster, newPki.ca.cert, pair, ['member', 'list'])).rejects.toThrow(/bad certificate|unknown certificate authority|context deadline|tls/i);
+      await expect(etcdctlWith(cluster, newPki.ca.cert, pair, ['member', 'list'])).rejects.toThrow(
+        /bad certificate|unknown certificate authority|context deadline|tls/i,
+      );
     }
     // All three voters answer the agent's Status calls, each on a connection made since the restart
     // (`degraded` is allowed: the loop's unstarted learner is unreachable by design).
-    await eventually(async () => expect((await get(agent, '/v1/health')).json.quorum).toMatchObject({ voters: 3, healthyVoters: 3 }), 10_000, 200);
+    await eventually(
+      async () => expect((await get(agent, '/v1/health')).json.quorum).toMatchObject({ voters: 3, healthyVoters: 3 }),
+      10_000,
+      200,
+    );
 
     // 5. The CA file: the new CA alone.
     loop.phase = 'new-ca-only';
@@ -215,7 +242,11 @@ describe('when the etcd client certificates are rotated while the agent serves (
     const count = (kind: LoopCall['kind'], phase?: string): number =>
       calls.filter((c) => c.kind === kind && c.verdict === 'ok' && (phase === undefined || c.phase === phase)).length;
     for (const phase of ['in-place', 'ca-bundle', 'secret-swap', 'etcd-restart', 'after-restart', 'new-ca-only']) {
-      expect({ phase, health: count('health', phase) > 0, members: count('members', phase) > 0 }).toEqual({ phase, health: true, members: true });
+      expect({ phase, health: count('health', phase) > 0, members: count('members', phase) > 0 }).toEqual({
+        phase,
+        health: true,
+        members: true,
+      });
     }
     expect(count('join')).toBeGreaterThan(3);
     expect(count('leave')).toBeGreaterThan(3);
@@ -226,12 +257,19 @@ describe('when the etcd client certificates are rotated while the agent serves (
     // Every lock the joins and leaves took was released with its lease: none is left in etcd.
     await eventually(async () => expect(await cluster.etcdctl(['lease', 'list'])).toMatch(/found 0 leases/), 15_000, 250);
     const lags = swaps.map((at, i) => at - written[i]);
-    process.stdout.write(`etcd TLS rotation: ${summary(calls, inFlight.length)}; file written → new clients in use: ${lags.join(', ')} ms\n`);
+    process.stdout.write(
+      `etcd TLS rotation: ${summary(calls, inFlight.length)}; file written → new clients in use: ${lags.join(', ')} ms\n`,
+    );
   }, 240_000);
 
   it('when a membership lock is held across a rotation, then its lease survives (past its TTL) and is released with it', async () => {
     // The agent's own key prefix, so the agent sees the lock taken; another agent's name, so it does not take it over.
-    const lock = new MembershipLock(agent.cluster, { keyPrefix: agent.config.keyPrefix, agent: 'etcd-1', logger: agent.logger, ttlSeconds: 3 });
+    const lock = new MembershipLock(agent.cluster, {
+      keyPrefix: agent.config.keyPrefix,
+      agent: 'etcd-1',
+      logger: agent.logger,
+      ttlSeconds: 3,
+    });
     const held = await lock.acquire({ action: 'memberJoin', member: { name: 'x', peerURLs: [] } }, Deadline.in(10_000));
     const before = reloadCount();
     swapSecret('..v3', await newPki.ca.issue('agent-4', { hosts: [] }));
@@ -267,7 +305,15 @@ function etcdctlWith(c: LocalEtcdCluster, ca: string, pair: KeyPair, args: strin
   return new Promise((resolve, reject) => {
     execFile(
       findEtcdctl(),
-      [`--endpoints=${c.clientURLs().join(',')}`, `--cacert=${ca}`, `--cert=${pair.cert}`, `--key=${pair.key}`, '--dial-timeout=2s', '--command-timeout=3s', ...args],
+      [
+        `--endpoints=${c.clientURLs().join(',')}`,
+        `--cacert=${ca}`,
+        `--cert=${pair.cert}`,
+        `--key=${pair.key}`,
+        '--dial-timeout=2s',
+        '--command-timeout=3s',
+        ...args,
+      ],
       { env: { ETCDCTL_API: '3', PATH: process.env.PATH }, timeout: 15_000 },
       (err, stdout, stderr) => (err ? reject(new Error(String(stderr) || err.message)) : resolve(String(stdout))),
     );

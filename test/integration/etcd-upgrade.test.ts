@@ -122,7 +122,8 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
   };
 
   beforeAll(async () => {
-    if (!fs.existsSync(BUSYBOX)) throw new Error(`${BUSYBOX} is missing: the etcd container's start script runs under busybox (apt-get install busybox-static)`);
+    if (!fs.existsSync(BUSYBOX))
+      throw new Error(`${BUSYBOX} is missing: the etcd container's start script runs under busybox (apt-get install busybox-static)`);
     [v35, v36, v37] = [etcdInstallOf('3.5'), etcdInstallOf('3.6'), etcdInstallOf('3.7')];
     runDir = fs.mkdtempSync(path.join(os.tmpdir(), 'etcd-upgrade-'));
     for (const name of [...CORE, 'etcd-3', 'etcd-4']) fs.mkdirSync(path.join(runDir, name));
@@ -227,7 +228,7 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     const runningAt = Date.now();
     // Its own agent promotes it once it is in sync; nobody calls join again until it is a voter.
     const promotedWithin = patience(20_000);
-    for (let until = Date.now() + promotedWithin; ; ) {
+    for (let until = Date.now() + promotedWithin; ;) {
       const list = await get(agentUrl(via), '/v1/members');
       const member = (list.json?.members ?? []).find((m: { name: string }) => m.name === name);
       if (member !== undefined && member.started && !member.isLearner) break;
@@ -241,7 +242,8 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     expect([left.status, left.json?.outcome]).toEqual([200, 'removed']);
     if (process.env.UPGRADE_DEBUG) {
       for (const who of [name, via]) {
-        const lines = agents.get(who)?.lines.filter((l) => l.message !== 'request' && Number(new Date(String(l.timestamp))) >= started) ?? [];
+        const lines =
+          agents.get(who)?.lines.filter((l) => l.message !== 'request' && Number(new Date(String(l.timestamp))) >= started) ?? [];
         process.stdout.write(`--- ${who} agent lines\n${lines.map((l) => JSON.stringify(l)).join('\n')}\n`);
       }
     }
@@ -275,15 +277,20 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     lines.push(...findings.map((f) => `  found: ${f}`));
     lines.push(`  writer: ${writer.acks.length} acknowledged puts, ${writer.failures} failed (not acknowledged)`);
     lines.push(`  /v1/health answers per state: ${JSON.stringify(caller.countByStatus())}`);
-    const whileStopped = caller.health.filter((a) => a.observedAt !== undefined && stopped.some((w) => a.observedAt! >= w.from && a.observedAt! <= w.to));
+    const whileStopped = caller.health.filter(
+      (a) => a.observedAt !== undefined && stopped.some((w) => a.observedAt! >= w.from && a.observedAt! <= w.to),
+    );
     lines.push(`  /v1/health answers observed while a member's process was stopped: ${JSON.stringify(caller.countByStatus(whileStopped))}`);
     const roles: Record<string, number> = {};
     for (const r of caller.roles) roles[r.role ?? 'error'] = (roles[r.role ?? 'error'] ?? 0) + 1;
     lines.push(`  roleProbe answers: ${JSON.stringify(roles)}`);
-    const down = (r: { agent: string; sentAt: number; at: number }): boolean => stopped.some((w) => w.member === r.agent && r.at >= w.from && r.sentAt <= w.to);
+    const down = (r: { agent: string; sentAt: number; at: number }): boolean =>
+      stopped.some((w) => w.member === r.agent && r.at >= w.from && r.sentAt <= w.to);
     const errors = caller.roles.filter((r) => r.role === undefined);
     const upErrors = errors.filter((r) => !down(r));
-    lines.push(`  roleProbe errors: ${errors.length - upErrors.length} from agents whose member was down, ${upErrors.length} others${upErrors.length === 0 ? '' : ` (${[...new Set(upErrors.map((r) => r.error))].slice(0, 3).join(' | ')})`}`);
+    lines.push(
+      `  roleProbe errors: ${errors.length - upErrors.length} from agents whose member was down, ${upErrors.length} others${upErrors.length === 0 ? '' : ` (${[...new Set(upErrors.map((r) => r.error))].slice(0, 3).join(' | ')})`}`,
+    );
     return `${lines.join('\n')}\n`;
   }
 
@@ -319,11 +326,16 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     await cluster.restart(name, { etcd: v37, wait: false });
     expect(await cluster.waitForExit(name)).toBe('code 2');
     expect(logSince(member.logFile, from)).toContain('unmarshal should never fail');
-    findings.push(`etcd ${v37.version} alone on 3.6 data with ${tail?.v2Entries} requests of 3.5 after the last snapshot: panic "unmarshal should never fail", exit 2`);
+    findings.push(
+      `etcd ${v37.version} alone on 3.6 data with ${tail?.v2Entries} requests of 3.5 after the last snapshot: panic "unmarshal should never fail", exit 2`,
+    );
 
     // The pod's way: prepare, then the start script, with the 3.7 binary.
     const prepared = await prepare(name);
-    expect(prepared.prepared).toMatchObject({ dataVersions: { storage: '3.6.0', cluster: '3.6.0', v2Entries: tail?.v2Entries }, etcdVersions: '3.6 to 3.6' });
+    expect(prepared.prepared).toMatchObject({
+      dataVersions: { storage: '3.6.0', cluster: '3.6.0', v2Entries: tail?.v2Entries },
+      etcdVersions: '3.6 to 3.6',
+    });
     from = fs.statSync(member.logFile).size;
     await cluster.restart(name, { etcd: v37, wait: false, launcher: startScript(name, v37) });
     expect(await cluster.waitForExit(name)).toBe('code 1');
@@ -341,21 +353,31 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     await cluster.restart(name, { etcd: v36, wait: false, launcher: startScript(name, v36), args: ['--snapshot-count=1'] });
     const back = await waitHealthy(window.to);
     restarting = undefined;
-    restarts.push({ member: name, from: `${v36.version} (refused ${v37.version})`, to: `${v36.version} --snapshot-count=1`, stopAt, exitedAt, spawnedAt: window.to, backAt: back.at });
+    restarts.push({
+      member: name,
+      from: `${v36.version} (refused ${v37.version})`,
+      to: `${v36.version} --snapshot-count=1`,
+      stopAt,
+      exitedAt,
+      spawnedAt: window.to,
+      backAt: back.at,
+    });
     await logClean(name);
     // Replaying its log from the old snapshot, etcd applies 3.5's cluster version again, and its storage
     // version monitor migrates the backend down to 3.5 (storageVersion removed) until the later 3.6 entry
     // brings it back: wait for etcd's own word that it is 3.6 again before stopping it.
     const seen = new Set<string>();
     const storageBack = Date.now();
-    for (let waitMs = patience(20_000), until = Date.now() + waitMs; ; ) {
+    for (let waitMs = patience(20_000), until = Date.now() + waitMs; ;) {
       const storage = (await etcdVersions(member.clientURL)).storage ?? 'none';
       seen.add(storage);
       if (storage === '3.6.0') break;
       if (Date.now() > until) throw new Error(`${name}'s storage version is ${storage}, not 3.6.0, ${waitMs} ms after its restart`);
       await sleep(100);
     }
-    findings.push(`${name} on ${v36.version} after the restart: storage version ${[...seen].join(' → ')} (${Date.now() - storageBack} ms after its snapshot)`);
+    findings.push(
+      `${name} on ${v36.version} after the restart: storage version ${[...seen].join(' → ')} (${Date.now() - storageBack} ms after its snapshot)`,
+    );
   }, 60_000);
 
   it('when one member runs 3.7, then the cluster stays at 3.6, and a 3.6 learner joins, is promoted and leaves through the agent', async () => {
@@ -392,12 +414,18 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     expect(await cluster.waitForExit(name)).toBe('code 1');
     const alone = logSince(member.logFile, from);
     expect(alone).toContain('invalid downgrade; server version is lower than determined cluster version');
-    findings.push(`etcd ${v35.version} alone on 3.7 data: exit 1 after ${alone.trimEnd().split('\n').length} log lines, "invalid downgrade; server version is lower than determined cluster version"`);
+    findings.push(
+      `etcd ${v35.version} alone on 3.7 data: exit 1 after ${alone.trimEnd().split('\n').length} log lines, "invalid downgrade; server version is lower than determined cluster version"`,
+    );
 
     // The pod's way: prepare (the init container), then the start script under busybox, with the 3.5 binary.
     const prepared = await prepare(name);
     expect(prepared.code).toBe(0);
-    expect(prepared.prepared).toMatchObject({ state: 'existing', dataVersions: { storage: '3.7.0', cluster: '3.7.0' }, etcdVersions: '3.7 to 3.8' });
+    expect(prepared.prepared).toMatchObject({
+      state: 'existing',
+      dataVersions: { storage: '3.7.0', cluster: '3.7.0' },
+      etcdVersions: '3.7 to 3.8',
+    });
     from = fs.statSync(member.logFile).size;
     await cluster.restart(name, { etcd: v35, wait: false, launcher: startScript(name, v35) });
     expect(await cluster.waitForExit(name)).toBe('code 1');
@@ -426,7 +454,15 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     await cluster.restart(name, { etcd: v37, wait: false, launcher: startScript(name, v37) });
     const back = await waitHealthy(window.to);
     restarting = undefined;
-    restarts.push({ member: name, from: `${v37.version} (refused ${v35.version})`, to: v37.version, stopAt, exitedAt, spawnedAt: window.to, backAt: back.at });
+    restarts.push({
+      member: name,
+      from: `${v37.version} (refused ${v35.version})`,
+      to: v37.version,
+      stopAt,
+      exitedAt,
+      spawnedAt: window.to,
+      backAt: back.at,
+    });
     expect(fs.readFileSync(noteFile(name), 'utf8')).toBe('');
     expect((await observedSince(agentUrl(name), '/v1/health/local', back.observedAt ?? back.at)).status).toBe(200);
   }, 60_000);
@@ -467,33 +503,49 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     ['3.6 data whose log holds requests of 3.5', { storage: '3.6.0', cluster: '3.6.0' }, 2],
     ['3.6 data', { storage: '3.6.0', cluster: '3.6.0' }, 0],
     ['3.7 data', { storage: '3.7.0', cluster: '3.7.0' }, 0],
-  ])("when the start script's check of %s runs with each real etcd binary, under busybox and dash, then it does what gateRefusal says", (_what, versions, v2Entries) => {
-    const gate = versionGate(versions, v2Entries);
-    if (gate === undefined) throw new Error('no gate');
-    const dir = path.join(runDir, 'check');
-    fs.mkdirSync(dir, { recursive: true });
-    const file = path.join(dir, 'etcd-flags.sh');
-    const note = path.join(dir, 'etcd-start-note');
-    fs.writeFileSync(file, [...gateLines(gate), flagLine('--initial-cluster-token=started'), ''].join('\n'));
-    const installs = [etcdInstallOf('3.4'), v35, v36, v37];
-    for (const shell of [[BUSYBOX, 'sh'], ['/bin/sh']]) {
-      for (const install of installs) {
-        const want = gateRefusal(gate, install.version);
-        let out: string;
-        try {
-          // The whole start script, with `echo would start` for etcd's binary ($0 is the real etcd, which it asks its version).
-          out = execFileSync(shell[0], [...shell.slice(1), '-c', etcdStartScript(file, 'echo would start', path.join(dir, 'data')), install.etcd, '--x'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-        } catch (err) {
-          const failed = err as { status: number; stderr: string };
-          expect([shell[0], install.version, failed.status, failed.stderr]).toEqual([shell[0], install.version, 1, `etcd-lifecycle-agent: ${want}\n`]);
-          expect(fs.readFileSync(note, 'utf8')).toBe(`${want}\n`);
-          continue;
+  ])(
+    "when the start script's check of %s runs with each real etcd binary, under busybox and dash, then it does what gateRefusal says",
+    (_what, versions, v2Entries) => {
+      const gate = versionGate(versions, v2Entries);
+      if (gate === undefined) throw new Error('no gate');
+      const dir = path.join(runDir, 'check');
+      fs.mkdirSync(dir, { recursive: true });
+      const file = path.join(dir, 'etcd-flags.sh');
+      const note = path.join(dir, 'etcd-start-note');
+      fs.writeFileSync(file, [...gateLines(gate), flagLine('--initial-cluster-token=started'), ''].join('\n'));
+      const installs = [etcdInstallOf('3.4'), v35, v36, v37];
+      for (const shell of [[BUSYBOX, 'sh'], ['/bin/sh']]) {
+        for (const install of installs) {
+          const want = gateRefusal(gate, install.version);
+          let out: string;
+          try {
+            // The whole start script, with `echo would start` for etcd's binary ($0 is the real etcd, which it asks its version).
+            out = execFileSync(
+              shell[0],
+              [...shell.slice(1), '-c', etcdStartScript(file, 'echo would start', path.join(dir, 'data')), install.etcd, '--x'],
+              { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] },
+            );
+          } catch (err) {
+            const failed = err as { status: number; stderr: string };
+            expect([shell[0], install.version, failed.status, failed.stderr]).toEqual([
+              shell[0],
+              install.version,
+              1,
+              `etcd-lifecycle-agent: ${want}\n`,
+            ]);
+            expect(fs.readFileSync(note, 'utf8')).toBe(`${want}\n`);
+            continue;
+          }
+          expect([shell[0], install.version, out]).toEqual([
+            shell[0],
+            install.version,
+            want === undefined ? 'would start --x --initial-cluster-token=started\n' : 'refused',
+          ]);
+          expect(fs.readFileSync(note, 'utf8')).toBe('');
         }
-        expect([shell[0], install.version, out]).toEqual([shell[0], install.version, want === undefined ? 'would start --x --initial-cluster-token=started\n' : 'refused']);
-        expect(fs.readFileSync(note, 'utf8')).toBe('');
       }
-    }
-  });
+    },
+  );
 
   it('at the end, every acknowledged write reads back', async () => {
     await writer.stop();
@@ -511,7 +563,9 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
       PATH: process.env.PATH,
       ETCD_AGENT_LISTEN: '127.0.0.1:0',
       ETCD_AGENT_MEMBER_NAME: name,
-      ETCD_AGENT_ENDPOINTS: CORE.filter((n) => n !== name).map((n) => cluster.member(n).clientURL).join(','),
+      ETCD_AGENT_ENDPOINTS: CORE.filter((n) => n !== name)
+        .map((n) => cluster.member(n).clientURL)
+        .join(','),
       ETCD_AGENT_PEER_URL: member.peerURL,
       ETCD_AGENT_DATA_DIR: member.dataDir,
       ETCD_AGENT_PREPARE_FLAGS_FILE: flagsFile(name),
@@ -555,7 +609,8 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
       const answer = await get(url, route);
       const observedAt = Date.parse(String(answer.json?.observedAt));
       if (observedAt >= since) return answer;
-      if (Date.now() > until) throw new Error(`no answer of ${route} observed since ${new Date(since).toISOString()}: ${answer.text.slice(0, 300)}`);
+      if (Date.now() > until)
+        throw new Error(`no answer of ${route} observed since ${new Date(since).toISOString()}: ${answer.text.slice(0, 300)}`);
       await sleep(100);
     }
   }

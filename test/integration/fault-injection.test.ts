@@ -100,7 +100,11 @@ describe('fault injection: agent SIGKILLs, a killed leader, a frozen member (rea
 
   /** The member list from the running core members, etcd-3 excluded (it may be leaving). */
   const members = (): Promise<ListedMember[]> =>
-    cluster().listMembers(cluster().members.filter((m) => CORE.includes(m.name) && m.state === 'running').map((m) => m.clientURL));
+    cluster().listMembers(
+      cluster()
+        .members.filter((m) => CORE.includes(m.name) && m.state === 'running')
+        .map((m) => m.clientURL),
+    );
 
   /** Repeats `call` (a fresh agent each time one dies) until `done` accepts an answer; answers the trail of outcomes. */
   async function converge(path: string, body: object, done: (a: Answer) => boolean, until: number): Promise<string[]> {
@@ -120,12 +124,25 @@ describe('fault injection: agent SIGKILLs, a killed leader, a frozen member (rea
 
   /** What the cluster looks like, for a failure message: processes, member list, the tail of etcd-3's log. */
   async function diagnose(): Promise<string> {
-    const processes = cluster().members.map((m) => `${m.name}:${m.state}`).join(' ');
-    const list = await cluster().listMembers(cluster().members.filter((m) => m.state === 'running').map((m) => m.clientURL)).catch((e: Error) => e.message);
+    const processes = cluster()
+      .members.map((m) => `${m.name}:${m.state}`)
+      .join(' ');
+    const list = await cluster()
+      .listMembers(
+        cluster()
+          .members.filter((m) => m.state === 'running')
+          .map((m) => m.clientURL),
+      )
+      .catch((e: Error) => e.message);
     const fourth = cluster().members.find((m) => m.name === 'etcd-3');
     let tail = '';
     try {
-      tail = fs.readFileSync(fourth?.logFile ?? '', 'utf8').trimEnd().split('\n').slice(-8).join('\n');
+      tail = fs
+        .readFileSync(fourth?.logFile ?? '', 'utf8')
+        .trimEnd()
+        .split('\n')
+        .slice(-8)
+        .join('\n');
     } catch {
       // no log yet
     }
@@ -155,7 +172,10 @@ describe('fault injection: agent SIGKILLs, a killed leader, a frozen member (rea
   async function repair(): Promise<void> {
     for (const m of cluster().members) {
       if (m.state === 'paused') cluster().resume(m.name);
-      if (m.state === 'stopped' && CORE.includes(m.name)) await cluster().restart(m.name).catch(() => undefined);
+      if (m.state === 'stopped' && CORE.includes(m.name))
+        await cluster()
+          .restart(m.name)
+          .catch(() => undefined);
     }
     if (agent === undefined) await startPodAgent().catch(() => undefined);
   }
@@ -196,7 +216,8 @@ describe('fault injection: agent SIGKILLs, a killed leader, a frozen member (rea
 
     // Same call until etcd-3 is a member; then its etcd starts; then the same call (waiting) until it is a voter.
     const added = await converge(JOIN, body, (a) => a.status === 200 || a.status === 202, until);
-    if (cluster().members.find((m) => m.name === 'etcd-3')?.state !== 'running') await cluster().addMemberProcess('etcd-3', { wait: false });
+    if (cluster().members.find((m) => m.name === 'etcd-3')?.state !== 'running')
+      await cluster().addMemberProcess('etcd-3', { wait: false });
     const voter = await converge(JOIN, { ...body, wait: true }, (a) => a.status === 200, until);
     await expectMembership(true);
     return `agent killed at ${killAgentAfter} ms${leader ? `, leader ${leader} killed at ${killLeaderAfter} ms` : ''}; first: ${firstSaid}; then ${[...added, ...voter].join(' → ')}`;

@@ -49,10 +49,11 @@ describe('a learner catching up, and an alarm, seen through /v1/health and /v1/h
 
   it('when a learner is added while a join holds the membership lock, then /v1/health is healthy and lists the join in operations', async () => {
     await until(health, (a) => a.json.status === 'healthy');
-    lock = await new MembershipLock(agent.cluster, { keyPrefix: agent.config.keyPrefix, agent: 'etcd-0', logger: createLogger({ silent: true }) }).acquire(
-      { action: 'memberJoin', member: { name: LEARNER, peerURLs: [] } },
-      Deadline.in(5000),
-    );
+    lock = await new MembershipLock(agent.cluster, {
+      keyPrefix: agent.config.keyPrefix,
+      agent: 'etcd-0',
+      logger: createLogger({ silent: true }),
+    }).acquire({ action: 'memberJoin', member: { name: LEARNER, peerURLs: [] } }, Deadline.in(5000));
     const spec = await c.reserveMember(LEARNER);
     await c.etcdctl(['member', 'add', LEARNER, '--learner', `--peer-urls=${spec.peerURL}`]);
     await c.addMemberProcess(LEARNER);
@@ -60,11 +61,21 @@ describe('a learner catching up, and an alarm, seen through /v1/health and /v1/h
 
     // An observation whose read of the operation records missed its budget is still healthy, and says
     // so in its errors instead of listing them: one that read them is waited for.
-    const answer = await until(health, (a) => a.json.status === 'healthy' && a.json.members.length === 4 && a.json.operations !== undefined);
+    const answer = await until(
+      health,
+      (a) => a.json.status === 'healthy' && a.json.members.length === 4 && a.json.operations !== undefined,
+    );
 
     expect(answer.json.quorum).toMatchObject({ voters: 3, healthyVoters: 3, faultTolerance: 1 });
-    expect(answer.json.members.find((m: { name: string }) => m.name === LEARNER)).toMatchObject({ id: learnerId, isLearner: true, reachable: true, errors: [] });
-    expect(answer.json.operations).toEqual([expect.objectContaining({ action: 'memberJoin', member: { name: LEARNER, peerURLs: [] }, agent: 'etcd-0' })]);
+    expect(answer.json.members.find((m: { name: string }) => m.name === LEARNER)).toMatchObject({
+      id: learnerId,
+      isLearner: true,
+      reachable: true,
+      errors: [],
+    });
+    expect(answer.json.operations).toEqual([
+      expect.objectContaining({ action: 'memberJoin', member: { name: LEARNER, peerURLs: [] }, agent: 'etcd-0' }),
+    ]);
   });
 
   it('when the learner is in sync, then /v1/health/local beside it is 200 with role learner', async () => {
@@ -81,7 +92,10 @@ describe('a learner catching up, and an alarm, seen through /v1/health and /v1/h
     // The etcd container's readiness probe: a learner is not ready, in sync or not (etcd's /readyz agrees from 3.5.19).
     const asVoter = await get(beside, '/v1/health/local?voter=true');
     expect(asVoter.status).toBe(503);
-    expect(asVoter.json).toMatchObject({ role: 'learner', error: { code: 'unavailable', message: expect.stringMatching(/^a learner serves no client requests/) } });
+    expect(asVoter.json).toMatchObject({
+      role: 'learner',
+      error: { code: 'unavailable', message: expect.stringMatching(/^a learner serves no client requests/) },
+    });
   });
 
   it('when the learner is cut off from its peers and falls behind, then /v1/health/local is 503 (lagging, role learner) and /v1/health degraded', async () => {

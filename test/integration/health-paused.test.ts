@@ -19,7 +19,8 @@ const CONTROL_P99_MS = 20;
 
 /** A bare HTTP server in its own Node process: the floor of what any answer costs on this machine now. */
 async function startControl(): Promise<{ url: string; child: ChildProcess }> {
-  const code = "const s=require('http').createServer((q,r)=>{r.setHeader('content-type','application/json');r.end('{}')});s.listen(0,'127.0.0.1',()=>console.log(s.address().port))";
+  const code =
+    "const s=require('http').createServer((q,r)=>{r.setHeader('content-type','application/json');r.end('{}')});s.listen(0,'127.0.0.1',()=>console.log(s.address().port))";
   const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
   const port = await new Promise<string>((resolve) => child.stdout?.once('data', (d: Buffer) => resolve(d.toString().trim())));
   return { url: `http://127.0.0.1:${port}`, child };
@@ -47,7 +48,10 @@ describe('/v1/health while a member is paused', () => {
   });
 
   /** 100 calls at 10 req/s to the agent, each beside one to the control; latencies sorted. */
-  async function window(url: string, controlUrl: string): Promise<{ agent: number[]; control: number[]; statuses: string[]; slow: string[] }> {
+  async function window(
+    url: string,
+    controlUrl: string,
+  ): Promise<{ agent: number[]; control: number[]; statuses: string[]; slow: string[] }> {
     const agentMs: number[] = [];
     const controlMs: number[] = [];
     const statuses: string[] = [];
@@ -83,10 +87,14 @@ describe('/v1/health while a member is paused', () => {
     cluster().pause('etcd-0');
     try {
       // The cluster notices: a new leader if it led, and the agent's observations time its status out.
-      await eventually(async () => {
-        const answer = await get(url, '/v1/health');
-        if (answer.json.status !== 'degraded') throw new Error(`not yet degraded: ${answer.text.slice(0, 300)}`);
-      }, 10_000, 100);
+      await eventually(
+        async () => {
+          const answer = await get(url, '/v1/health');
+          if (answer.json.status !== 'degraded') throw new Error(`not yet degraded: ${answer.text.slice(0, 300)}`);
+        },
+        10_000,
+        100,
+      );
 
       const seen: string[] = [];
       for (let attempt = 1; ; attempt++) {
@@ -102,7 +110,8 @@ describe('/v1/health while a member is paused', () => {
           expect(w.agent[98]).toBeLessThanOrEqual(50);
           return;
         }
-        if (attempt === 3) throw new Error(`the machine was too loaded to measure in 3 windows (control p99 ${c99} ms > ${CONTROL_P99_MS} ms)`);
+        if (attempt === 3)
+          throw new Error(`the machine was too loaded to measure in 3 windows (control p99 ${c99} ms > ${CONTROL_P99_MS} ms)`);
       }
     } finally {
       cluster().resume('etcd-0');

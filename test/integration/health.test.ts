@@ -39,12 +39,16 @@ describe('GET /v1/health and /v1/health/local against real etcd', () => {
 
   /** The first answer with `status`, and when it was asked for. */
   async function waitFor(status: string, timeoutMs = 15_000): Promise<Answer & { askedAt: number }> {
-    return eventually(async () => {
-      const askedAt = Date.now();
-      const answer = await health();
-      if (answer.json?.status !== status) throw new Error(`status is ${answer.json?.status}: ${answer.text.slice(0, 400)}`);
-      return { ...answer, askedAt };
-    }, timeoutMs, 100);
+    return eventually(
+      async () => {
+        const askedAt = Date.now();
+        const answer = await health();
+        if (answer.json?.status !== status) throw new Error(`status is ${answer.json?.status}: ${answer.text.slice(0, 400)}`);
+        return { ...answer, askedAt };
+      },
+      timeoutMs,
+      100,
+    );
   }
 
   it('when all three members run, then 200 healthy with fault tolerance 1, one leader and an age within the max age', async () => {
@@ -102,40 +106,44 @@ describe('GET /v1/health and /v1/health/local against real etcd', () => {
     expect(answer.json).toMatchObject(body);
   });
 
-  it.each([
-    ['/v1/health?verbose=1'],
-    ['/v1/health?expected=etcd-0&expected=etcd-1'],
-    ['/v1/health/local?expected=etcd-0'],
-  ])('when %s is asked, then 400 bad-request', async (path) => {
-    const answer = await health(path);
+  it.each([['/v1/health?verbose=1'], ['/v1/health?expected=etcd-0&expected=etcd-1'], ['/v1/health/local?expected=etcd-0']])(
+    'when %s is asked, then 400 bad-request',
+    async (path) => {
+      const answer = await health(path);
 
-    expect(answer.status).toBe(400);
-    expect(answer.json.error).toMatchObject({ code: 'bad-request', retryable: false });
-  });
+      expect(answer.status).toBe(400);
+      expect(answer.json.error).toMatchObject({ code: 'bad-request', retryable: false });
+    },
+  );
 
   // The agent's own bookkeeping, alike against every etcd: on the run's first version (version-scope.ts).
-  itOnFirstVersion('when 500 requests arrive at once, then all answer and etcd sees no more Status calls than members × observations', async () => {
-    await new Promise((resolve) => setTimeout(resolve, MAX_AGE_MS + 50)); // nothing cached
-    const statusBefore = await counter(agent, 'statusRpcs');
-    const observationsBefore = await counter(agent, 'healthObservations');
-    const started = performance.now();
+  itOnFirstVersion(
+    'when 500 requests arrive at once, then all answer and etcd sees no more Status calls than members × observations',
+    async () => {
+      await new Promise((resolve) => setTimeout(resolve, MAX_AGE_MS + 50)); // nothing cached
+      const statusBefore = await counter(agent, 'statusRpcs');
+      const observationsBefore = await counter(agent, 'healthObservations');
+      const started = performance.now();
 
-    const answers = await Promise.all(Array.from({ length: 500 }, () => call(agent.listening.url, { path: '/v1/health', timeoutMs: 30_000 })));
+      const answers = await Promise.all(
+        Array.from({ length: 500 }, () => call(agent.listening.url, { path: '/v1/health', timeoutMs: 30_000 })),
+      );
 
-    const elapsedMs = performance.now() - started;
-    const statusCalls = (await counter(agent, 'statusRpcs')) - statusBefore;
-    const observations = (await counter(agent, 'healthObservations')) - observationsBefore;
-    expect(answers.map((a) => a.status)).toEqual(Array(500).fill(200));
-    expect(new Set(answers.map((a) => a.json.status))).toEqual(new Set(['healthy']));
-    expect(answers.every((a) => a.json.ageMs <= MAX_AGE_MS)).toBe(true);
-    // Load follows time, not requests: at most one observation per max age (plus the one in flight).
-    expect(observations).toBeGreaterThanOrEqual(1);
-    expect(observations).toBeLessThanOrEqual(Math.ceil(elapsedMs / MAX_AGE_MS) + 1);
-    // The membership service's auto-promotion asks the local etcd once a second; allow for it.
-    const autoPromotion = Math.ceil(elapsedMs / 1000) + 1;
-    expect(statusCalls).toBeLessThanOrEqual(3 * observations + autoPromotion);
-    process.stdout.write(`500 requests in ${Math.round(elapsedMs)} ms: ${observations} observation(s), ${statusCalls} Status RPCs\n`);
-  });
+      const elapsedMs = performance.now() - started;
+      const statusCalls = (await counter(agent, 'statusRpcs')) - statusBefore;
+      const observations = (await counter(agent, 'healthObservations')) - observationsBefore;
+      expect(answers.map((a) => a.status)).toEqual(Array(500).fill(200));
+      expect(new Set(answers.map((a) => a.json.status))).toEqual(new Set(['healthy']));
+      expect(answers.every((a) => a.json.ageMs <= MAX_AGE_MS)).toBe(true);
+      // Load follows time, not requests: at most one observation per max age (plus the one in flight).
+      expect(observations).toBeGreaterThanOrEqual(1);
+      expect(observations).toBeLessThanOrEqual(Math.ceil(elapsedMs / MAX_AGE_MS) + 1);
+      // The membership service's auto-promotion asks the local etcd once a second; allow for it.
+      const autoPromotion = Math.ceil(elapsedMs / 1000) + 1;
+      expect(statusCalls).toBeLessThanOrEqual(3 * observations + autoPromotion);
+      process.stdout.write(`500 requests in ${Math.round(elapsedMs)} ms: ${observations} observation(s), ${statusCalls} Status RPCs\n`);
+    },
+  );
 
   it('when /v1/health/local is asked beside the leader and beside a follower, then 200 with role leader and follower', async () => {
     const leaderName = (await waitFor('healthy')).json.leader.name as string;
@@ -145,7 +153,14 @@ describe('GET /v1/health and /v1/health/local against real etcd', () => {
     const [leader, follower] = await Promise.all([get(beside, '/v1/health/local'), get(besideFollower, '/v1/health/local')]);
 
     expect(leader.status).toBe(200);
-    expect(leader.json).toMatchObject({ name: leaderName, role: 'leader', isLeader: true, reachable: true, isLearner: false, started: true });
+    expect(leader.json).toMatchObject({
+      name: leaderName,
+      role: 'leader',
+      isLeader: true,
+      reachable: true,
+      isLearner: false,
+      started: true,
+    });
     expect(follower.status).toBe(200);
     expect(follower.json).toMatchObject({ name: followerName, role: 'follower', isLeader: false, reachable: true, errors: [] });
     for (const key of ['id', 'raftTerm', 'raftIndex', 'raftAppliedIndex', 'dbSizeBytes', 'latencyMs', 'ageMs']) {
@@ -184,22 +199,36 @@ describe('GET /v1/health and /v1/health/local against real etcd', () => {
     const beside = await agentOf(stopped);
     await c.kill(stopped);
 
-    const local = await eventually(async () => {
-      const answer = await get(beside, '/v1/health/local');
-      if (answer.status !== 503) throw new Error(`still ${answer.status}`);
-      return answer;
-    }, 3000, 100);
-    expect(local.json).toMatchObject({ name: stopped, reachable: false, role: null, raftIndex: null, error: { code: 'unavailable', retryable: true } });
+    const local = await eventually(
+      async () => {
+        const answer = await get(beside, '/v1/health/local');
+        if (answer.status !== 503) throw new Error(`still ${answer.status}`);
+        return answer;
+      },
+      3000,
+      100,
+    );
+    expect(local.json).toMatchObject({
+      name: stopped,
+      reachable: false,
+      role: null,
+      raftIndex: null,
+      error: { code: 'unavailable', retryable: true },
+    });
     expect(local.json.errors.join(' ')).toMatch(/did not answer/);
     expect((await waitFor('degraded', 2000)).json.quorum).toMatchObject({ healthyVoters: 2, hasQuorum: true });
 
     await c.restart(stopped);
 
-    await eventually(async () => {
-      const answer = await get(beside, '/v1/health/local');
-      if (answer.status !== 200) throw new Error(`still ${answer.status}: ${answer.text}`);
-      expect(answer.json).toMatchObject({ name: stopped, role: 'follower', reachable: true });
-    }, 10_000, 100);
+    await eventually(
+      async () => {
+        const answer = await get(beside, '/v1/health/local');
+        if (answer.status !== 200) throw new Error(`still ${answer.status}: ${answer.text}`);
+        expect(answer.json).toMatchObject({ name: stopped, role: 'follower', reachable: true });
+      },
+      10_000,
+      100,
+    );
     await waitFor('healthy', 10_000);
   });
 
@@ -224,40 +253,45 @@ describe('GET /v1/health and /v1/health/local against real etcd', () => {
   });
 
   // The agent's own bookkeeping, alike against every etcd: on the run's first version (version-scope.ts).
-  itOnFirstVersion('when all three members are killed (SIGKILL), then within 2 s and for the next 10 s every answer is 503 unavailable or unknown; restarted, healthy again', async () => {
-    const c = cluster();
-    await waitFor('healthy');
-    await health(); // a healthy observation is cached right now: it must not outlive the cluster
-    await Promise.all(NAMES.map((n) => c.kill(n)));
-    const killed = performance.now();
+  itOnFirstVersion(
+    'when all three members are killed (SIGKILL), then within 2 s and for the next 10 s every answer is 503 unavailable or unknown; restarted, healthy again',
+    async () => {
+      const c = cluster();
+      await waitFor('healthy');
+      await health(); // a healthy observation is cached right now: it must not outlive the cluster
+      await Promise.all(NAMES.map((n) => c.kill(n)));
+      const killed = performance.now();
 
-    const seen: Array<{ atMs: number; status: number; body: string }> = [];
-    while (performance.now() - killed < 12_000) {
-      const answer = await health();
-      seen.push({ atMs: performance.now() - killed, status: answer.status, body: answer.json?.status });
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
+      const seen: Array<{ atMs: number; status: number; body: string }> = [];
+      while (performance.now() - killed < 12_000) {
+        const answer = await health();
+        seen.push({ atMs: performance.now() - killed, status: answer.status, body: answer.json?.status });
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
 
-    const firstDown = seen.find((s) => s.status === 503);
-    expect(firstDown?.atMs).toBeLessThanOrEqual(2000);
-    const after = seen.filter((s) => s.atMs > 2000);
-    expect(after.length).toBeGreaterThan(100);
-    expect(after.filter((s) => s.status !== 503 || !['unavailable', 'unknown'].includes(s.body))).toEqual([]);
-    // Nothing healthy at all after the first 503, not only after 2 s.
-    expect(seen.filter((s) => s.atMs >= (firstDown?.atMs ?? 0) && s.status === 200)).toEqual([]);
-    const metrics = (await get(agent, '/metrics')).text;
-    expect(metrics).toMatch(/^etcd_agent_cluster_healthy 0$/m);
-    // unavailable: no quorum, 0 healthy voters; unknown (no observation finished): no quorum gauges at all.
-    const status = /^etcd_agent_cluster_status\{status="(\w+)"\} 1$/m.exec(metrics)?.[1];
-    expect(['unavailable', 'unknown']).toContain(status);
-    const quorumLines = metrics.split('\n').filter((l) => /^etcd_agent_quorum_(healthy_voters|has_quorum) /.test(l));
-    expect(quorumLines).toEqual(status === 'unknown' ? [] : ['etcd_agent_quorum_healthy_voters 0', 'etcd_agent_quorum_has_quorum 0']);
-    process.stdout.write(`all killed: first 503 after ${Math.round(firstDown?.atMs ?? -1)} ms, then ${after.length} answers in 10 s, none 200\n`);
+      const firstDown = seen.find((s) => s.status === 503);
+      expect(firstDown?.atMs).toBeLessThanOrEqual(2000);
+      const after = seen.filter((s) => s.atMs > 2000);
+      expect(after.length).toBeGreaterThan(100);
+      expect(after.filter((s) => s.status !== 503 || !['unavailable', 'unknown'].includes(s.body))).toEqual([]);
+      // Nothing healthy at all after the first 503, not only after 2 s.
+      expect(seen.filter((s) => s.atMs >= (firstDown?.atMs ?? 0) && s.status === 200)).toEqual([]);
+      const metrics = (await get(agent, '/metrics')).text;
+      expect(metrics).toMatch(/^etcd_agent_cluster_healthy 0$/m);
+      // unavailable: no quorum, 0 healthy voters; unknown (no observation finished): no quorum gauges at all.
+      const status = /^etcd_agent_cluster_status\{status="(\w+)"\} 1$/m.exec(metrics)?.[1];
+      expect(['unavailable', 'unknown']).toContain(status);
+      const quorumLines = metrics.split('\n').filter((l) => /^etcd_agent_quorum_(healthy_voters|has_quorum) /.test(l));
+      expect(quorumLines).toEqual(status === 'unknown' ? [] : ['etcd_agent_quorum_healthy_voters 0', 'etcd_agent_quorum_has_quorum 0']);
+      process.stdout.write(
+        `all killed: first 503 after ${Math.round(firstDown?.atMs ?? -1)} ms, then ${after.length} answers in 10 s, none 200\n`,
+      );
 
-    await Promise.all(NAMES.map((n) => c.restart(n)));
-    const back = await waitFor('healthy', 20_000);
-    expect(back.json.quorum).toMatchObject({ healthyVoters: 3, faultTolerance: 1 });
-  });
+      await Promise.all(NAMES.map((n) => c.restart(n)));
+      const back = await waitFor('healthy', 20_000);
+      expect(back.json.quorum).toMatchObject({ healthyVoters: 3, faultTolerance: 1 });
+    },
+  );
 });
 
 /** A member that is running and not the leader, by what etcd itself says. */

@@ -73,7 +73,9 @@ describe('a host-network agent without a token', () => {
     const exit = await serveToExit({ ...BASE, ETCD_AGENT_HOST_NETWORK: 'false', POD_IP: '10.0.0.5', HOST_IP: '10.0.0.5' });
 
     expect(exit.code).toBe(2);
-    expect(exit.stderr).toMatch(/^etcd-lifecycle-agent serve: invalid configuration: ETCD_AGENT_HOST_NETWORK: is false, but POD_IP equals HOST_IP \(10\.0\.0\.5\)[^\n]*\n$/);
+    expect(exit.stderr).toMatch(
+      /^etcd-lifecycle-agent serve: invalid configuration: ETCD_AGENT_HOST_NETWORK: is false, but POD_IP equals HOST_IP \(10\.0\.0\.5\)[^\n]*\n$/,
+    );
   });
 
   it('when unauthenticated loopback calls are accepted explicitly, then it starts, says so, and takes a loopback call without a token', async () => {

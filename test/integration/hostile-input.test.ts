@@ -55,8 +55,20 @@ function request(method: string, path: string, headers: Record<string, string | 
 
 const JSON_TYPE = { 'Content-Type': 'application/json' };
 
-function post(family: string, title: string, path: string, body: string | Buffer, headers: Record<string, string | number> = JSON_TYPE): HostileCase {
-  return { family, title, pieces: [request('POST', path, headers, body)], route: { method: 'POST', path: routeOf(path) }, expect: 'refused' };
+function post(
+  family: string,
+  title: string,
+  path: string,
+  body: string | Buffer,
+  headers: Record<string, string | number> = JSON_TYPE,
+): HostileCase {
+  return {
+    family,
+    title,
+    pieces: [request('POST', path, headers, body)],
+    route: { method: 'POST', path: routeOf(path) },
+    expect: 'refused',
+  };
 }
 
 function postJson(family: string, title: string, path: string, body: unknown): HostileCase {
@@ -73,24 +85,112 @@ function routeOf(path: string): string {
 // ---------------------------------------------------------------- invalid values
 
 const BAD_NAMES: unknown[] = [
-  1, -1, 0, true, false, null, [], {}, ['etcd-9'], { name: 'etcd-9' }, '', ' ', 'UPPER', '-lead', 'trail-', 'a_b', 'a..b', '.a', 'a.',
-  'a'.repeat(254), `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(64)}`, '../etcd-0', 'etcd-0/../etcd-1', 'etcd 0',
-  'etcd\u00000', 'ｅｔｃｄ-9', '\u0435tcd-9', 'etcd-9\n', 'etcd-9\r\nX-Evil: 1', 'etcd-9\u200b', '\u202eetcd-9', '🙂', 'a/b', '%2e%2e',
-  'etcd-0;rm -rf /', '$(id)', '`id`', '<script>', 'etcd-9\\', "etcd-9'", 'etcd-9"', '\ud800', 'a'.repeat(60_000),
+  1,
+  -1,
+  0,
+  true,
+  false,
+  null,
+  [],
+  {},
+  ['etcd-9'],
+  { name: 'etcd-9' },
+  '',
+  ' ',
+  'UPPER',
+  '-lead',
+  'trail-',
+  'a_b',
+  'a..b',
+  '.a',
+  'a.',
+  'a'.repeat(254),
+  `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(64)}`,
+  '../etcd-0',
+  'etcd-0/../etcd-1',
+  'etcd 0',
+  'etcd\u00000',
+  'ｅｔｃｄ-9',
+  '\u0435tcd-9',
+  'etcd-9\n',
+  'etcd-9\r\nX-Evil: 1',
+  'etcd-9\u200b',
+  '\u202eetcd-9',
+  '🙂',
+  'a/b',
+  '%2e%2e',
+  'etcd-0;rm -rf /',
+  '$(id)',
+  '`id`',
+  '<script>',
+  'etcd-9\\',
+  "etcd-9'",
+  'etcd-9"',
+  '\ud800',
+  'a'.repeat(60_000),
 ];
 const BAD_PEER_URL_LISTS: unknown[] = [
-  'http://127.0.0.1:9', [], [1], [null], [''], [['http://127.0.0.1:9']], [{ url: 'http://127.0.0.1:9' }], ['ftp://127.0.0.1:9'],
-  ['http://127.0.0.1'], ['http://127.0.0.1:0'], ['http://127.0.0.1:65536'], ['http://127.0.0.1:-1'], ['http://127.0.0.1:9:9'],
-  ['http://u:p@127.0.0.1:9'], ['http://@127.0.0.1:9'], ['http://127.0.0.1:9/'.concat('x')], ['http://127.0.0.1:9/../../etc'],
-  ['http://127.0.0.1:9?q=1'], ['http://127.0.0.1:9#f'], ['javascript:alert(1)//127.0.0.1:9'], ['file:///etc/passwd'],
-  ['unix:///var/run/etcd.sock'], ['http://[::1:9'], ['http://[zz::1]:9'], ['http:// 127.0.0.1:9'], ['http://127.0.0.1:9\n'],
-  [' http://127.0.0.1:9'], ['http://127.0.0.1:\uff19'], ['http://127.0.0.1:9\\@evil:1'], ['http://exa mple:9'], ['http://ex%61mple:9'],
-  ['http:/127.0.0.1:9'], ['http:127.0.0.1:9'], ['//127.0.0.1:9'], ['127.0.0.1:9'], ['http://\u0435xample:9'], ['http://127.0.0.1:9\u0000'],
-  Array.from({ length: 17 }, (_, i) => `http://127.0.0.1:${9000 + i}`), [`http://${'a'.repeat(60_000)}:9`], 'x'.repeat(1000),
+  'http://127.0.0.1:9',
+  [],
+  [1],
+  [null],
+  [''],
+  [['http://127.0.0.1:9']],
+  [{ url: 'http://127.0.0.1:9' }],
+  ['ftp://127.0.0.1:9'],
+  ['http://127.0.0.1'],
+  ['http://127.0.0.1:0'],
+  ['http://127.0.0.1:65536'],
+  ['http://127.0.0.1:-1'],
+  ['http://127.0.0.1:9:9'],
+  ['http://u:p@127.0.0.1:9'],
+  ['http://@127.0.0.1:9'],
+  ['http://127.0.0.1:9/'.concat('x')],
+  ['http://127.0.0.1:9/../../etc'],
+  ['http://127.0.0.1:9?q=1'],
+  ['http://127.0.0.1:9#f'],
+  ['javascript:alert(1)//127.0.0.1:9'],
+  ['file:///etc/passwd'],
+  ['unix:///var/run/etcd.sock'],
+  ['http://[::1:9'],
+  ['http://[zz::1]:9'],
+  ['http:// 127.0.0.1:9'],
+  ['http://127.0.0.1:9\n'],
+  [' http://127.0.0.1:9'],
+  ['http://127.0.0.1:\uff19'],
+  ['http://127.0.0.1:9\\@evil:1'],
+  ['http://exa mple:9'],
+  ['http://ex%61mple:9'],
+  ['http:/127.0.0.1:9'],
+  ['http:127.0.0.1:9'],
+  ['//127.0.0.1:9'],
+  ['127.0.0.1:9'],
+  ['http://\u0435xample:9'],
+  ['http://127.0.0.1:9\u0000'],
+  Array.from({ length: 17 }, (_, i) => `http://127.0.0.1:${9000 + i}`),
+  [`http://${'a'.repeat(60_000)}:9`],
+  'x'.repeat(1000),
 ];
 const BAD_BOOLEANS: unknown[] = ['true', 'false', 1, 0, null, 'yes', [], {}, [true]];
 const BAD_TIMEOUTS: unknown[] = [0, 61, -1, 1.5, '30', null, true, 1e308, -1e308, [30], {}, 2 ** 53 + 1, 0.0001, 600];
-const BAD_IDS: unknown[] = [123, 0, '', 'zz', '0x', '-1', '1'.repeat(17), ' 1', '1 ', '0xg', true, null, [], '\uff11', '1g3', '0x'.concat('f'.repeat(17))];
+const BAD_IDS: unknown[] = [
+  123,
+  0,
+  '',
+  'zz',
+  '0x',
+  '-1',
+  '1'.repeat(17),
+  ' 1',
+  '1 ',
+  '0xg',
+  true,
+  null,
+  [],
+  '\uff11',
+  '1g3',
+  '0x'.concat('f'.repeat(17)),
+];
 
 /** Per POST route: a valid body and, per field, values that must be refused. */
 const POST_BODIES: Record<string, { base: Record<string, unknown>; fields: Record<string, unknown[]> }> = {
@@ -115,7 +215,18 @@ const POST_BODIES: Record<string, { base: Record<string, unknown>; fields: Recor
     fields: {
       minFragmentation: [0, -0.1, 1.01, '0.5', null, true, [0.5], {}, Number.MAX_VALUE],
       minDbSizeBytes: [-1, 1.5, '100', null, true, [1], {}, 2 ** 53 + 1],
-      compact: [true, {}, { retainRevisions: 0 }, { retainSeconds: 1.5 }, { retainRevisions: 1, retainSeconds: 1 }, { retain: 10 }, '1h', 10, null, []],
+      compact: [
+        true,
+        {},
+        { retainRevisions: 0 },
+        { retainSeconds: 1.5 },
+        { retainRevisions: 1, retainSeconds: 1 },
+        { retain: 10 },
+        '1h',
+        10,
+        null,
+        [],
+      ],
       force: BAD_BOOLEANS,
       timeoutSeconds: BAD_TIMEOUTS,
     },
@@ -135,13 +246,30 @@ const POST_BODIES: Record<string, { base: Record<string, unknown>; fields: Recor
     fields: {
       action: [1, null, '', 'a'.repeat(129), [], {}, true, ['memberJoin']],
       parameters: [
-        'x', [1], 1, null, { KB_JOIN_MEMBER_POD_NAME: 1 }, { KB_JOIN_MEMBER_POD_NAME: null }, { KB_JOIN_MEMBER_POD_NAME: ['etcd-9'] },
-        { KB_JOIN_MEMBER_POD_NAME: { x: 1 } }, {}, { KB_JOIN_MEMBER_POD_NAME: '' },
+        'x',
+        [1],
+        1,
+        null,
+        { KB_JOIN_MEMBER_POD_NAME: 1 },
+        { KB_JOIN_MEMBER_POD_NAME: null },
+        { KB_JOIN_MEMBER_POD_NAME: ['etcd-9'] },
+        { KB_JOIN_MEMBER_POD_NAME: { x: 1 } },
+        {},
+        { KB_JOIN_MEMBER_POD_NAME: '' },
         ...BAD_NAMES.filter((n): n is string => typeof n === 'string' && n.trim() !== '').map((n) => ({ KB_JOIN_MEMBER_POD_NAME: n })),
         // The FQDN becomes part of a peer URL: every trick must end as a refused URL.
-        ...['evil.example/x', 'u:p@evil.example', 'evil.example:1', 'evil.example#x', 'evil.example?x', 'evil\\x', 'ev il', '../..', '%00', 'a'.repeat(300)].map(
-          (fqdn) => ({ KB_JOIN_MEMBER_POD_NAME: 'etcd-9', KB_JOIN_MEMBER_POD_FQDN: fqdn }),
-        ),
+        ...[
+          'evil.example/x',
+          'u:p@evil.example',
+          'evil.example:1',
+          'evil.example#x',
+          'evil.example?x',
+          'evil\\x',
+          'ev il',
+          '../..',
+          '%00',
+          'a'.repeat(300),
+        ].map((fqdn) => ({ KB_JOIN_MEMBER_POD_NAME: 'etcd-9', KB_JOIN_MEMBER_POD_FQDN: fqdn })),
       ],
       timeoutSeconds: BAD_TIMEOUTS,
     },
@@ -149,13 +277,51 @@ const POST_BODIES: Record<string, { base: Record<string, unknown>; fields: Recor
 };
 
 const BAD_JSON: string[] = [
-  '{', '}', '{"name":}', '{"name":"etcd-9",}', "{'name':'etcd-9'}", 'nul', 'undefined', '{"a":1}{"b":2}', '\u0000', '{"name": NaN}',
-  '{"name": Infinity}', '0x10', '"just a string"', '[]', '123', 'true', 'null', '\ufeff{"name":"etcd-9","zz":1}', '{"name":"etcd-9"',
-  '{"name":"etcd-9", "name"}', '/* c */ {"name":"etcd-9"}', '{"name":"etcd-9"} // c', '{"name":"\\x41"}', '{"name":"\\u12"}',
-  '[['.repeat(20_000), '{"a":'.repeat(5000) + '1' + '}'.repeat(5000), `{"timeoutSeconds":1${'0'.repeat(5000)}}`, ' ', '\t\n',
+  '{',
+  '}',
+  '{"name":}',
+  '{"name":"etcd-9",}',
+  "{'name':'etcd-9'}",
+  'nul',
+  'undefined',
+  '{"a":1}{"b":2}',
+  '\u0000',
+  '{"name": NaN}',
+  '{"name": Infinity}',
+  '0x10',
+  '"just a string"',
+  '[]',
+  '123',
+  'true',
+  'null',
+  '\ufeff{"name":"etcd-9","zz":1}',
+  '{"name":"etcd-9"',
+  '{"name":"etcd-9", "name"}',
+  '/* c */ {"name":"etcd-9"}',
+  '{"name":"etcd-9"} // c',
+  '{"name":"\\x41"}',
+  '{"name":"\\u12"}',
+  '[['.repeat(20_000),
+  '{"a":'.repeat(5000) + '1' + '}'.repeat(5000),
+  `{"timeoutSeconds":1${'0'.repeat(5000)}}`,
+  ' ',
+  '\t\n',
 ];
 
-const UNKNOWN_KEYS: string[] = ['extra', '__proto__', 'constructor', 'prototype', 'Name', 'name ', 'peerUrls', 'froce', '', '\u0000', 'a'.repeat(1000), '🙂'];
+const UNKNOWN_KEYS: string[] = [
+  'extra',
+  '__proto__',
+  'constructor',
+  'prototype',
+  'Name',
+  'name ',
+  'peerUrls',
+  'froce',
+  '',
+  '\u0000',
+  'a'.repeat(1000),
+  '🙂',
+];
 
 // ---------------------------------------------------------------- the generated cases
 
@@ -169,7 +335,8 @@ function generateCases(random: () => number): HostileCase[] {
     const { base, fields } = POST_BODIES[path];
     // Wrong types and invalid values, one field at a time.
     for (const [field, values] of Object.entries(fields)) {
-      for (const value of values) cases.push(postJson('wrong type / invalid value', `${path} ${field}=${preview(value)}`, path, { ...base, [field]: value }));
+      for (const value of values)
+        cases.push(postJson('wrong type / invalid value', `${path} ${field}=${preview(value)}`, path, { ...base, [field]: value }));
     }
     // Random combinations of two or three invalid fields over a random subset of valid ones.
     for (let i = 0; i < 12; i++) {
@@ -184,7 +351,14 @@ function generateCases(random: () => number): HostileCase[] {
     }
     for (const text of BAD_JSON) cases.push(post('bad JSON', `${path} ${preview(text)}`, path, text));
     for (const key of UNKNOWN_KEYS) {
-      cases.push(post('unknown field', `${path} +${preview(key)}`, path, `{${JSON.stringify(key)}:{"polluted":true},${JSON.stringify(base).slice(1)}`));
+      cases.push(
+        post(
+          'unknown field',
+          `${path} +${preview(key)}`,
+          path,
+          `{${JSON.stringify(key)}:{"polluted":true},${JSON.stringify(base).slice(1)}`,
+        ),
+      );
     }
     // Size: a body over 64 KiB, a far larger one, a zip bomb, a body longer than its Content-Length says.
     cases.push(post('huge', `${path} 65 KiB`, path, JSON.stringify({ ...base, pad: 'x'.repeat(65 * 1024) })));
@@ -197,10 +371,23 @@ function generateCases(random: () => number): HostileCase[] {
     );
     // Unicode and encodings.
     cases.push(post('unicode', `${path} invalid UTF-8`, path, Buffer.from([0x7b, 0x22, 0x6e, 0xff, 0xfe, 0x22, 0x3a, 0x31, 0x7d])));
-    cases.push(post('unicode', `${path} overlong UTF-8 "/"`, path, Buffer.concat([Buffer.from('{"name":"'), Buffer.from([0xc0, 0xaf]), Buffer.from('"}')])));
-    cases.push(post('unicode', `${path} UTF-16 body`, path, Buffer.from(JSON.stringify(base), 'utf16le'), { 'Content-Type': 'application/json; charset=utf-16' }));
-    cases.push(post('unicode', `${path} latin1 charset`, path, JSON.stringify(base), { 'Content-Type': 'application/json; charset=latin1' }));
-    cases.push(postJson('unicode', `${path} unicode keys`, path, { ...base, '\u0435xtra': 1, 'ｎａｍｅ': 'etcd-9' }));
+    cases.push(
+      post(
+        'unicode',
+        `${path} overlong UTF-8 "/"`,
+        path,
+        Buffer.concat([Buffer.from('{"name":"'), Buffer.from([0xc0, 0xaf]), Buffer.from('"}')]),
+      ),
+    );
+    cases.push(
+      post('unicode', `${path} UTF-16 body`, path, Buffer.from(JSON.stringify(base), 'utf16le'), {
+        'Content-Type': 'application/json; charset=utf-16',
+      }),
+    );
+    cases.push(
+      post('unicode', `${path} latin1 charset`, path, JSON.stringify(base), { 'Content-Type': 'application/json; charset=latin1' }),
+    );
+    cases.push(postJson('unicode', `${path} unicode keys`, path, { ...base, '\u0435xtra': 1, ｎａｍｅ: 'etcd-9' }));
     // Header abuse (each with a body that is itself invalid, so no outcome depends on leniency).
     const invalid = JSON.stringify({ ...base, zz: 1 });
     const headerCases: Array<[string, Record<string, string | number>, string | Buffer]> = [
@@ -218,11 +405,23 @@ function generateCases(random: () => number): HostileCase[] {
       ['huge authorization', { ...JSON_TYPE, Authorization: `Bearer ${'t'.repeat(8000)}` }, invalid],
       ['request id with control bytes', { ...JSON_TYPE, 'X-Request-Id': 'abc\u0001def' }, invalid],
       ['request id of 10 KiB', { ...JSON_TYPE, 'X-Request-Id': 'r'.repeat(10 * 1024) }, invalid],
-      ['forwarded headers', { ...JSON_TYPE, 'X-Forwarded-For': '10.0.0.1', 'X-Forwarded-Host': 'evil', Forwarded: 'for=10.0.0.1' }, invalid],
+      [
+        'forwarded headers',
+        { ...JSON_TYPE, 'X-Forwarded-For': '10.0.0.1', 'X-Forwarded-Host': 'evil', Forwarded: 'for=10.0.0.1' },
+        invalid,
+      ],
       ['method override', { ...JSON_TYPE, 'X-HTTP-Method-Override': 'DELETE' }, invalid],
       ['Expect: 100-continue', { ...JSON_TYPE, Expect: '100-continue' }, invalid],
-      ['chunked body', { ...JSON_TYPE, 'Transfer-Encoding': 'chunked' }, `${Buffer.byteLength(invalid).toString(16)}\r\n${invalid}\r\n0\r\n\r\n`],
-      ['400 headers', Object.fromEntries([...Array.from({ length: 400 }, (_, i) => [`X-H${i}`, 'v']), ['Content-Type', 'application/json']]), invalid],
+      [
+        'chunked body',
+        { ...JSON_TYPE, 'Transfer-Encoding': 'chunked' },
+        `${Buffer.byteLength(invalid).toString(16)}\r\n${invalid}\r\n0\r\n\r\n`,
+      ],
+      [
+        '400 headers',
+        Object.fromEntries([...Array.from({ length: 400 }, (_, i) => [`X-H${i}`, 'v']), ['Content-Type', 'application/json']]),
+        invalid,
+      ],
     ];
     for (const [title, headers, body] of headerCases) cases.push(post('header abuse', `${path} ${title}`, path, body, headers));
     cases.push({
@@ -233,15 +432,39 @@ function generateCases(random: () => number): HostileCase[] {
       expect: 'refused',
     });
     // Path tricks that still reach the route, and that must not.
-    for (const trick of [`${path}/`, path.toUpperCase(), `http://evil.example${path}`, `${path}?force=true`, `${path}?`, `${path}?name=etcd-9`]) {
+    for (const trick of [
+      `${path}/`,
+      path.toUpperCase(),
+      `http://evil.example${path}`,
+      `${path}?force=true`,
+      `${path}?`,
+      `${path}?name=etcd-9`,
+    ]) {
       cases.push(post('path trick', `${trick}`, trick, invalid));
     }
-    for (const trick of [`/${path}`, `${path}/.`, path.replace(/\/[^/]+$/, '/../$&'), `${path}%2f`, `${path};x`, `${path}%00`, `${path}/x`, `${path}.json`]) {
+    for (const trick of [
+      `/${path}`,
+      `${path}/.`,
+      path.replace(/\/[^/]+$/, '/../$&'),
+      `${path}%2f`,
+      `${path};x`,
+      `${path}%00`,
+      `${path}/x`,
+      `${path}.json`,
+    ]) {
       cases.push(post('path trick', `${trick}`, trick, invalid));
     }
     // Wrong methods (GET is right where the path is also a read: /v1/recovery).
-    for (const method of ['GET', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'].filter((m) => !ROUTES.some((r) => r.path === path && r.method === m))) {
-      cases.push({ family: 'method', title: `${method} ${path}`, pieces: [request(method, path, JSON_TYPE, invalid)], route: { method, path }, expect: 'refused' });
+    for (const method of ['GET', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'].filter(
+      (m) => !ROUTES.some((r) => r.path === path && r.method === m),
+    )) {
+      cases.push({
+        family: 'method',
+        title: `${method} ${path}`,
+        pieces: [request(method, path, JSON_TYPE, invalid)],
+        route: { method, path },
+        expect: 'refused',
+      });
     }
   }
 
@@ -250,20 +473,59 @@ function generateCases(random: () => number): HostileCase[] {
     const queries = ['?x=1', '?expected=etcd-0&x=1', '?__proto__=1', '?a[b]=c', `?${'k'.repeat(4000)}=1`, '?%zz=1', '?expected', '?=1'];
     if (path === '/v1/health') {
       queries.push(
-        '?expected=', '?expected=,', '?expected=etcd-0&expected=etcd-1', '?expected=../etcd-0', '?expected=ETCD-0', '?expected=etcd-0%00',
-        `?expected=${'a,'.repeat(3000)}`, `?expected=${'a'.repeat(254)}`, '?expected=%F0%9F%99%82', '?expected[]=etcd-0', '?expected=etcd-0;x',
+        '?expected=',
+        '?expected=,',
+        '?expected=etcd-0&expected=etcd-1',
+        '?expected=../etcd-0',
+        '?expected=ETCD-0',
+        '?expected=etcd-0%00',
+        `?expected=${'a,'.repeat(3000)}`,
+        `?expected=${'a'.repeat(254)}`,
+        '?expected=%F0%9F%99%82',
+        '?expected[]=etcd-0',
+        '?expected=etcd-0;x',
       );
     }
     for (const q of queries) {
       if (path === '/v1/health' && q === '?expected') continue; // an empty `expected` is covered above
-      cases.push({ family: 'query', title: `GET ${path}${q.slice(0, 60)}`, pieces: [request('GET', `${path}${q}`, {})], route: { method: 'GET', path }, expect: 'refused' });
+      cases.push({
+        family: 'query',
+        title: `GET ${path}${q.slice(0, 60)}`,
+        pieces: [request('GET', `${path}${q}`, {})],
+        route: { method: 'GET', path },
+        expect: 'refused',
+      });
     }
     for (const method of ['POST', 'PUT', 'DELETE', 'PATCH'].filter((m) => !ROUTES.some((r) => r.path === path && r.method === m))) {
-      cases.push({ family: 'method', title: `${method} ${path}`, pieces: [request(method, path, JSON_TYPE, '{}')], route: { method, path }, expect: 'refused' });
+      cases.push({
+        family: 'method',
+        title: `${method} ${path}`,
+        pieces: [request(method, path, JSON_TYPE, '{}')],
+        route: { method, path },
+        expect: 'refused',
+      });
     }
   }
-  for (const p of ['/', '/v1', '/v1/', '/v1/members/etcd-0', '/v2/members', '/%', '/%zz', '/..%2f..%2fetc%2fpasswd', '/v1/health/local/../../livez', `/${'a'.repeat(8000)}`, '/\u00e9t\u00e9']) {
-    cases.push({ family: 'path trick', title: `GET ${p.slice(0, 60)}`, pieces: [request('GET', encodeURI(p) === p ? p : p, {})], route: { method: 'GET', path: p }, expect: 'refused' });
+  for (const p of [
+    '/',
+    '/v1',
+    '/v1/',
+    '/v1/members/etcd-0',
+    '/v2/members',
+    '/%',
+    '/%zz',
+    '/..%2f..%2fetc%2fpasswd',
+    '/v1/health/local/../../livez',
+    `/${'a'.repeat(8000)}`,
+    '/\u00e9t\u00e9',
+  ]) {
+    cases.push({
+      family: 'path trick',
+      title: `GET ${p.slice(0, 60)}`,
+      pieces: [request('GET', encodeURI(p) === p ? p : p, {})],
+      route: { method: 'GET', path: p },
+      expect: 'refused',
+    });
   }
 
   // Broken framing and protocol abuse: Node refuses these before any route runs.
@@ -272,9 +534,18 @@ function generateCases(random: () => number): HostileCase[] {
     ['unknown method', 'FOO /v1/members HTTP/1.1\r\nHost: x\r\n\r\n'],
     ['HTTP/2 preface', 'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'],
     ['TLS hello on plain port', Buffer.from('16030100a5010000a10303', 'hex')],
-    ['two Content-Lengths', 'POST /v1/members/join HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}'],
-    ['Content-Length and chunked', 'POST /v1/members/join HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n'],
-    ['bad chunk size', 'POST /v1/members/join HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n'],
+    [
+      'two Content-Lengths',
+      'POST /v1/members/join HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}',
+    ],
+    [
+      'Content-Length and chunked',
+      'POST /v1/members/join HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
+    ],
+    [
+      'bad chunk size',
+      'POST /v1/members/join HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n',
+    ],
     ['negative Content-Length', 'POST /v1/members/join HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n'],
     ['header without colon', 'GET /v1/members HTTP/1.1\r\nHost: x\r\nBroken header\r\n\r\n'],
     ['header name with space', 'GET /v1/members HTTP/1.1\r\nHost: x\r\nBad Name: 1\r\n\r\n'],
@@ -300,8 +571,18 @@ function generateCases(random: () => number): HostileCase[] {
     route: { method: 'POST', path: '/v1/members/join' },
     expect: 'refused',
   });
-  cases.push({ family: 'slow body', title: 'a body that stops after 10 of 100 bytes', pieces: [head(100), '{"name":"e', { pauseMs: 60_000 }], expect: 'refused' });
-  cases.push({ family: 'slow body', title: 'headers that never end', pieces: ['POST /v1/members/join HTTP/1.1\r\nHost: x\r\n', { pauseMs: 60_000 }], expect: 'refused' });
+  cases.push({
+    family: 'slow body',
+    title: 'a body that stops after 10 of 100 bytes',
+    pieces: [head(100), '{"name":"e', { pauseMs: 60_000 }],
+    expect: 'refused',
+  });
+  cases.push({
+    family: 'slow body',
+    title: 'headers that never end',
+    pieces: ['POST /v1/members/join HTTP/1.1\r\nHost: x\r\n', { pauseMs: 60_000 }],
+    expect: 'refused',
+  });
   cases.push({
     family: 'slow body',
     title: 'headers trickled one line per 300 ms, never ending',
@@ -312,7 +593,7 @@ function generateCases(random: () => number): HostileCase[] {
 }
 
 function preview(value: unknown): string {
-  const text = typeof value === 'string' ? JSON.stringify(value) : JSON.stringify(value) ?? String(value);
+  const text = typeof value === 'string' ? JSON.stringify(value) : (JSON.stringify(value) ?? String(value));
   return text.length > 50 ? `${text.slice(0, 47)}...(${text.length})` : text;
 }
 
@@ -327,18 +608,23 @@ function violation(c: HostileCase, answer: RawAnswer): string | undefined {
   const kbagent = c.route !== undefined && c.route.method === 'POST' && routeOf(c.route.path) === KBAGENT;
   if (kbagent && answer.status === 200) {
     // docs/api.md §5: always 200, failure as {error, message}; never a success for these bodies.
-    if (typeof answer.json?.error !== 'string' || typeof answer.json?.message !== 'string') return `kbagent 200 without {error, message}: ${answer.body.slice(0, 200)}`;
+    if (typeof answer.json?.error !== 'string' || typeof answer.json?.message !== 'string')
+      return `kbagent 200 without {error, message}: ${answer.body.slice(0, 200)}`;
     if (answer.json.output !== undefined) return 'kbagent answered success';
     return undefined;
   }
-  if (answer.status === undefined || answer.status < 400 || answer.status > 499) return `HTTP ${answer.status}: ${answer.body.slice(0, 200)}`;
+  if (answer.status === undefined || answer.status < 400 || answer.status > 499)
+    return `HTTP ${answer.status}: ${answer.body.slice(0, 200)}`;
   const j = answer.json;
-  if (typeof j !== 'object' || j === null) return `HTTP ${answer.status} with a body that is not JSON: ${JSON.stringify(answer.body.slice(0, 100))}`;
+  if (typeof j !== 'object' || j === null)
+    return `HTTP ${answer.status} with a body that is not JSON: ${JSON.stringify(answer.body.slice(0, 100))}`;
   if (typeof j.requestId !== 'string' || j.requestId === '') return 'no requestId';
-  if (answer.headers['x-request-id'] !== j.requestId) return `X-Request-Id ${answer.headers['x-request-id']} differs from the body's ${j.requestId}`;
+  if (answer.headers['x-request-id'] !== j.requestId)
+    return `X-Request-Id ${answer.headers['x-request-id']} differs from the body's ${j.requestId}`;
   if (!/^[A-Za-z0-9._:-]{1,128}$/.test(j.requestId)) return `requestId echoes hostile input: ${JSON.stringify(j.requestId.slice(0, 50))}`;
   if (!CODES.has(j.error?.code)) return `unknown error code ${j.error?.code}`;
-  if (ERROR_CODES[j.error.code as keyof typeof ERROR_CODES].status !== answer.status) return `code ${j.error.code} with HTTP ${answer.status}`;
+  if (ERROR_CODES[j.error.code as keyof typeof ERROR_CODES].status !== answer.status)
+    return `code ${j.error.code} with HTTP ${answer.status}`;
   if (typeof j.error.message !== 'string' || typeof j.error.retryable !== 'boolean') return 'error without message or retryable';
   return undefined;
 }
@@ -410,7 +696,15 @@ describe('hostile input (real etcd, real HTTP)', () => {
 
   it('when 50 connections stall mid-request at once, then /livez still answers at once and the stalled ones are cut within the request timeout', async () => {
     const stalled = Array.from({ length: 50 }, () =>
-      rawRequest(host, port(), ['POST /v1/members/join HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{', { pauseMs: 60_000 }], 20_000),
+      rawRequest(
+        host,
+        port(),
+        [
+          'POST /v1/members/join HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{',
+          { pauseMs: 60_000 },
+        ],
+        20_000,
+      ),
     );
     await new Promise((r) => setTimeout(r, 200));
     const t0 = Date.now();

@@ -81,7 +81,10 @@ afterAll(() => {
 function expectError(reply: Answer, status: number, code: string, message: RegExp): void {
   expect(reply.status).toBe(status);
   expect(reply.headers['content-type']).toMatch(/^application\/json/);
-  expect(reply.json).toEqual({ requestId: reply.headers['x-request-id'], error: { code, message: expect.stringMatching(message), retryable: false } });
+  expect(reply.json).toEqual({
+    requestId: reply.headers['x-request-id'],
+    error: { code, message: expect.stringMatching(message), retryable: false },
+  });
   expect(reply.json.requestId).toMatch(/^[0-9a-f-]{36}$/);
 }
 
@@ -153,10 +156,31 @@ describe('errors as the contract envelope', () => {
     ['a JSON string is posted', 400, 'bad-request', JOIN, post('"etcd-3"'), /not valid JSON/],
     ['a JSON array is posted', 400, 'bad-request', JOIN, post('[{"name":"etcd-3"}]'), /must be a JSON object/],
     ['JSON null is posted', 400, 'bad-request', JOIN, post('null'), /not valid JSON/],
-    ['a text/plain body is posted', 415, 'unsupported-media-type', JOIN, post('name=etcd-3', { 'Content-Type': 'text/plain' }), /application\/json/],
-    ['a form body is posted', 415, 'unsupported-media-type', JOIN, post('name=etcd-3', { 'Content-Type': 'application/x-www-form-urlencoded' }), /application\/json/],
+    [
+      'a text/plain body is posted',
+      415,
+      'unsupported-media-type',
+      JOIN,
+      post('name=etcd-3', { 'Content-Type': 'text/plain' }),
+      /application\/json/,
+    ],
+    [
+      'a form body is posted',
+      415,
+      'unsupported-media-type',
+      JOIN,
+      post('name=etcd-3', { 'Content-Type': 'application/x-www-form-urlencoded' }),
+      /application\/json/,
+    ],
     ['a body with no content type is posted', 415, 'unsupported-media-type', JOIN, post('{"name":"etcd-3"}', {}), /application\/json/],
-    ['a Latin-1 JSON body is posted', 415, 'unsupported-media-type', JOIN, post('{}', { 'Content-Type': 'application/json; charset=latin1' }), /UTF-8/],
+    [
+      'a Latin-1 JSON body is posted',
+      415,
+      'unsupported-media-type',
+      JOIN,
+      post('{}', { 'Content-Type': 'application/json; charset=latin1' }),
+      /UTF-8/,
+    ],
   ])('when %s, then it answers %i %s with the envelope', async (_when, status, code, route, request, message) => {
     const agent = await start();
 

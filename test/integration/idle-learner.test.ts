@@ -66,7 +66,12 @@ describe('a learner joining a cluster that nothing writes to', () => {
   });
 
   async function agentBeside(name: string, env: Record<string, string>, stream?: Writable): Promise<RunningAgent> {
-    const { config } = loadConfig({ ETCD_AGENT_LISTEN: '127.0.0.1:0', ETCD_AGENT_MEMBER_NAME: name, ETCD_AGENT_KEY_PREFIX: PREFIX, ...env });
+    const { config } = loadConfig({
+      ETCD_AGENT_LISTEN: '127.0.0.1:0',
+      ETCD_AGENT_MEMBER_NAME: name,
+      ETCD_AGENT_KEY_PREFIX: PREFIX,
+      ...env,
+    });
     const logger = stream === undefined ? createLogger({ silent: true }) : createLogger({ level: 'debug', stream });
     const agent = await startAgent(config, { logger, metrics: createMetrics({ defaultMetrics: false }) });
     agents.add(agent);
@@ -78,7 +83,8 @@ describe('a learner joining a cluster that nothing writes to', () => {
     await eventually(async () => {
       const lock = await client.get(`${PREFIX}lock`).string();
       const ops = await client.getAll().prefix(`${PREFIX}operations/`).keys();
-      if (lock !== null || ops.length > 0) throw new Error(`a membership operation is still ${lock !== null ? 'holding the lock' : 'recorded'}`);
+      if (lock !== null || ops.length > 0)
+        throw new Error(`a membership operation is still ${lock !== null ? 'holding the lock' : 'recorded'}`);
     });
   }
 
@@ -102,12 +108,16 @@ describe('a learner joining a cluster that nothing writes to', () => {
     await c.addMemberProcess('etcd-3', { wait: false });
     // First without its sidecar: either etcd stalls (its log refuses a publish as "too many requests")
     // or it publishes itself; only a stall shows what the agent does about it.
-    const stalled = await eventually(async () => {
-      if (refusedPublish(memberId)) return true;
-      const listed = (await c.listMembers([c.member('etcd-0').clientURL])).find((m) => m.id === memberId);
-      if (listed !== undefined && listed.clientURLs.length > 0) return false;
-      throw new Error(`etcd-3 (${memberId}) has neither published itself nor been refused`);
-    }, 30_000, 100);
+    const stalled = await eventually(
+      async () => {
+        if (refusedPublish(memberId)) return true;
+        const listed = (await c.listMembers([c.member('etcd-0').clientURL])).find((m) => m.id === memberId);
+        if (listed !== undefined && listed.clientURLs.length > 0) return false;
+        throw new Error(`etcd-3 (${memberId}) has neither published itself nor been refused`);
+      },
+      30_000,
+      100,
+    );
 
     const log = captureLogs();
     const learnerAgent = await agentBeside(
@@ -115,11 +125,23 @@ describe('a learner joining a cluster that nothing writes to', () => {
       { ETCD_AGENT_ENDPOINTS: spec.clientURL, ETCD_AGENT_LOCAL_ENDPOINT: spec.clientURL, ETCD_AGENT_LOCAL_PEER_URL: spec.peerURL },
       log.stream,
     );
-    await eventually(async () => {
-      const member = (await c.listMembers([c.member('etcd-0').clientURL])).find((m) => m.id === memberId);
-      if (member === undefined || member.isLearner) throw new Error(`etcd-3 (${memberId}) is ${member === undefined ? 'not listed' : 'still a learner'}`);
-    }, 60_000, 250).catch((err: unknown) => {
-      throw new Error(`${String(err)}; its agent's log:\n${log.text().split('\n').filter((l) => !l.includes('"level":"http"')).slice(-20).join('\n')}`);
+    await eventually(
+      async () => {
+        const member = (await c.listMembers([c.member('etcd-0').clientURL])).find((m) => m.id === memberId);
+        if (member === undefined || member.isLearner)
+          throw new Error(`etcd-3 (${memberId}) is ${member === undefined ? 'not listed' : 'still a learner'}`);
+      },
+      60_000,
+      250,
+    ).catch((err: unknown) => {
+      throw new Error(
+        `${String(err)}; its agent's log:\n${log
+          .text()
+          .split('\n')
+          .filter((l) => !l.includes('"level":"http"'))
+          .slice(-20)
+          .join('\n')}`,
+      );
     });
 
     const nudges = (await learnerAgent.metrics.applyNudges.get()).values.find((v) => v.labels.result === 'written')?.value ?? 0;
@@ -165,7 +187,10 @@ describe('a learner joining a cluster that nothing writes to', () => {
     expect(Number(status.header.revision)).toBeGreaterThan(ENTRIES);
     expect(Number(status.dbSize)).toBeGreaterThan(50 * 1024 * 1024);
 
-    const voterAgent = await agentBeside('etcd-0', { ETCD_AGENT_ENDPOINTS: c.clientURLs().join(','), ETCD_AGENT_LOCAL_ENDPOINT: c.member('etcd-0').clientURL });
+    const voterAgent = await agentBeside('etcd-0', {
+      ETCD_AGENT_ENDPOINTS: c.clientURLs().join(','),
+      ETCD_AGENT_LOCAL_ENDPOINT: c.member('etcd-0').clientURL,
+    });
     const attempts: Attempt[] = [];
     for (;;) {
       attempts.push(await replaceDisk(voterAgent));

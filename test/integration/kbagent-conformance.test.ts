@@ -104,16 +104,24 @@ describe("kbagent conformance: KubeBlocks' Go client and kbagent's probes, again
       ['timeoutSeconds 0 (kbagent: the default)', { action: 'roleProbe', timeoutSeconds: 0 }, {}],
       ['timeoutSeconds -1 (kbagent: no timeout)', { action: 'roleProbe', timeoutSeconds: -1 }, {}],
       ['timeoutSeconds 120 (kbagent caps it at 60)', { action: 'roleProbe', timeoutSeconds: 120 }, {}],
-      ['arguments, a retry policy in nanoseconds and rerun', { action: 'roleProbe', arguments: [['x']], retryPolicy: { maxRetries: 3, retryInterval: 5e9 }, rerun: true }, {}],
+      [
+        'arguments, a retry policy in nanoseconds and rerun',
+        { action: 'roleProbe', arguments: [['x']], retryPolicy: { maxRetries: 3, retryInterval: 5e9 }, rerun: true },
+        {},
+      ],
     ])('when it sends %s, then it gets a normal kbagent answer: the role', async (_what, req, extraFields) => {
       // The role is read from the agent's shared observation and may lag a change (the cluster's first
       // election included) by up to its 1 s max age: the two agree within a few seconds.
-      await eventually(async () => {
-        const leader = await leaderOf(cluster());
-        const answer = await goClient(agentOf('etcd-0'), req, extraFields);
-        expect(answer.headers['content-type']).toMatch(/^application\/json/);
-        expect(output(answer)).toBe(leader.name === 'etcd-0' ? 'leader' : 'follower');
-      }, 5000, 250);
+      await eventually(
+        async () => {
+          const leader = await leaderOf(cluster());
+          const answer = await goClient(agentOf('etcd-0'), req, extraFields);
+          expect(answer.headers['content-type']).toMatch(/^application\/json/);
+          expect(output(answer)).toBe(leader.name === 'etcd-0' ? 'leader' : 'follower');
+        },
+        5000,
+        250,
+      );
     });
 
     it('when it sends unknown fields and timeoutSeconds -1 or 120, then the log says what was ignored and which deadline was used', async () => {
@@ -159,17 +167,29 @@ describe("kbagent conformance: KubeBlocks' Go client and kbagent's probes, again
       // a period later, as kbagent does: the first 200 within 3 s of patience counts.
       const available = await Promise.all(
         ['etcd-0', 'etcd-1', 'etcd-2'].map((n) =>
-          eventually(async () => {
-            const answer = await probeAction(agentOf(n), 'availableProbe');
-            if (answer.status !== 200) throw new Error(answer.body);
-            return answer;
-          }, 3000, 250),
+          eventually(
+            async () => {
+              const answer = await probeAction(agentOf(n), 'availableProbe');
+              if (answer.status !== 200) throw new Error(answer.body);
+              return answer;
+            },
+            3000,
+            250,
+          ),
         ),
       );
 
       for (const [i, name] of ['etcd-0', 'etcd-1', 'etcd-2'].entries()) {
-        expect(roles[i]).toMatchObject({ status: 200, headers: { 'content-type': expect.stringMatching(/^text\/plain/) }, body: name === leader.name ? 'leader' : 'follower' });
-        expect(available[i]).toMatchObject({ status: 200, headers: { 'content-type': expect.stringMatching(/^text\/plain/) }, body: `available: ${name} is a healthy voter; 3 of 3 voters healthy, 2 required` });
+        expect(roles[i]).toMatchObject({
+          status: 200,
+          headers: { 'content-type': expect.stringMatching(/^text\/plain/) },
+          body: name === leader.name ? 'leader' : 'follower',
+        });
+        expect(available[i]).toMatchObject({
+          status: 200,
+          headers: { 'content-type': expect.stringMatching(/^text\/plain/) },
+          body: `available: ${name} is a healthy voter; 3 of 3 voters healthy, 2 required`,
+        });
       }
     });
 
@@ -185,7 +205,11 @@ describe("kbagent conformance: KubeBlocks' Go client and kbagent's probes, again
       expect(role.status).toBe(503);
       expect(role.json.error).toMatchObject({ code: 'unavailable', message: expect.stringContaining(dead) });
       expect(available.status).toBe(503);
-      expect(available.json.error).toMatchObject({ code: 'unavailable', retryable: true, message: expect.stringMatching(/^etcd-0 is not ready: .*did not answer/) });
+      expect(available.json.error).toMatchObject({
+        code: 'unavailable',
+        retryable: true,
+        message: expect.stringMatching(/^etcd-0 is not ready: .*did not answer/),
+      });
       expect(viaClient).toMatchObject({ status: 200, json: { error: 'failed', message: expect.stringContaining(dead) } });
     }, 20_000);
   });
@@ -223,25 +247,42 @@ describe("kbagent conformance: KubeBlocks' Go client and kbagent's probes, again
     it('when memberJoin adds etcd-3, whose etcd is not running, then the Go client gets {error: inProgress}, and etcd-3 is an unstarted learner', async () => {
       // etcd refuses adds for 5 s after etcd-2 came back: the agent waits that out inside its deadline,
       // and when the deadline ends first the controller calls again after {error: preconditionFailed}: so does this.
-      const viaClient = await eventually(async () => {
-        const answer = await goClient(agentOf('etcd-0'), { action: 'memberJoin', parameters: join3, timeoutSeconds: 10 });
-        if (answer.json?.error === 'preconditionFailed') throw new Error(answer.body);
-        return answer;
-      }, 40_000, 500);
+      const viaClient = await eventually(
+        async () => {
+          const answer = await goClient(agentOf('etcd-0'), { action: 'memberJoin', parameters: join3, timeoutSeconds: 10 });
+          if (answer.json?.error === 'preconditionFailed') throw new Error(answer.body);
+          return answer;
+        },
+        40_000,
+        500,
+      );
       const replay = await goClient(agentOf('etcd-1'), { action: 'memberJoin', parameters: join3, timeoutSeconds: 5 });
 
-      expect(viaClient).toMatchObject({ status: 200, json: { error: 'inProgress', message: expect.stringMatching(/etcd-3: (added|in-progress) \(unstarted\)/) } });
-      expect(replay).toMatchObject({ status: 200, json: { error: 'inProgress', message: expect.stringContaining('etcd-3: in-progress (unstarted)') } });
+      expect(viaClient).toMatchObject({
+        status: 200,
+        json: { error: 'inProgress', message: expect.stringMatching(/etcd-3: (added|in-progress) \(unstarted\)/) },
+      });
+      expect(replay).toMatchObject({
+        status: 200,
+        json: { error: 'inProgress', message: expect.stringContaining('etcd-3: in-progress (unstarted)') },
+      });
       const listed = (await cluster().listMembers()).filter((m) => m.peerURLs.includes(`http://${host}:${KB_PEER_PORT}`));
       expect(listed).toEqual([expect.objectContaining({ isLearner: true, started: false })]);
     }, 60_000);
 
     it('when promote (a v1 route, no kbagent action) is asked for the unstarted etcd-3, then 202 in-progress by default and 409 in-progress with requireComplete', async () => {
       const plain = await post(agentOf('etcd-0'), '/v1/members/promote', { name: 'etcd-3', peerURLs: [`http://${host}:${KB_PEER_PORT}`] });
-      const strict = await post(agentOf('etcd-0'), '/v1/members/promote', { name: 'etcd-3', peerURLs: [`http://${host}:${KB_PEER_PORT}`], requireComplete: true });
+      const strict = await post(agentOf('etcd-0'), '/v1/members/promote', {
+        name: 'etcd-3',
+        peerURLs: [`http://${host}:${KB_PEER_PORT}`],
+        requireComplete: true,
+      });
 
       expect(plain).toMatchObject({ status: 202, json: { outcome: 'in-progress', complete: false } });
-      expect(strict).toMatchObject({ status: 409, json: { error: { code: 'in-progress', retryable: true, details: { result: { outcome: 'in-progress' } } } } });
+      expect(strict).toMatchObject({
+        status: 409,
+        json: { error: { code: 'in-progress', retryable: true, details: { result: { outcome: 'in-progress' } } } },
+      });
     });
 
     it('when another member joins while etcd-3 is a learner, then the Go client gets {error: busy}', async () => {
@@ -276,11 +317,15 @@ describe("kbagent conformance: KubeBlocks' Go client and kbagent's probes, again
       agents.set('etcd-3', await startMemberAgent(cluster(), 'etcd-3'));
 
       // The controller calls again after {error: inProgress} until the learner is promoted.
-      const done = await eventually(async () => {
-        const answer = await goClient(agentOf('etcd-0'), { action: 'memberJoin', parameters: join3, timeoutSeconds: 10 });
-        if (answer.json?.error !== undefined) throw new Error(answer.body);
-        return answer;
-      }, 30_000, 500);
+      const done = await eventually(
+        async () => {
+          const answer = await goClient(agentOf('etcd-0'), { action: 'memberJoin', parameters: join3, timeoutSeconds: 10 });
+          if (answer.json?.error !== undefined) throw new Error(answer.body);
+          return answer;
+        },
+        30_000,
+        500,
+      );
       const replay = await goClient(agentOf('etcd-1'), { action: 'memberJoin', parameters: join3 });
 
       expect(JSON.parse(output(done))).toMatchObject({
@@ -297,8 +342,14 @@ describe("kbagent conformance: KubeBlocks' Go client and kbagent's probes, again
       const before = await leaderOf(cluster());
       const candidate = ['etcd-0', 'etcd-1', 'etcd-2', 'etcd-3'].find((n) => n !== before.name) as string;
 
-      const toCandidate = await goClient(agentOf(before.name), { action: 'switchover', parameters: { KB_SWITCHOVER_CANDIDATE_NAME: candidate, KB_SWITCHOVER_CURRENT_NAME: before.name } });
-      const replay = await goClient(agentOf(before.name), { action: 'switchover', parameters: { KB_SWITCHOVER_CURRENT_NAME: before.name } });
+      const toCandidate = await goClient(agentOf(before.name), {
+        action: 'switchover',
+        parameters: { KB_SWITCHOVER_CANDIDATE_NAME: candidate, KB_SWITCHOVER_CURRENT_NAME: before.name },
+      });
+      const replay = await goClient(agentOf(before.name), {
+        action: 'switchover',
+        parameters: { KB_SWITCHOVER_CURRENT_NAME: before.name },
+      });
       const back = await goClient(agentOf(candidate), { action: 'switchover', parameters: { KB_SWITCHOVER_CANDIDATE_NAME: before.name } });
 
       expect(JSON.parse(output(toCandidate))).toMatchObject({ outcome: 'transferred', complete: true, leader: { name: candidate } });
@@ -309,21 +360,35 @@ describe("kbagent conformance: KubeBlocks' Go client and kbagent's probes, again
     it('when the voters are etcd-0, etcd-1, etcd-3 and etcd-1 is stopped, then memberLeave of etcd-3 gets {error: preconditionFailed} and removes nothing', async () => {
       // etcd-2 leaves first (by name: done), so that one stopped member decides.
       // (etcd may refuse a removal for a few seconds after etcd-3's promotion: called again, as the controller would.)
-      const leave2 = await eventually(async () => {
-        const answer = await goClient(agentOf('etcd-0'), { action: 'memberLeave', parameters: { KB_LEAVE_MEMBER_POD_NAME: 'etcd-2' }, timeoutSeconds: 10 });
-        if (answer.json?.error === 'preconditionFailed') throw new Error(answer.body);
-        return answer;
-      }, 20_000, 500);
+      const leave2 = await eventually(
+        async () => {
+          const answer = await goClient(agentOf('etcd-0'), {
+            action: 'memberLeave',
+            parameters: { KB_LEAVE_MEMBER_POD_NAME: 'etcd-2' },
+            timeoutSeconds: 10,
+          });
+          if (answer.json?.error === 'preconditionFailed') throw new Error(answer.body);
+          return answer;
+        },
+        20_000,
+        500,
+      );
       await agentOf('etcd-2').stop(2000);
       agents.delete('etcd-2');
-      await cluster().stop('etcd-2').catch(() => undefined);
+      await cluster()
+        .stop('etcd-2')
+        .catch(() => undefined);
       await cluster().stop('etcd-1');
       try {
         const unsafe = await goClient(agentOf('etcd-0'), { action: 'memberLeave', parameters: leave3, timeoutSeconds: 5 });
 
         expect(JSON.parse(output(leave2))).toMatchObject({ outcome: 'removed', complete: true });
         expect(unsafe).toMatchObject({ status: 200, json: { error: 'preconditionFailed', message: expect.stringContaining('etcd-3') } });
-        expect((await cluster().listMembers([cluster().member('etcd-0').clientURL])).map((m) => m.name).sort()).toEqual(['etcd-0', 'etcd-1', 'etcd-3']);
+        expect((await cluster().listMembers([cluster().member('etcd-0').clientURL])).map((m) => m.name).sort()).toEqual([
+          'etcd-0',
+          'etcd-1',
+          'etcd-3',
+        ]);
       } finally {
         await cluster().restart('etcd-1');
       }
@@ -334,11 +399,15 @@ describe("kbagent conformance: KubeBlocks' Go client and kbagent's probes, again
       agents.delete('etcd-3');
 
       // etcd refuses removals for a few seconds after etcd-1 came back ({error: preconditionFailed}): called again.
-      const removed = await eventually(async () => {
-        const answer = await goClient(agentOf('etcd-0'), { action: 'memberLeave', parameters: leave3, timeoutSeconds: 10 });
-        if (answer.json?.error !== undefined) throw new Error(answer.body);
-        return answer;
-      }, 20_000, 500);
+      const removed = await eventually(
+        async () => {
+          const answer = await goClient(agentOf('etcd-0'), { action: 'memberLeave', parameters: leave3, timeoutSeconds: 10 });
+          if (answer.json?.error !== undefined) throw new Error(answer.body);
+          return answer;
+        },
+        20_000,
+        500,
+      );
       const replay = await goClient(agentOf('etcd-1'), { action: 'memberLeave', parameters: leave3 });
 
       expect(JSON.parse(output(removed))).toMatchObject({ action: 'memberLeave', outcome: 'removed', complete: true });

@@ -26,13 +26,29 @@ describe("Go's HTTP client, as kbagent runs it", () => {
       });
     });
     await new Promise<void>((resolve) => server.listen(capture, '127.0.0.1', resolve));
-    const action = { name: 'a', http: { port: String(capture), path: '/v1/x', method: 'POST', body: '{"to": "{{ .TO }}"}', headers: [{ name: 'content-type', value: 'application/json' }] } };
+    const action = {
+      name: 'a',
+      http: {
+        port: String(capture),
+        path: '/v1/x',
+        method: 'POST',
+        body: '{"to": "{{ .TO }}"}',
+        headers: [{ name: 'content-type', value: 'application/json' }],
+      },
+    };
     const child = spawn(kb.path, ['--address', '127.0.0.1', '--port', String(port), '--streaming-port', String(streaming)], {
       env: { HOME: '/nonexistent', PATH: process.env.PATH, KB_AGENT_ACTION: JSON.stringify([action]) },
       stdio: 'ignore',
     });
     try {
-      const call = goHttpRequest('POST', '127.0.0.1', port, '/v1.0/action', [], goActionRequestJson({ action: 'a', parameters: { TO: 'etcd-1' } }));
+      const call = goHttpRequest(
+        'POST',
+        '127.0.0.1',
+        port,
+        '/v1.0/action',
+        [],
+        goActionRequestJson({ action: 'a', parameters: { TO: 'etcd-1' } }),
+      );
       let answer = await rawRequest('127.0.0.1', port, [call], 5000);
       for (let i = 0; answer.noAnswer && i < 50; i++) {
         await new Promise((resolve) => setTimeout(resolve, 100));
@@ -41,7 +57,14 @@ describe("Go's HTTP client, as kbagent runs it", () => {
 
       expect(answer.json).toEqual({ output: Buffer.from('ok').toString('base64') });
       expect(Buffer.concat(received).toString('latin1')).toBe(
-        goHttpRequest('POST', '127.0.0.1', capture, '/v1/x', [{ name: 'content-type', value: 'application/json' }], '{"to": "etcd-1"}').toString('latin1'),
+        goHttpRequest(
+          'POST',
+          '127.0.0.1',
+          capture,
+          '/v1/x',
+          [{ name: 'content-type', value: 'application/json' }],
+          '{"to": "etcd-1"}',
+        ).toString('latin1'),
       );
     } finally {
       child.kill('SIGKILL');

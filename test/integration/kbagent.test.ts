@@ -20,7 +20,11 @@ interface KbAnswer {
   body: { output?: string; error?: string; message?: string; requestId?: string };
 }
 
-async function kbCall(agent: RunningAgent | string, body: unknown, init: { raw?: string; contentType?: string; token?: string } = {}): Promise<KbAnswer> {
+async function kbCall(
+  agent: RunningAgent | string,
+  body: unknown,
+  init: { raw?: string; contentType?: string; token?: string } = {},
+): Promise<KbAnswer> {
   const url = typeof agent === 'string' ? agent : agent.listening.url;
   const headers: Record<string, string> = { 'Content-Type': init.contentType ?? 'application/json' };
   if (init.token !== undefined) headers.Authorization = `Bearer ${init.token}`;
@@ -84,7 +88,11 @@ describe('POST /v1.0/action (kbagent wire format) against a real 3-member etcd',
       ['memberJoin without KB_JOIN_MEMBER_POD_NAME', { action: 'memberJoin', parameters: {} }, /KB_JOIN_MEMBER_POD_NAME is required/],
       ['memberLeave without KB_LEAVE_MEMBER_POD_NAME', { action: 'memberLeave' }, /KB_LEAVE_MEMBER_POD_NAME is required/],
       ['a member name that is not DNS-1123', { action: 'memberJoin', parameters: { KB_JOIN_MEMBER_POD_NAME: 'Etcd_3' } }, /DNS-1123/],
-      ['an FQDN that makes no peer URL', { action: 'memberLeave', parameters: { KB_LEAVE_MEMBER_POD_NAME: 'etcd-3', KB_LEAVE_MEMBER_POD_FQDN: 'a/b' } }, /peer/],
+      [
+        'an FQDN that makes no peer URL',
+        { action: 'memberLeave', parameters: { KB_LEAVE_MEMBER_POD_NAME: 'etcd-3', KB_LEAVE_MEMBER_POD_FQDN: 'a/b' } },
+        /peer/,
+      ],
     ])('when the body has %s, then {error: badRequest} naming the problem', async (_what, body, message) => {
       const answer = await kbCall(agentOf('etcd-0'), body);
 
@@ -138,15 +146,22 @@ describe('POST /v1.0/action (kbagent wire format) against a real 3-member etcd',
   it('when memberJoin adds a member whose etcd has not started, then {error: inProgress}, twice, and etcd lists one learner at http://{fqdn}:2380', async () => {
     // etcd refuses any member add ("unhealthy cluster") until its peers have been connected for 5 s:
     // that refusal is preconditionFailed, and the call is repeated as kbagent would.
-    const first = await eventually(async () => {
-      const answer = await kbCall(agentOf('etcd-0'), join3());
-      if (answer.body.error === 'preconditionFailed') throw new Error(answer.body.message);
-      return answer;
-    }, 15_000, 300);
+    const first = await eventually(
+      async () => {
+        const answer = await kbCall(agentOf('etcd-0'), join3());
+        if (answer.body.error === 'preconditionFailed') throw new Error(answer.body.message);
+        return answer;
+      },
+      15_000,
+      300,
+    );
     const second = await kbCall(agentOf('etcd-1'), join3());
 
     expect(first).toEqual({ status: 200, body: { error: 'inProgress', message: expect.stringContaining('etcd-3: added (unstarted)') } });
-    expect(second).toEqual({ status: 200, body: { error: 'inProgress', message: expect.stringContaining('etcd-3: in-progress (unstarted)') } });
+    expect(second).toEqual({
+      status: 200,
+      body: { error: 'inProgress', message: expect.stringContaining('etcd-3: in-progress (unstarted)') },
+    });
     const peerURL = `http://${host}:${KB_PEER_PORT}`;
     const listed = (await cluster().listMembers()).filter((m) => m.peerURLs.includes(peerURL));
     expect(listed).toEqual([expect.objectContaining({ isLearner: true, started: false })]);
@@ -178,11 +193,15 @@ describe('POST /v1.0/action (kbagent wire format) against a real 3-member etcd',
     agents.set('etcd-3', await startMemberAgent(cluster(), 'etcd-3'));
     const role = await roleOf('etcd-3');
 
-    const answer = await eventually(async () => {
-      const a = await kbCall(agentOf('etcd-0'), join3());
-      if (a.body.error === 'inProgress') throw new Error(a.body.message);
-      return a;
-    }, 15_000, 300);
+    const answer = await eventually(
+      async () => {
+        const a = await kbCall(agentOf('etcd-0'), join3());
+        if (a.body.error === 'inProgress') throw new Error(a.body.message);
+        return a;
+      },
+      15_000,
+      300,
+    );
 
     expect(role).toBe('learner');
     const joined = result(answer);
@@ -227,7 +246,11 @@ describe('POST /v1.0/action (kbagent wire format) against a real 3-member etcd',
   it('when memberLeave is called twice for etcd-3, then removed and then already-absent, both as output', async () => {
     await agentOf('etcd-3').stop(2000);
     agents.delete('etcd-3');
-    const leave = { action: 'memberLeave', parameters: { KB_LEAVE_MEMBER_POD_NAME: 'etcd-3', KB_LEAVE_MEMBER_POD_FQDN: host }, timeoutSeconds: 20 };
+    const leave = {
+      action: 'memberLeave',
+      parameters: { KB_LEAVE_MEMBER_POD_NAME: 'etcd-3', KB_LEAVE_MEMBER_POD_FQDN: host },
+      timeoutSeconds: 20,
+    };
 
     const first = result(await kbCall(agentOf('etcd-0'), leave));
     const second = result(await kbCall(agentOf('etcd-1'), leave));

@@ -7,7 +7,10 @@ describe('LocalEtcdCluster (real etcd processes on loopback)', () => {
   const cluster = withCluster(3);
   // A learner (etcd-3, once added) refuses writes with "rpc not supported for learner", and etcdctl
   // picks an endpoint at random, so writes go to the running voters only.
-  const voterURLs = (): string[] => cluster().members.filter((m) => m.name !== 'etcd-3' && m.state === 'running').map((m) => m.clientURL);
+  const voterURLs = (): string[] =>
+    cluster()
+      .members.filter((m) => m.name !== 'etcd-3' && m.state === 'running')
+      .map((m) => m.clientURL);
 
   it('when 3 members start, then etcdctl lists 3 started voters', async () => {
     const members = await cluster().listMembers();

@@ -12,7 +12,15 @@
  */
 import type { RunningAgent } from '../../agent/agent';
 import { HttpClient } from '../../scripts/bench/http';
-import { defragIntervals, KeepAliveLoad, overlapsBetween, StatusWatch, WriteLoad, writeKeys, type Interval } from '../../scripts/defrag-watch';
+import {
+  defragIntervals,
+  KeepAliveLoad,
+  overlapsBetween,
+  StatusWatch,
+  WriteLoad,
+  writeKeys,
+  type Interval,
+} from '../../scripts/defrag-watch';
 import { ChildAgent, MAIN_JS } from '../helpers/child-agent';
 import { eventually, fillUntilNoSpace, startTestCluster, type LocalEtcdCluster } from '../helpers/etcd-cluster';
 import { patience } from '../helpers/eventually';
@@ -53,7 +61,9 @@ const KEEP_LAST_PASS = { retainRevisions: 1 };
 async function putStatus(clientURL: string): Promise<number> {
   const client = new HttpClient(clientURL);
   try {
-    return (await client.post('/v3/kv/put', { key: Buffer.from('probe').toString('base64'), value: Buffer.from('1').toString('base64') }, 5000)).status;
+    return (
+      await client.post('/v3/kv/put', { key: Buffer.from('probe').toString('base64'), value: Buffer.from('1').toString('base64') }, 5000)
+    ).status;
   } finally {
     client.close();
   }
@@ -64,7 +74,10 @@ async function putStatus(clientURL: string): Promise<number> {
  * JSON numbers would lose their last digits).
  */
 async function etcdStatus(cluster: LocalEtcdCluster): Promise<{ header: { revision: number }; dbSize: number; dbSizeInUse: number }> {
-  const out = (await cluster.etcdctl(['endpoint', 'status', '-w', 'json'])).replace(/"(leader|member_id|cluster_id|ID)":(\d+)/g, '"$1":"$2"');
+  const out = (await cluster.etcdctl(['endpoint', 'status', '-w', 'json'])).replace(
+    /"(leader|member_id|cluster_id|ID)":(\d+)/g,
+    '"$1":"$2"',
+  );
   return (JSON.parse(out) as Array<{ Status: { header: { revision: number }; dbSize: number; dbSizeInUse: number } }>)[0].Status;
 }
 
@@ -105,7 +118,10 @@ function watchSaw(watch: StatusWatch, intervals: Map<string, Interval[]>): { see
 
 /** The members in the order their defragmentations began. */
 function order(intervals: Map<string, Interval[]>): string[] {
-  return [...intervals].flatMap(([name, list]) => list.map((i) => ({ name, from: i.from }))).sort((a, b) => a.from - b.from).map((e) => e.name);
+  return [...intervals]
+    .flatMap(([name, list]) => list.map((i) => ({ name, from: i.from })))
+    .sort((a, b) => a.from - b.from)
+    .map((e) => e.name);
 }
 
 /** GET /v1/operations of `agent` every 25 ms: each distinct step seen, with the time it was first seen. */
@@ -124,13 +140,15 @@ class OperationsWatch {
         if (runner !== undefined) {
           const health = (await get(runner, '/v1/health').catch(() => undefined))?.json;
           const m = health?.maintenance as { step: string; defragmenting?: { name: string } } | undefined;
-          if (m !== undefined && this.health.at(-1)?.step !== m.step) this.health.push({ step: m.step, defragmenting: m.defragmenting?.name });
+          if (m !== undefined && this.health.at(-1)?.step !== m.step)
+            this.health.push({ step: m.step, defragmenting: m.defragmenting?.name });
         }
         const answer = await get(agent, '/v1/operations').catch(() => undefined);
         const ops = (answer?.json?.operations ?? []) as Array<{ action: string; step: string; member: { name: string } }>;
         this.mostAtOnce = Math.max(this.mostAtOnce, ops.filter((op) => op.action === 'defragment').length);
         for (const op of ops) {
-          if (this.steps.at(-1)?.step !== op.step) this.steps.push({ at: Date.now(), action: op.action, step: op.step, member: op.member.name });
+          if (this.steps.at(-1)?.step !== op.step)
+            this.steps.push({ at: Date.now(), action: op.action, step: op.step, member: op.member.name });
         }
         await new Promise((resolve) => setTimeout(resolve, 25));
       }
@@ -153,7 +171,15 @@ function figures(
   intervals: Map<string, Interval[]>,
   formerLeader: string,
 ): Record<string, unknown> {
-  const members = (reply.json.members as Array<{ name: string; durationMs: number; wasLeader: boolean; before: { dbSizeBytes: number }; after: { dbSizeBytes: number } }>).map((m) => {
+  const members = (
+    reply.json.members as Array<{
+      name: string;
+      durationMs: number;
+      wasLeader: boolean;
+      before: { dbSizeBytes: number };
+      after: { dbSizeBytes: number };
+    }>
+  ).map((m) => {
     const window = intervals.get(m.name)?.at(-1) ?? { from: 0, to: 0 };
     const others = [...load.answered.keys()].filter((n) => n !== m.name);
     return {
@@ -200,67 +226,87 @@ describeOnFirstVersion('a rolling defragmentation of a 3-member cluster under a 
     await cluster?.destroy();
   });
 
-  it('when one call compacts and defragments, then each member is done alone, the leader last after leadership moved, and writes go on through the others meanwhile', async () => {
-    await writeKeys(cluster.members[0].clientURL, LOAD);
-    const leaderBefore = (await leaderOf(cluster)).name;
-    const since = Date.now();
-    const load = new WriteLoad(cluster.members);
-    const keepAlives = new KeepAliveLoad(cluster.members);
-    const watch = new StatusWatch(cluster.members);
-    const operations = new OperationsWatch(observer, runner);
-    await new Promise((resolve) => setTimeout(resolve, 300));
-
-    let reply: Answer;
-    try {
-      reply = await post(runner, DEFRAG, { ...SMALL, compact: KEEP_LAST_PASS, timeoutSeconds: 60 });
+  it(
+    'when one call compacts and defragments, then each member is done alone, the leader last after leadership moved, and writes go on through the others meanwhile',
+    async () => {
+      await writeKeys(cluster.members[0].clientURL, LOAD);
+      const leaderBefore = (await leaderOf(cluster)).name;
+      const since = Date.now();
+      const load = new WriteLoad(cluster.members);
+      const keepAlives = new KeepAliveLoad(cluster.members);
+      const watch = new StatusWatch(cluster.members);
+      const operations = new OperationsWatch(observer, runner);
       await new Promise((resolve) => setTimeout(resolve, 300));
-    } finally {
-      await Promise.all([load.stop(), keepAlives.stop(), watch.stop(), operations.stop()]);
-    }
-    expectStatus(reply, 200);
-    expect(reply.json).toMatchObject({ action: 'defragment', outcome: 'defragmented', complete: true, leaderTransferred: true, run: { mode: 'lock' } });
-    expect(reply.json.compaction.revision).toBeGreaterThan(0);
-    const done = reply.json.members as Array<{ name: string; wasLeader: boolean; before: { dbSizeBytes: number }; after: { dbSizeBytes: number } }>;
-    expect(done.map((m) => m.name).sort()).toEqual(['etcd-0', 'etcd-1', 'etcd-2']);
-    for (const m of done) expect(m.after.dbSizeBytes).toBeLessThan(m.before.dbSizeBytes * 0.8);
-    // The leader last, and only after leadership moved away from it.
-    expect(done.at(-1)).toMatchObject({ name: leaderBefore, wasLeader: true });
-    expect(done.slice(0, -1).every((m) => !m.wasLeader)).toBe(true);
-    expect((await leaderOf(cluster)).name).not.toBe(leaderBefore);
 
-    // What the members say: three defragmentations, one at a time, the former leader's last.
-    const intervals = intervalsOf(cluster, since);
-    expect([...intervals.values()].map((l) => l.length)).toEqual([1, 1, 1]);
-    expect(overlapsBetween(intervals)).toEqual([]);
-    expect(order(intervals).at(-1)).toBe(leaderBefore);
-    // What a watch of their Status saw: each member silent while it defragmented.
-    const saw = watchSaw(watch, intervals);
-    expect(saw.missed).toEqual([]);
-    // What another agent's GET /v1/operations showed: the member being defragmented, the leader's turn after the move.
-    expect(operations.mostAtOnce).toBe(1);
-    // The runner's /v1/health said what it was doing: a sample that fell inside a member's
-    // defragmentation named that member (how many samples fell inside one is not asserted).
-    expect(operations.health.length).toBeGreaterThan(0);
-    for (const h of operations.health) if (h.defragmenting !== undefined) expect(['etcd-0', 'etcd-1', 'etcd-2']).toContain(h.defragmenting);
-    const defragSteps = operations.steps.filter((s) => s.action === 'defragment' && s.step.startsWith('defragmenting'));
-    expect([...new Set(defragSteps.map((s) => s.member))]).toEqual(order(intervals));
-    const moved = operations.steps.findIndex((s) => s.step.startsWith('moving leadership') || s.step.startsWith('sending move-leader'));
-    expect(moved).toBeGreaterThan(-1);
-    expect(operations.steps.findIndex((s) => s.step.startsWith(`defragmenting ${leaderBefore}`))).toBeGreaterThan(moved);
+      let reply: Answer;
+      try {
+        reply = await post(runner, DEFRAG, { ...SMALL, compact: KEEP_LAST_PASS, timeoutSeconds: 60 });
+        await new Promise((resolve) => setTimeout(resolve, 300));
+      } finally {
+        await Promise.all([load.stop(), keepAlives.stop(), watch.stop(), operations.stop()]);
+      }
+      expectStatus(reply, 200);
+      expect(reply.json).toMatchObject({
+        action: 'defragment',
+        outcome: 'defragmented',
+        complete: true,
+        leaderTransferred: true,
+        run: { mode: 'lock' },
+      });
+      expect(reply.json.compaction.revision).toBeGreaterThan(0);
+      const done = reply.json.members as Array<{
+        name: string;
+        wasLeader: boolean;
+        before: { dbSizeBytes: number };
+        after: { dbSizeBytes: number };
+      }>;
+      expect(done.map((m) => m.name).sort()).toEqual(['etcd-0', 'etcd-1', 'etcd-2']);
+      for (const m of done) expect(m.after.dbSizeBytes).toBeLessThan(m.before.dbSizeBytes * 0.8);
+      // The leader last, and only after leadership moved away from it.
+      expect(done.at(-1)).toMatchObject({ name: leaderBefore, wasLeader: true });
+      expect(done.slice(0, -1).every((m) => !m.wasLeader)).toBe(true);
+      expect((await leaderOf(cluster)).name).not.toBe(leaderBefore);
 
-    const line = figures('rolling', cluster, reply, load, keepAlives, intervals, leaderBefore);
-    process.stdout.write(`defrag figures ${JSON.stringify({ story: 'rolling status watch', etcd: cluster.etcd.version, ...saw })}\n`);
-    // While the former leader was defragmented, lease keep-alives through the other members were
-    // answered: etcd renews a lease on the leader once it has applied everything, which a leader
-    // defragmenting in place cannot do (every keep-alive of the cluster then stalls; the bench shows it).
-    const perMember = line.members as Array<{ member: string; putsThroughOthersDuringIt: number; keepAlivesThroughOthersDuringIt: number }>;
-    expect(perMember.find((m) => m.member === leaderBefore)?.keepAlivesThroughOthersDuringIt).toBeGreaterThan(0);
-    // Writes went on through the others while members were defragmented. Not asked of each window:
-    // puts go on through the others even beside a leader defragmenting in place (the bench), so they
-    // do not show the move; and the three members share one disk here, where a defragmentation's flush
-    // can hold the new leader's WAL fsync for a whole window (no put answered, keep-alives still are).
-    expect(perMember.reduce((sum, m) => sum + m.putsThroughOthersDuringIt, 0)).toBeGreaterThan(0);
-  }, SLOW_STORY_MS);
+      // What the members say: three defragmentations, one at a time, the former leader's last.
+      const intervals = intervalsOf(cluster, since);
+      expect([...intervals.values()].map((l) => l.length)).toEqual([1, 1, 1]);
+      expect(overlapsBetween(intervals)).toEqual([]);
+      expect(order(intervals).at(-1)).toBe(leaderBefore);
+      // What a watch of their Status saw: each member silent while it defragmented.
+      const saw = watchSaw(watch, intervals);
+      expect(saw.missed).toEqual([]);
+      // What another agent's GET /v1/operations showed: the member being defragmented, the leader's turn after the move.
+      expect(operations.mostAtOnce).toBe(1);
+      // The runner's /v1/health said what it was doing: a sample that fell inside a member's
+      // defragmentation named that member (how many samples fell inside one is not asserted).
+      expect(operations.health.length).toBeGreaterThan(0);
+      for (const h of operations.health)
+        if (h.defragmenting !== undefined) expect(['etcd-0', 'etcd-1', 'etcd-2']).toContain(h.defragmenting);
+      const defragSteps = operations.steps.filter((s) => s.action === 'defragment' && s.step.startsWith('defragmenting'));
+      expect([...new Set(defragSteps.map((s) => s.member))]).toEqual(order(intervals));
+      const moved = operations.steps.findIndex((s) => s.step.startsWith('moving leadership') || s.step.startsWith('sending move-leader'));
+      expect(moved).toBeGreaterThan(-1);
+      expect(operations.steps.findIndex((s) => s.step.startsWith(`defragmenting ${leaderBefore}`))).toBeGreaterThan(moved);
+
+      const line = figures('rolling', cluster, reply, load, keepAlives, intervals, leaderBefore);
+      process.stdout.write(`defrag figures ${JSON.stringify({ story: 'rolling status watch', etcd: cluster.etcd.version, ...saw })}\n`);
+      // While the former leader was defragmented, lease keep-alives through the other members were
+      // answered: etcd renews a lease on the leader once it has applied everything, which a leader
+      // defragmenting in place cannot do (every keep-alive of the cluster then stalls; the bench shows it).
+      const perMember = line.members as Array<{
+        member: string;
+        putsThroughOthersDuringIt: number;
+        keepAlivesThroughOthersDuringIt: number;
+      }>;
+      expect(perMember.find((m) => m.member === leaderBefore)?.keepAlivesThroughOthersDuringIt).toBeGreaterThan(0);
+      // Writes went on through the others while members were defragmented. Not asked of each window:
+      // puts go on through the others even beside a leader defragmenting in place (the bench), so they
+      // do not show the move; and the three members share one disk here, where a defragmentation's flush
+      // can hold the new leader's WAL fsync for a whole window (no put answered, keep-alives still are).
+      expect(perMember.reduce((sum, m) => sum + m.putsThroughOthersDuringIt, 0)).toBeGreaterThan(0);
+    },
+    SLOW_STORY_MS,
+  );
 
   it('when the same call is made again, then nothing is over the thresholds and the answer says what the last run did', async () => {
     const first = await get(observer, '/v1/health');
@@ -279,84 +325,99 @@ describeOnFirstVersion('a rolling defragmentation of a 3-member cluster under a 
     expect(reply.json.lastRun.members).toHaveLength(3);
   });
 
-  it('when the agent running it is killed mid-run, then the next call continues where it stopped, never two members at once', async () => {
-    const env = {
-      ETCD_AGENT_ENDPOINTS: cluster.clientURLs().join(','),
-      ETCD_AGENT_LOCAL_ENDPOINT: cluster.member('etcd-1').clientURL,
-      ETCD_AGENT_MEMBER_NAME: 'etcd-1',
-    };
-    await writeKeys(cluster.members[1].clientURL, { ...LOAD, keys: 5000 });
-    const since = Date.now();
-    // Dies 50 ms after sending its second Defragment (a crash point: a kill sent on its log line can
-    // land after that member was done and recorded): etcd goes on with it, without the agent.
-    let child = await ChildAgent.start(MAIN_JS, { ...env, ETCD_AGENT_CRASH_POINTS: 'defragment-sent-2' });
-    const watch = new StatusWatch(cluster.members);
-    const first = post(child.url, DEFRAG, { ...SMALL, compact: KEEP_LAST_PASS, timeoutSeconds: 60 }).then(
-      (answer) => `answered ${answer.status}`,
-      () => 'died',
-    );
-    expect(await first).toBe('died'); // the call died with its agent
-    await child.exited;
-    const sent = child.lines.filter((l) => l.message === 'defragmenting a member');
-    expect(sent).toHaveLength(2);
-    const killedDuring = String(sent[1]?.member);
-    const firstRun = child.lines.find((l) => l.message === 'defragmentation run started')?.run;
+  it(
+    'when the agent running it is killed mid-run, then the next call continues where it stopped, never two members at once',
+    async () => {
+      const env = {
+        ETCD_AGENT_ENDPOINTS: cluster.clientURLs().join(','),
+        ETCD_AGENT_LOCAL_ENDPOINT: cluster.member('etcd-1').clientURL,
+        ETCD_AGENT_MEMBER_NAME: 'etcd-1',
+      };
+      await writeKeys(cluster.members[1].clientURL, { ...LOAD, keys: 5000 });
+      const since = Date.now();
+      // Dies 50 ms after sending its second Defragment (a crash point: a kill sent on its log line can
+      // land after that member was done and recorded): etcd goes on with it, without the agent.
+      let child = await ChildAgent.start(MAIN_JS, { ...env, ETCD_AGENT_CRASH_POINTS: 'defragment-sent-2' });
+      const watch = new StatusWatch(cluster.members);
+      const first = post(child.url, DEFRAG, { ...SMALL, compact: KEEP_LAST_PASS, timeoutSeconds: 60 }).then(
+        (answer) => `answered ${answer.status}`,
+        () => 'died',
+      );
+      expect(await first).toBe('died'); // the call died with its agent
+      await child.exited;
+      const sent = child.lines.filter((l) => l.message === 'defragmenting a member');
+      expect(sent).toHaveLength(2);
+      const killedDuring = String(sent[1]?.member);
+      const firstRun = child.lines.find((l) => l.message === 'defragmentation run started')?.run;
 
-    child = await ChildAgent.start(MAIN_JS, env);
-    try {
-      const reply = await post(child.url, DEFRAG, { ...SMALL, compact: KEEP_LAST_PASS, timeoutSeconds: 60 });
-      await watch.stop();
+      child = await ChildAgent.start(MAIN_JS, env);
+      try {
+        const reply = await post(child.url, DEFRAG, { ...SMALL, compact: KEEP_LAST_PASS, timeoutSeconds: 60 });
+        await watch.stop();
+
+        expectStatus(reply, 200);
+        expect(reply.json).toMatchObject({ outcome: 'defragmented', run: { continues: firstRun } });
+        const members = reply.json.members as Array<{ name: string; earlierRun?: boolean }>;
+        // The member done before the kill is reported as the earlier run's; the one killed mid-way was finished by etcd and waited for.
+        expect(members.filter((m) => m.earlierRun === true)).toHaveLength(1);
+        expect(new Set(members.map((m) => m.name)).size).toBe(members.length);
+        const intervals = intervalsOf(cluster, since);
+        expect(overlapsBetween(intervals)).toEqual([]);
+        expect(watchSaw(watch, intervals).missed).toEqual([]);
+        expect(intervals.get(killedDuring)?.length).toBe(1);
+        // Every member is below the threshold now.
+        const health = (await get(observer, '/v1/health')).json;
+        for (const m of health.members) expect((m.dbSizeBytes - m.dbSizeInUseBytes) / m.dbSizeBytes).toBeLessThan(0.3);
+        process.stdout.write(
+          `defrag figures ${JSON.stringify({ story: 'killed mid-run', etcd: cluster.etcd.version, killedDuring, defragmentations: order(intervals), waited: child.lines.some((l) => String(l.message).includes('waiting')) })}\n`,
+        );
+      } finally {
+        await watch.stop();
+        await child.kill('SIGTERM');
+      }
+    },
+    SLOW_STORY_MS,
+  );
+
+  it(
+    'when a member is being defragmented by someone else (etcdctl), then the run waits for it and never defragments another meanwhile',
+    async () => {
+      await writeKeys(cluster.members[0].clientURL, { ...LOAD, keys: 8000 });
+      const revision = (await etcdStatus(cluster)).header.revision;
+      await cluster.etcdctl(['compact', String(revision), '--physical']);
+      expect(await putStatus(cluster.members[0].clientURL)).toBe(200);
+      const since = Date.now();
+      const operations = new OperationsWatch(observer);
+      const target = cluster.members[2];
+      const outside = cluster.etcdctl(['defrag', '--command-timeout=60s'], [target.clientURL]);
+      // Once etcd says it has begun, the agent is asked.
+      for (
+        const deadline = Date.now() + patience(10_000);
+        Date.now() < deadline && defragIntervals(target.logFile).every((i) => i.from < since);
+      ) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      let reply: Answer;
+      try {
+        reply = await post(runner, DEFRAG, { ...SMALL, compact: false, timeoutSeconds: 60 });
+        await outside;
+      } finally {
+        await operations.stop();
+      }
 
       expectStatus(reply, 200);
-      expect(reply.json).toMatchObject({ outcome: 'defragmented', run: { continues: firstRun } });
-      const members = reply.json.members as Array<{ name: string; earlierRun?: boolean }>;
-      // The member done before the kill is reported as the earlier run's; the one killed mid-way was finished by etcd and waited for.
-      expect(members.filter((m) => m.earlierRun === true)).toHaveLength(1);
-      expect(new Set(members.map((m) => m.name)).size).toBe(members.length);
       const intervals = intervalsOf(cluster, since);
       expect(overlapsBetween(intervals)).toEqual([]);
-      expect(watchSaw(watch, intervals).missed).toEqual([]);
-      expect(intervals.get(killedDuring)?.length).toBe(1);
-      // Every member is below the threshold now.
-      const health = (await get(observer, '/v1/health')).json;
-      for (const m of health.members) expect((m.dbSizeBytes - m.dbSizeInUseBytes) / m.dbSizeBytes).toBeLessThan(0.3);
-      process.stdout.write(`defrag figures ${JSON.stringify({ story: 'killed mid-run', etcd: cluster.etcd.version, killedDuring, defragmentations: order(intervals), waited: child.lines.some((l) => String(l.message).includes('waiting')) })}\n`);
-    } finally {
-      await watch.stop();
-      await child.kill('SIGTERM');
-    }
-  }, SLOW_STORY_MS);
-
-  it('when a member is being defragmented by someone else (etcdctl), then the run waits for it and never defragments another meanwhile', async () => {
-    await writeKeys(cluster.members[0].clientURL, { ...LOAD, keys: 8000 });
-    const revision = (await etcdStatus(cluster)).header.revision;
-    await cluster.etcdctl(['compact', String(revision), '--physical']);
-    expect(await putStatus(cluster.members[0].clientURL)).toBe(200);
-    const since = Date.now();
-    const operations = new OperationsWatch(observer);
-    const target = cluster.members[2];
-    const outside = cluster.etcdctl(['defrag', '--command-timeout=60s'], [target.clientURL]);
-    // Once etcd says it has begun, the agent is asked.
-    for (const deadline = Date.now() + patience(10_000); Date.now() < deadline && defragIntervals(target.logFile).every((i) => i.from < since); ) {
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-    let reply: Answer;
-    try {
-      reply = await post(runner, DEFRAG, { ...SMALL, compact: false, timeoutSeconds: 60 });
-      await outside;
-    } finally {
-      await operations.stop();
-    }
-
-    expectStatus(reply, 200);
-    const intervals = intervalsOf(cluster, since);
-    expect(overlapsBetween(intervals)).toEqual([]);
-    expect(order(intervals)[0]).toBe(target.name);
-    const waited = operations.steps.filter((s) => s.step.startsWith(`waiting: ${target.name}`));
-    process.stdout.write(`defrag figures ${JSON.stringify({ story: 'someone else defragmenting', etcd: cluster.etcd.version, order: order(intervals), waitedSteps: waited.length })}\n`);
-    // etcd finished the outside defragmentation; the run did the other two after it, and not that one again.
-    expect(reply.json.members.map((m: { name: string }) => m.name)).not.toContain(target.name);
-  }, SLOW_STORY_MS);
+      expect(order(intervals)[0]).toBe(target.name);
+      const waited = operations.steps.filter((s) => s.step.startsWith(`waiting: ${target.name}`));
+      process.stdout.write(
+        `defrag figures ${JSON.stringify({ story: 'someone else defragmenting', etcd: cluster.etcd.version, order: order(intervals), waitedSteps: waited.length })}\n`,
+      );
+      // etcd finished the outside defragmentation; the run did the other two after it, and not that one again.
+      expect(reply.json.members.map((m: { name: string }) => m.name)).not.toContain(target.name);
+    },
+    SLOW_STORY_MS,
+  );
 
   it('when a member does not answer, then the call is refused as unsafe with the figures, and nothing is touched', async () => {
     await churn(cluster.members[0].clientURL, 20);
@@ -367,7 +428,11 @@ describeOnFirstVersion('a rolling defragmentation of a 3-member cluster under a 
       const reply = await post(runner, DEFRAG, { ...SMALL, compact: { retainRevisions: 5 } });
 
       expectStatus(reply, 409);
-      expect(reply.json.error).toMatchObject({ code: 'unsafe', retryable: true, details: { reason: 'unhealthy', voters: 3, healthyVoters: 2 } });
+      expect(reply.json.error).toMatchObject({
+        code: 'unsafe',
+        retryable: true,
+        details: { reason: 'unhealthy', voters: 3, healthyVoters: 2 },
+      });
       expect(reply.json.error.message).toContain(`${follower} (`);
       expect(reply.json.error.details.members).toHaveLength(3);
     } finally {
@@ -387,7 +452,8 @@ describe('NOSPACE cleared by one call', () => {
     // say): one may lie under the default limit, 90 % of the quota (7.2 MB). The run then rightly
     // counts it as having room: it disarms before that member's turn and goes on under the lock (mode
     // `lock`), or leaves it alone where etcd 3.4 shows no fragmentation. Here each is over the limit.
-    for (const m of cluster.members) agents.set(m.name, await startMemberAgent(cluster, m.name, { ETCD_AGENT_DEFRAG_QUOTA_MARGIN: '0.35' }));
+    for (const m of cluster.members)
+      agents.set(m.name, await startMemberAgent(cluster, m.name, { ETCD_AGENT_DEFRAG_QUOTA_MARGIN: '0.35' }));
   }, 30_000);
 
   afterAll(async () => {
@@ -399,7 +465,11 @@ describe('NOSPACE cleared by one call', () => {
     const client = new HttpClient(cluster.members[0].clientURL);
     let i = 0;
     const refused = await fillUntilNoSpace(async (_key, value) => {
-      const answer = await client.post('/v3/kv/put', { key: Buffer.from(`churn/${i++ % 2}`).toString('base64'), value: value.toString('base64') }, 10_000);
+      const answer = await client.post(
+        '/v3/kv/put',
+        { key: Buffer.from(`churn/${i++ % 2}`).toString('base64'), value: value.toString('base64') },
+        10_000,
+      );
       if (answer.status !== 200) throw new Error(JSON.stringify(answer.body));
     });
     client.close();
@@ -409,20 +479,31 @@ describe('NOSPACE cleared by one call', () => {
     const other = listed.find((m) => m.id !== runnerMember.id) as { name: string };
 
     // Health says what is happening and who clears it; a leave says to call this.
-    const health = (await until(() => get(agents.get(other.name) as RunningAgent, '/v1/health'), (a) => a.json.alarms?.length > 0)).json;
+    const health = (
+      await until(
+        () => get(agents.get(other.name) as RunningAgent, '/v1/health'),
+        (a) => a.json.alarms?.length > 0,
+      )
+    ).json;
     expect(health.alarms.map((a: { alarm: string }) => a.alarm)).toContain('NOSPACE');
     expect(health.errors.join(' ')).toContain(`POST /v1/maintenance/defragment to the agent of ${runnerMember.name}`);
     const leave = await post(agents.get(other.name) as RunningAgent, '/v1/members/leave', { name: 'etcd-9' });
     // etcd-9 is absent: nothing to remove, no lock needed. A join needs the lock, which etcd refuses.
     expect(leave.status).toBe(200);
-    const join = await post(agents.get(other.name) as RunningAgent, '/v1/members/join', { name: 'etcd-9', peerURLs: ['http://127.0.0.1:9'] });
+    const join = await post(agents.get(other.name) as RunningAgent, '/v1/members/join', {
+      name: 'etcd-9',
+      peerURLs: ['http://127.0.0.1:9'],
+    });
     expect(join.status).toBe(503);
     expect(join.json.error.details.remedy.join(' ')).toContain('POST /v1/maintenance/defragment');
 
     // Another agent refuses: under NOSPACE only the runner's agent defragments.
     const elsewhere = await post(agents.get(other.name) as RunningAgent, DEFRAG, { ...SMALL, compact: { retainRevisions: 2 } });
     expect(elsewhere.status).toBe(409);
-    expect(elsewhere.json.error).toMatchObject({ code: 'busy', details: { alarm: 'NOSPACE', reason: 'nospace-runner', runner: runnerMember.name } });
+    expect(elsewhere.json.error).toMatchObject({
+      code: 'busy',
+      details: { alarm: 'NOSPACE', reason: 'nospace-runner', runner: runnerMember.name },
+    });
 
     const leaderBefore = (await leaderOf(cluster)).name;
     const since = Date.now();
@@ -430,10 +511,14 @@ describe('NOSPACE cleared by one call', () => {
     let reply: Answer;
     let answeredAt = 0;
     try {
-      reply = await post(agents.get(runnerMember.name) as RunningAgent, DEFRAG, { ...SMALL, compact: { retainRevisions: 2 }, timeoutSeconds: 60 });
+      reply = await post(agents.get(runnerMember.name) as RunningAgent, DEFRAG, {
+        ...SMALL,
+        compact: { retainRevisions: 2 },
+        timeoutSeconds: 60,
+      });
       answeredAt = Date.now();
       // Writes work again: every writer gets a put answered.
-      for (const deadline = Date.now() + patience(15_000); Date.now() < deadline; ) {
+      for (const deadline = Date.now() + patience(15_000); Date.now() < deadline;) {
         if (cluster.members.every((m) => (load.answered.get(m.name)?.length ?? 0) > 0)) break;
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
@@ -460,10 +545,17 @@ describe('NOSPACE cleared by one call', () => {
     for (const m of cluster.members) expect(load.answered.get(m.name)?.length).toBeGreaterThan(0);
     // Figures: how long each member took, and when writes were answered again (relative to the call's answer).
     const firstPut = Math.min(...[...load.answered.values()].flatMap((l) => l.map(([, at]) => at)));
-    const members = (reply.json.members as Array<{ name: string; durationMs: number; before: { dbSizeBytes: number }; after: { dbSizeBytes: number } }>).map(
-      (m) => `${m.name} ${m.durationMs} ms ${(m.before.dbSizeBytes / 1e6).toFixed(1)}→${(m.after.dbSizeBytes / 1e6).toFixed(1)} MB`,
-    );
-    const line = { story: 'nospace', etcd: cluster.etcd.version, callMs: reply.json.durationMs, members, writesRefusedMs: firstPut - load.startedAt, firstWriteAfterAnswerMs: firstPut - answeredAt };
+    const members = (
+      reply.json.members as Array<{ name: string; durationMs: number; before: { dbSizeBytes: number }; after: { dbSizeBytes: number } }>
+    ).map((m) => `${m.name} ${m.durationMs} ms ${(m.before.dbSizeBytes / 1e6).toFixed(1)}→${(m.after.dbSizeBytes / 1e6).toFixed(1)} MB`);
+    const line = {
+      story: 'nospace',
+      etcd: cluster.etcd.version,
+      callMs: reply.json.durationMs,
+      members,
+      writesRefusedMs: firstPut - load.startedAt,
+      firstWriteAfterAnswerMs: firstPut - answeredAt,
+    };
     process.stdout.write(`defrag figures ${JSON.stringify(line)}\n`);
   });
 });
@@ -497,7 +589,11 @@ describeOnFirstVersion('a cluster that would lose its quorum', () => {
       await cluster.etcdctl(['compact', String((await etcdStatus(cluster)).header.revision), '--physical']);
       expect(await putStatus(url)).toBe(200);
       // Freed pages count once etcd's backend has committed (every 100 ms): a patience for that commit.
-      const enough = await eventually(async () => expect(await fragmentation()).toBeGreaterThanOrEqual(SMALL.minFragmentation), 2000, 100).then(
+      const enough = await eventually(
+        async () => expect(await fragmentation()).toBeGreaterThanOrEqual(SMALL.minFragmentation),
+        2000,
+        100,
+      ).then(
         () => true,
         () => false,
       );
@@ -515,6 +611,10 @@ describeOnFirstVersion('a cluster that would lose its quorum', () => {
     const forced = await post(agent, DEFRAG, { ...SMALL, compact: false, force: true });
 
     expectStatus(forced, 200);
-    expect(forced.json).toMatchObject({ outcome: 'defragmented', leaderTransferred: false, members: [{ name: 'etcd-0', wasLeader: true }] });
+    expect(forced.json).toMatchObject({
+      outcome: 'defragmented',
+      leaderTransferred: false,
+      members: [{ name: 'etcd-0', wasLeader: true }],
+    });
   });
 });

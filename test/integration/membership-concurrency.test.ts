@@ -53,10 +53,21 @@ describe('concurrent membership changes', () => {
       const waited = Date.now() - t0;
 
       expect(operations.json.operations).toEqual([
-        { id: held.record.id, action: 'memberLeave', member: { name: 'etcd-1', peerURLs: [] }, agent: 'etcd-2', startedAt: expect.any(String), step: 'sending remove' },
+        {
+          id: held.record.id,
+          action: 'memberLeave',
+          member: { name: 'etcd-1', peerURLs: [] },
+          agent: 'etcd-2',
+          startedAt: expect.any(String),
+          step: 'sending remove',
+        },
       ]);
       expect(busy.status).toBe(409);
-      expect(busy.json.error).toMatchObject({ code: 'busy', retryable: true, message: expect.stringContaining('memberLeave of etcd-1 by agent etcd-2') });
+      expect(busy.json.error).toMatchObject({
+        code: 'busy',
+        retryable: true,
+        message: expect.stringContaining('memberLeave of etcd-1 by agent etcd-2'),
+      });
       expect(waited).toBeGreaterThanOrEqual(900);
       expect(waited).toBeLessThan(2500);
     } finally {
@@ -76,7 +87,9 @@ describe('concurrent membership changes', () => {
       await settle(started);
       const before = await changesSent(agent0.metrics);
 
-      const replies = await Promise.all(Array.from({ length: 20 }, () => post(agent0, JOIN, { name: 'etcd-3', peerURLs: [etcd3.peerURL] })));
+      const replies = await Promise.all(
+        Array.from({ length: 20 }, () => post(agent0, JOIN, { name: 'etcd-3', peerURLs: [etcd3.peerURL] })),
+      );
 
       const listed = (await cluster().listMembers()).filter((m) => m.peerURLs.includes(etcd3.peerURL));
       expect(listed).toHaveLength(1);

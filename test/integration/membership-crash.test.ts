@@ -21,7 +21,6 @@ import { TcpProxy } from '../helpers/tcp-proxy';
 const JOIN = '/v1/members/join';
 const LEAVE = '/v1/members/leave';
 
-
 /** A request that the test expects never to be answered: resolves with the answer or what went wrong. */
 function settled(p: Promise<Answer>): Promise<{ status: number } | { failed: string }> {
   return p.then(
@@ -74,7 +73,10 @@ describe('the agent killed in the middle of a membership change', () => {
     // Killed exactly after the MoveLeader answered (a crash point: a kill sent on its log line landed
     // a few milliseconds later, sometimes past the MemberRemove), the proxy frozen as it dies.
     const dying = await podAgent(proxy, 'leave-leadership-moved');
-    dying.onLine((l) => l.message === 'membership change' && l.what === 'move-leader' && l.outcome === 'done', () => proxy.freeze());
+    dying.onLine(
+      (l) => l.message === 'membership change' && l.what === 'move-leader' && l.outcome === 'done',
+      () => proxy.freeze(),
+    );
 
     const first = await settled(post(dying.url, LEAVE, { name: leader.name }, 20_000));
     await dying.exited;
@@ -99,8 +101,17 @@ describe('the agent killed in the middle of a membership change', () => {
     expect(await restarted.counter('etcd_agent_membership_changes_total', 'kind="move-leader"')).toBe(0);
     expect(await restarted.counter('etcd_agent_membership_changes_total', 'kind="remove"')).toBe(1);
     expect(restarted.lines.some((l) => String(l.message).startsWith('took over a membership lock'))).toBe(true);
-    const rest = await cluster().listMembers(cluster().clientURLs().filter((u) => u !== leader.clientURL));
-    expect(rest.map((m) => m.name).sort()).toEqual(afterCrash.filter((m) => m.id !== leader.id).map((m) => m.name).sort());
+    const rest = await cluster().listMembers(
+      cluster()
+        .clientURLs()
+        .filter((u) => u !== leader.clientURL),
+    );
+    expect(rest.map((m) => m.name).sort()).toEqual(
+      afterCrash
+        .filter((m) => m.id !== leader.id)
+        .map((m) => m.name)
+        .sort(),
+    );
     expect((await get(observer, '/v1/operations')).json.operations).toEqual([]);
   });
 

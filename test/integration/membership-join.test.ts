@@ -21,7 +21,10 @@ describe('joining and leaving a 4th member', () => {
     await settle();
     // The agent has seen every member answer once (its connections made), as a readiness probe would
     // make it, so that no call under test spends its Status budget (500 ms) on making them.
-    await until(() => get(agent, '/v1/health'), (a) => a.json.status === 'healthy');
+    await until(
+      () => get(agent, '/v1/health'),
+      (a) => a.json.status === 'healthy',
+    );
   }, 30_000);
 
   afterAll(async () => {
@@ -48,7 +51,12 @@ describe('joining and leaving a 4th member', () => {
     });
     expect(first.json.member.id).toMatch(/^[0-9a-f]+$/);
     expect(second.status).toBe(202);
-    expect(second.json).toMatchObject({ outcome: 'in-progress', complete: false, phase: 'unstarted', member: { id: first.json.member.id } });
+    expect(second.json).toMatchObject({
+      outcome: 'in-progress',
+      complete: false,
+      phase: 'unstarted',
+      member: { id: first.json.member.id },
+    });
     expect(await changesSent(agent.metrics)).toEqual({ add: 1, remove: 0, promote: 0, 'move-leader': 0 });
     const listed = (await cluster().listMembers()).filter((m) => m.peerURLs.includes(etcd3.peerURL));
     expect(listed).toHaveLength(1);

@@ -67,7 +67,11 @@ describe('leaving and moving leadership', () => {
     const after = await changesSent(agent.metrics);
     expect(after['move-leader'] - before['move-leader']).toBe(1);
     expect(after.remove - before.remove).toBe(1);
-    const rest = await cluster().listMembers(cluster().clientURLs().filter((u) => u !== leader.clientURL));
+    const rest = await cluster().listMembers(
+      cluster()
+        .clientURLs()
+        .filter((u) => u !== leader.clientURL),
+    );
     expect(rest.map((m) => m.name)).not.toContain(leader.name);
     expect(rest).toHaveLength(3);
     const endpoints = rest.map((m) => m.clientURLs[0]);
@@ -145,7 +149,11 @@ describe('the last voter', () => {
     const refused = await post(agent, LEAVE, { name: 'etcd-0', force: true });
 
     expect(refused.status).toBe(409);
-    expect(refused.json.error).toMatchObject({ code: 'unsafe', message: expect.stringContaining('last voter'), details: { forceable: false } });
+    expect(refused.json.error).toMatchObject({
+      code: 'unsafe',
+      message: expect.stringContaining('last voter'),
+      details: { forceable: false },
+    });
     expect(await changesSent(agent.metrics)).toEqual(before);
     expect((await cluster().listMembers()).map((m) => m.name)).toEqual(['etcd-0']);
   });

@@ -41,7 +41,12 @@ describe('a leave whose MemberRemove reply is lost', () => {
     const reply = await post(agent, '/v1/members/leave', { name: 'etcd-3', peerURLs: [spec.peerURL] });
 
     expect(reply.status).toBe(200);
-    expect(reply.json).toMatchObject({ outcome: 'removed', complete: true, member: { id, peerURLs: [spec.peerURL] }, cluster: { members: 3 } });
+    expect(reply.json).toMatchObject({
+      outcome: 'removed',
+      complete: true,
+      member: { id, peerURLs: [spec.peerURL] },
+      cluster: { members: 3 },
+    });
     expect(await changesSent(agent.metrics)).toMatchObject({ remove: 1 });
     expect((await cluster().listMembers()).some((m) => m.peerURLs.includes(spec.peerURL))).toBe(false);
   }, 40_000);

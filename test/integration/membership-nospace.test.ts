@@ -39,7 +39,7 @@ describe('membership changes under a NOSPACE alarm', () => {
     expect((await cluster().listMembers()).map((m) => m.name).sort()).toEqual(['etcd-0', 'etcd-1', 'etcd-2']);
   });
 
-  it('when the alarm is raised, then /v1/health shows it from the Alarm RPC; etcd\'s own /health fails naming it from 3.5, and /readyz (3.5.11+) does not', async () => {
+  it("when the alarm is raised, then /v1/health shows it from the Alarm RPC; etcd's own /health fails naming it from 3.5, and /readyz (3.5.11+) does not", async () => {
     const url = cluster().member('etcd-0').clientURL;
     // An observation that did not finish within its budget answers `unknown`, and one whose Alarm RPC
     // did not answers without the alarm list (`alarm list: …` in errors): a complete one must show it.
@@ -47,18 +47,25 @@ describe('membership changes under a NOSPACE alarm', () => {
       () => get(agent, '/v1/health'),
       (a) => a.json.status !== 'unknown' && !(a.json.errors as string[]).some((e) => e.startsWith('alarm list:')),
     );
-    expect(health.json).toMatchObject({ status: 'degraded', alarms: expect.arrayContaining([expect.objectContaining({ alarm: 'NOSPACE' })]) });
+    expect(health.json).toMatchObject({
+      status: 'degraded',
+      alarms: expect.arrayContaining([expect.objectContaining({ alarm: 'NOSPACE' })]),
+    });
     // etcd's words in Status errors, shown per member and never parsed: 3.4–3.6 print them with gogo's
     // String() (a trailing space), 3.7 with protobuf-go's text format, whose spacing is unstable on purpose.
     const status = await agent.cluster.memberStatus(url, 2000);
     const { version, minor } = cluster().etcd;
     process.stdout.write(`etcd ${version} Status errors under NOSPACE: ${JSON.stringify(status.errors)}\n`);
-    expect(status.errors).toEqual([expect.stringMatching(minor === '3.7' ? /^memberID:\s*\d+\s+alarm:\s*NOSPACE$/ : /^memberID:\d+ alarm:NOSPACE $/)]);
+    expect(status.errors).toEqual([
+      expect.stringMatching(minor === '3.7' ? /^memberID:\s*\d+\s+alarm:\s*NOSPACE$/ : /^memberID:\d+ alarm:NOSPACE $/),
+    ]);
 
-    const [own, ready] = await Promise.all(['/health', '/readyz'].map(async (p) => {
-      const res = await fetch(`${url}${p}`);
-      return { status: res.status, body: (await res.text()).trim() };
-    }));
+    const [own, ready] = await Promise.all(
+      ['/health', '/readyz'].map(async (p) => {
+        const res = await fetch(`${url}${p}`);
+        return { status: res.status, body: (await res.text()).trim() };
+      }),
+    );
     process.stdout.write(`etcd ${version} under NOSPACE: /health ${own.status} ${own.body}; /readyz ${ready.status} ${ready.body}\n`);
     if (minor === '3.4') {
       expect(own).toEqual({ status: 503, body: '{"health":"false"}' });

@@ -78,18 +78,21 @@ describe('4 voters, 2 of them killed: no quorum', () => {
       await Promise.all([cluster().kill('etcd-2'), cluster().kill('etcd-3')]);
     });
 
-    it.each(calls)('when %s is asked, then 503 unavailable within 2.5 s, naming 2 of 4 voters answering and 3 needed', async (_what, ask) => {
-      const { answer, ms } = await timed(ask);
+    it.each(calls)(
+      'when %s is asked, then 503 unavailable within 2.5 s, naming 2 of 4 voters answering and 3 needed',
+      async (_what, ask) => {
+        const { answer, ms } = await timed(ask);
 
-      expect(answer.status).toBe(503);
-      expect(answer.json.error).toEqual({
-        code: 'unavailable',
-        message: expect.stringContaining('no quorum: 2 of 4 voters answer, 3 needed'),
-        retryable: true,
-        details: figures,
-      });
-      expect(ms).toBeLessThan(AT_ONCE_MS);
-    });
+        expect(answer.status).toBe(503);
+        expect(answer.json.error).toEqual({
+          code: 'unavailable',
+          message: expect.stringContaining('no quorum: 2 of 4 voters answer, 3 needed'),
+          retryable: true,
+          details: figures,
+        });
+        expect(ms).toBeLessThan(AT_ONCE_MS);
+      },
+    );
 
     it('when /v1/health has just observed the cluster, then a call answers from that observation, with no Status call of its own', async () => {
       const health = await get(agent, '/v1/health');
@@ -109,7 +112,10 @@ describe('4 voters, 2 of them killed: no quorum', () => {
 
     it('when the kbagent route is asked for memberJoin and memberLeave, then {error: failed} within 2.5 s, the message naming the figures', async () => {
       const join = await timed(() =>
-        post(agent, ACTION, { action: 'memberJoin', parameters: { KB_JOIN_MEMBER_POD_NAME: 'etcd-4', KB_JOIN_MEMBER_POD_FQDN: new URL(etcd4.peerURL).hostname } }),
+        post(agent, ACTION, {
+          action: 'memberJoin',
+          parameters: { KB_JOIN_MEMBER_POD_NAME: 'etcd-4', KB_JOIN_MEMBER_POD_FQDN: new URL(etcd4.peerURL).hostname },
+        }),
       );
       const leave = await timed(() => post(agent, ACTION, { action: 'memberLeave', parameters: { KB_LEAVE_MEMBER_POD_NAME: 'etcd-3' } }));
 
@@ -126,7 +132,9 @@ describe('4 voters, 2 of them killed: no quorum', () => {
 
       for (const ran of [members, leave]) {
         expect(ran.code).toBe(4);
-        expect(ran.stderr).toMatch(/^etcd-lifecycle-agent (members|leave): unavailable: no quorum: 2 of 4 voters answer, 3 needed; .*\(call again later\)\n$/);
+        expect(ran.stderr).toMatch(
+          /^etcd-lifecycle-agent (members|leave): unavailable: no quorum: 2 of 4 voters answer, 3 needed; .*\(call again later\)\n$/,
+        );
       }
     });
 
@@ -246,7 +254,12 @@ describe('wait: true through a quorum loss', () => {
 
     const recovered = await long;
     expect(recovered.answer.status).toBe(200);
-    expect(recovered.answer.json).toMatchObject({ outcome: 'promoted', complete: true, phase: 'voter', member: { name: 'etcd-3', isLearner: false } });
+    expect(recovered.answer.json).toMatchObject({
+      outcome: 'promoted',
+      complete: true,
+      phase: 'voter',
+      member: { name: 'etcd-3', isLearner: false },
+    });
     expect(recovered.ms).toBeGreaterThan(back);
   }, 60_000);
 });

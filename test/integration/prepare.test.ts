@@ -39,7 +39,8 @@ afterAll(async () => {
 });
 
 const decided = (run: PrepareRun): Record<string, unknown> | undefined => run.lines.find((l) => l.message === 'prepared');
-const stepsOf = (runs: PrepareRun[]): unknown[] => runs.flatMap((r) => r.lines.filter((l) => l.message === 'prepare step').map((l) => l.step));
+const stepsOf = (runs: PrepareRun[]): unknown[] =>
+  runs.flatMap((r) => r.lines.filter((l) => l.message === 'prepare step').map((l) => l.step));
 
 function members(): Promise<MemberList> {
   return client.listMembers(Deadline.in(5000));
@@ -113,7 +114,10 @@ class Writer {
     for (let i = 0; this.running; i++) {
       const key = `w/${String(i).padStart(6, '0')}`;
       try {
-        await this.etcd.put(key).value(String(i)).options({ deadline: new Date(Date.now() + 2000) });
+        await this.etcd
+          .put(key)
+          .value(String(i))
+          .options({ deadline: new Date(Date.now() + 2000) });
         this.acked.push(key);
         this.firstAck?.();
       } catch {
@@ -218,74 +222,83 @@ describe('prepare', () => {
 
   // The same member calls as the scale-out above (remove, add a learner, promote), with a writer: on the
   // run's first version (version-scope.ts).
-  itOnFirstVersion('when a voter loses its disk while a writer writes, then prepare removes and re-adds it as a learner, and no write is lost', async () => {
-    const writer = new Writer(['etcd-0', 'etcd-1']);
-    await writer.ready;
-    const before = (await membersOf('etcd-2'))[0].id;
-    await stopPod('etcd-2', true);
-    fs.rmSync(pods.pod('etcd-2').dataDir, { recursive: true, force: true });
-    const runs = await pods.prepareUntilReady('etcd-2', { endpoints: 5 });
-    expect(stepsOf(runs)).toEqual(expect.arrayContaining(['replace', 'join']));
-    await startPod('etcd-2');
-    await votersAre(ALL);
-    await writer.stopAndVerify();
-    const after = await membersOf('etcd-2');
-    expect(after).toHaveLength(1);
-    expect(after[0].id).not.toBe(before);
-    await expectOneCluster(ALL);
-  });
+  itOnFirstVersion(
+    'when a voter loses its disk while a writer writes, then prepare removes and re-adds it as a learner, and no write is lost',
+    async () => {
+      const writer = new Writer(['etcd-0', 'etcd-1']);
+      await writer.ready;
+      const before = (await membersOf('etcd-2'))[0].id;
+      await stopPod('etcd-2', true);
+      fs.rmSync(pods.pod('etcd-2').dataDir, { recursive: true, force: true });
+      const runs = await pods.prepareUntilReady('etcd-2', { endpoints: 5 });
+      expect(stepsOf(runs)).toEqual(expect.arrayContaining(['replace', 'join']));
+      await startPod('etcd-2');
+      await votersAre(ALL);
+      await writer.stopAndVerify();
+      const after = await membersOf('etcd-2');
+      expect(after).toHaveLength(1);
+      expect(after[0].id).not.toBe(before);
+      await expectOneCluster(ALL);
+    },
+  );
 
   // prepare SIGKILLed at its steps: its own idempotence, the same against every etcd.
-  itOnFirstVersion("when a removed member's pod restarts with its old data and prepare is killed while moving it, then the data is moved aside once (kept, dated) and the pod joins again", async () => {
-    const pod = pods.pod('etcd-4');
-    const old = walMember('etcd-4');
-    const left = await call(pods.pod('etcd-0').agent?.listening.url ?? '', {
-      method: 'POST',
-      path: '/v1/members/leave',
-      body: { name: 'etcd-4', peerURLs: [pod.peerURL], timeoutSeconds: 20 },
-      localAddress: pods.pod('etcd-0').host,
-    });
-    expect(left.json).toMatchObject({ outcome: 'removed' });
-    await stopPod('etcd-4');
-    // Killed right after the start script moved the directory aside (a crash point: a kill sent on the
-    // step's log line races the move, and prepare may finish before it lands), then run again.
-    const killed = await pods.prepare('etcd-4', { endpoints: 5, crashAt: 'prepare-moved-aside' });
-    expect(killed.signal).toBe('SIGKILL');
-    const runs = [killed, ...(await pods.prepareUntilReady('etcd-4', { endpoints: 5 }))];
-    expect(stepsOf(runs)).toEqual(expect.arrayContaining(['move-aside', 'join']));
-    const aside = fs.readdirSync(path.dirname(pod.dataDir)).filter((f) => /^default\.etcd\.removed-\d{8}T\d{6}Z/.test(f));
-    expect(aside).toHaveLength(1);
-    const kept = readDataDir(path.join(path.dirname(pod.dataDir), aside[0]));
-    expect(kept).toMatchObject({ kind: 'member', memberId: old });
-    await startPod('etcd-4');
-    await votersAre(ALL);
-    expect(await membersOf('etcd-4')).toHaveLength(1);
-  });
+  itOnFirstVersion(
+    "when a removed member's pod restarts with its old data and prepare is killed while moving it, then the data is moved aside once (kept, dated) and the pod joins again",
+    async () => {
+      const pod = pods.pod('etcd-4');
+      const old = walMember('etcd-4');
+      const left = await call(pods.pod('etcd-0').agent?.listening.url ?? '', {
+        method: 'POST',
+        path: '/v1/members/leave',
+        body: { name: 'etcd-4', peerURLs: [pod.peerURL], timeoutSeconds: 20 },
+        localAddress: pods.pod('etcd-0').host,
+      });
+      expect(left.json).toMatchObject({ outcome: 'removed' });
+      await stopPod('etcd-4');
+      // Killed right after the start script moved the directory aside (a crash point: a kill sent on the
+      // step's log line races the move, and prepare may finish before it lands), then run again.
+      const killed = await pods.prepare('etcd-4', { endpoints: 5, crashAt: 'prepare-moved-aside' });
+      expect(killed.signal).toBe('SIGKILL');
+      const runs = [killed, ...(await pods.prepareUntilReady('etcd-4', { endpoints: 5 }))];
+      expect(stepsOf(runs)).toEqual(expect.arrayContaining(['move-aside', 'join']));
+      const aside = fs.readdirSync(path.dirname(pod.dataDir)).filter((f) => /^default\.etcd\.removed-\d{8}T\d{6}Z/.test(f));
+      expect(aside).toHaveLength(1);
+      const kept = readDataDir(path.join(path.dirname(pod.dataDir), aside[0]));
+      expect(kept).toMatchObject({ kind: 'member', memberId: old });
+      await startPod('etcd-4');
+      await votersAre(ALL);
+      expect(await membersOf('etcd-4')).toHaveLength(1);
+    },
+  );
 
   // prepare SIGKILLed at its steps: its own idempotence, the same against every etcd.
-  itOnFirstVersion('when prepare is killed at each step of a lost-disk recovery and run again, then it converges with one member for the pod', async () => {
-    await stopPod('etcd-3', true);
-    fs.rmSync(pods.pod('etcd-3').dataDir, { recursive: true, force: true });
-    const seen: unknown[] = [];
-    for (const step of ['replace', 'join']) {
-      for (let attempt = 0; ; attempt++) {
-        const run = await pods.prepare('etcd-3', { endpoints: 5, killOn: (l) => l.message === 'prepare step' && l.step === step });
-        seen.push(...stepsOf([run]));
-        expect((await membersOf('etcd-3')).length).toBeLessThanOrEqual(1);
-        if (run.signal === 'SIGKILL') break;
-        expect(attempt).toBeLessThan(3);
+  itOnFirstVersion(
+    'when prepare is killed at each step of a lost-disk recovery and run again, then it converges with one member for the pod',
+    async () => {
+      await stopPod('etcd-3', true);
+      fs.rmSync(pods.pod('etcd-3').dataDir, { recursive: true, force: true });
+      const seen: unknown[] = [];
+      for (const step of ['replace', 'join']) {
+        for (let attempt = 0; ; attempt++) {
+          const run = await pods.prepare('etcd-3', { endpoints: 5, killOn: (l) => l.message === 'prepare step' && l.step === step });
+          seen.push(...stepsOf([run]));
+          expect((await membersOf('etcd-3')).length).toBeLessThanOrEqual(1);
+          if (run.signal === 'SIGKILL') break;
+          expect(attempt).toBeLessThan(3);
+        }
       }
-    }
-    const killedAfter = await pods.prepare('etcd-3', { endpoints: 5, crashAt: 'prepare-flags-written' });
-    expect(killedAfter.signal).toBe('SIGKILL');
-    expect(await membersOf('etcd-3')).toHaveLength(1);
-    const runs = await pods.prepareUntilReady('etcd-3', { endpoints: 5 });
-    expect(decided(runs[runs.length - 1])).toMatchObject({ state: 'existing' });
-    expect(seen).toEqual(expect.arrayContaining(['replace', 'join']));
-    await startPod('etcd-3');
-    await votersAre(ALL);
-    expect(await membersOf('etcd-3')).toHaveLength(1);
-  });
+      const killedAfter = await pods.prepare('etcd-3', { endpoints: 5, crashAt: 'prepare-flags-written' });
+      expect(killedAfter.signal).toBe('SIGKILL');
+      expect(await membersOf('etcd-3')).toHaveLength(1);
+      const runs = await pods.prepareUntilReady('etcd-3', { endpoints: 5 });
+      expect(decided(runs[runs.length - 1])).toMatchObject({ state: 'existing' });
+      expect(seen).toEqual(expect.arrayContaining(['replace', 'join']));
+      await startPod('etcd-3');
+      await votersAre(ALL);
+      expect(await membersOf('etcd-3')).toHaveLength(1);
+    },
+  );
 
   it('when no quorum answers (3 of 5 voters down), then a pod without data waits and says why with the quorum figures, at once on each pass', async () => {
     const down = ['etcd-2', 'etcd-3', 'etcd-4'];
@@ -304,7 +317,8 @@ describe('prepare', () => {
     fs.rmSync(data, { recursive: true, force: true });
     fs.renameSync(`${data}.test-hidden`, data);
     // Each has its data: prepare starts it as is (the run above removed etcd-4's flags file).
-    for (const run of await Promise.all(down.map((n) => pods.prepare(n, { endpoints: 5 })))) expect(decided(run)).toMatchObject({ state: 'existing' });
+    for (const run of await Promise.all(down.map((n) => pods.prepare(n, { endpoints: 5 }))))
+      expect(decided(run)).toMatchObject({ state: 'existing' });
     for (const name of down) pods.startEtcd(name);
     await Promise.all(down.map((n) => eventually(async () => expect(await pods.healthy(n)).toBe(true), 30_000, 100)));
     await Promise.all(down.map((n) => pods.startAgent(n)));
@@ -322,7 +336,9 @@ describe('prepare', () => {
     fs.renameSync(data, `${data}.test-hidden`);
     const waited = await pods.prepare('etcd-0', { waitSeconds: 2, endpoints: 5 });
     expect(waited.code).toBe(1);
-    expect(String(waited.lines.find((l) => l.level === 'error')?.reason)).toContain('not every initial member reports an empty data directory');
+    expect(String(waited.lines.find((l) => l.level === 'error')?.reason)).toContain(
+      'not every initial member reports an empty data directory',
+    );
     expect(readDataDir(data)).toEqual({ kind: 'empty' });
     fs.rmSync(data, { recursive: true, force: true });
     fs.renameSync(`${data}.test-hidden`, data);

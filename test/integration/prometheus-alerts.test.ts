@@ -58,21 +58,30 @@ describe('alert rules on a real Prometheus scraping real agents', () => {
     const p = prometheus!;
     const forS = forSeconds('EtcdQuorumLost');
     // Every agent scraped and seeing quorum, and no alert about it.
-    await eventually(async () => {
-      const seen = await p.query('etcd_agent_quorum_has_quorum{job="etcd-lifecycle-agent",namespace="itest"} == 1');
-      if (seen.length !== 3) throw new Error(`${seen.length} agents scraped with quorum: ${p.logTail()}`);
-    }, 30_000, 250);
+    await eventually(
+      async () => {
+        const seen = await p.query('etcd_agent_quorum_has_quorum{job="etcd-lifecycle-agent",namespace="itest"} == 1');
+        if (seen.length !== 3) throw new Error(`${seen.length} agents scraped with quorum: ${p.logTail()}`);
+      },
+      30_000,
+      250,
+    );
     expect(await quorumLost()).toBeUndefined();
 
     const killed = Date.now();
     await Promise.all([cluster().kill('etcd-1'), cluster().kill('etcd-2')]);
     let pendingAt: number | undefined;
-    const firing = await eventually(async () => {
-      const alert = await quorumLost();
-      if (alert?.state === 'pending') pendingAt ??= Date.now();
-      if (alert?.state !== 'firing') throw new Error(`EtcdQuorumLost is ${alert?.state ?? 'inactive'} ${(Date.now() - killed) / 1000} s after the kill`);
-      return alert;
-    }, (forS + 30) * 1000, 200);
+    const firing = await eventually(
+      async () => {
+        const alert = await quorumLost();
+        if (alert?.state === 'pending') pendingAt ??= Date.now();
+        if (alert?.state !== 'firing')
+          throw new Error(`EtcdQuorumLost is ${alert?.state ?? 'inactive'} ${(Date.now() - killed) / 1000} s after the kill`);
+        return alert;
+      },
+      (forS + 30) * 1000,
+      200,
+    );
     // Prometheus' own times: when each agent's scrape first showed quorum lost, when the alert went
     // pending (activeAt) and when it first fired (the first sample of its ALERTS series).
     // A sample carries its scrape's start time but is visible to rules only once the scrape has
@@ -113,15 +122,24 @@ describe('alert rules on a real Prometheus scraping real agents', () => {
 
     await Promise.all(['etcd-1', 'etcd-2'].map((n) => cluster().restart(n)));
     const back = Date.now();
-    await eventually(async () => {
-      const alert = await quorumLost();
-      if (alert !== undefined) throw new Error(`EtcdQuorumLost still ${alert.state} ${(Date.now() - back) / 1000} s after the members are back`);
-    }, 15_000, 200);
+    await eventually(
+      async () => {
+        const alert = await quorumLost();
+        if (alert !== undefined)
+          throw new Error(`EtcdQuorumLost still ${alert.state} ${(Date.now() - back) / 1000} s after the members are back`);
+      },
+      15_000,
+      200,
+    );
     process.stdout.write(`EtcdQuorumLost resolved ${(Date.now() - back) / 1000} s after the members were healthy again\n`);
     // The alert resolves once one agent sees quorum again; every agent's next scrapes show it too.
-    await eventually(async () => {
-      const seen = await p.query('etcd_agent_quorum_has_quorum == 1');
-      if (seen.length !== 3) throw new Error(`${seen.length} agents scraped with quorum back`);
-    }, 3 * SCRAPE_S * 1000 + MAX_AGE_S * 1000, 200);
+    await eventually(
+      async () => {
+        const seen = await p.query('etcd_agent_quorum_has_quorum == 1');
+        if (seen.length !== 3) throw new Error(`${seen.length} agents scraped with quorum back`);
+      },
+      3 * SCRAPE_S * 1000 + MAX_AGE_S * 1000,
+      200,
+    );
   }, 120_000);
 });

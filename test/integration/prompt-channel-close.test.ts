@@ -46,10 +46,16 @@ describe('etcd3 channel resets', () => {
   });
 
   /** A client whose one call to the silent listener failed, and the gRPC client etcd3 dropped for it. */
-  async function afterFailedCall(): Promise<{ client: { close(): void }; dropped: { getChannel(): { getConnectivityState(c: boolean): number } } }> {
+  async function afterFailedCall(): Promise<{
+    client: { close(): void };
+    dropped: { getChannel(): { getConnectivityState(c: boolean): number } };
+  }> {
     const client = new (etcd3().Etcd3)({ hosts: [url] });
     const host = (client as unknown as { pool: { hosts: Array<{ cachedServices: Record<string, unknown> }> } }).pool.hosts[0];
-    const call = client.get('k').options({ deadline: new Date(Date.now() + 300) }).string();
+    const call = client
+      .get('k')
+      .options({ deadline: new Date(Date.now() + 300) })
+      .string();
     await new Promise((resolve) => setImmediate(resolve));
     const dropped = Object.values(host.cachedServices)[0] as { getChannel(): { getConnectivityState(c: boolean): number } };
     await expect(call).rejects.toThrow();
@@ -82,7 +88,10 @@ describe('etcd3 channel resets', () => {
   it('when the agent closes a client whose channel is connecting, then it is closed at once and nothing is left', async () => {
     const client = new (etcd3().Etcd3)({ hosts: [url] });
     const host = (client as unknown as { pool: { hosts: Array<{ cachedServices: Record<string, unknown> }> } }).pool.hosts[0];
-    const call = client.get('k').options({ deadline: new Date(Date.now() + 5000) }).string();
+    const call = client
+      .get('k')
+      .options({ deadline: new Date(Date.now() + 5000) })
+      .string();
     await new Promise((resolve) => setTimeout(resolve, 50));
     const service = Object.values(host.cachedServices)[0] as { getChannel(): { getConnectivityState(c: boolean): number } };
     expect(service.getChannel().getConnectivityState(false)).toBe(connectivityState.CONNECTING);

@@ -37,7 +37,13 @@ afterAll(async () => {
   if (logs !== undefined && pods !== undefined) {
     fs.mkdirSync(logs, { recursive: true });
     for (const n of ALL) {
-      fs.writeFileSync(path.join(logs, `crash-${n}.agent.log`), pods.agentLines(n).map((l) => JSON.stringify(l)).join('\n'));
+      fs.writeFileSync(
+        path.join(logs, `crash-${n}.agent.log`),
+        pods
+          .agentLines(n)
+          .map((l) => JSON.stringify(l))
+          .join('\n'),
+      );
       fs.writeFileSync(path.join(logs, `crash-${n}.etcd.log`), pods.etcdLog(n));
     }
   }
@@ -45,7 +51,13 @@ afterAll(async () => {
 });
 
 function ask(name: string, method: 'GET' | 'POST', urlPath: string, body?: object): Promise<Answer> {
-  return call(`http://${pods.pod(name).host}:${pods.ports.agent}`, { method, path: urlPath, body, localAddress: pods.pod(name).host, timeoutMs: 70_000 });
+  return call(`http://${pods.pod(name).host}:${pods.ports.agent}`, {
+    method,
+    path: urlPath,
+    body,
+    localAddress: pods.pod(name).host,
+    timeoutMs: 70_000,
+  });
 }
 
 const message = (text: string) => (line: LogLine) => line.message === text;
@@ -71,7 +83,10 @@ async function killAtEachStep(name: string, steps: string[]): Promise<void> {
     await pods.startAgent(name, { ...AGENT_ENV, ETCD_AGENT_CRASH_POINTS: step }, { process: true });
     const agent = pods.pod(name).agentProcess;
     let timer: NodeJS.Timeout | undefined;
-    const died = await Promise.race([agent?.exited.then(() => true), new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), 60_000)))]);
+    const died = await Promise.race([
+      agent?.exited.then(() => true),
+      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), 60_000))),
+    ]);
     clearTimeout(timer);
     if (!died) await pods.killAgent(name);
     expect({ step, died }).toEqual({ step, died: true });
@@ -88,7 +103,11 @@ describe('recovery, crashes', () => {
 
   it('when a majority that was cut off comes back between the order and the act, then the re-check with etcd stopped calls it off and etcd starts as it was', async () => {
     for (const n of LOST) pods.signalEtcd(n, 'SIGSTOP');
-    await eventually(async () => expect((await ask('etcd-0', 'GET', '/v1/recovery')).json.quorumLostForSeconds).toBeGreaterThan(MIN_LOSS_S), 30_000, 300);
+    await eventually(
+      async () => expect((await ask('etcd-0', 'GET', '/v1/recovery')).json.quorumLostForSeconds).toBeGreaterThan(MIN_LOSS_S),
+      30_000,
+      300,
+    );
     pods.pod('etcd-0').agentProcess?.onLine(message('recovery ordered: this member restarts once with --force-new-cluster'), () => {
       for (const n of LOST) pods.signalEtcd(n, 'SIGCONT');
     });
@@ -106,7 +125,8 @@ describe('recovery, crashes', () => {
     await eventually(async () => expect(pods.etcdStarts('etcd-0')).toHaveLength(2), 10_000, 100);
     expect(forceStarts('etcd-0')).toBe(0);
     const dir = path.dirname(pods.pod('etcd-0').flagsFile);
-    for (const f of ['recovery-order.json', 'etcd-hold', 'etcd-flags-once.sh', 'etcd-flags-once.sh.used']) expect(fs.existsSync(path.join(dir, f))).toBe(false);
+    for (const f of ['recovery-order.json', 'etcd-hold', 'etcd-flags-once.sh', 'etcd-flags-once.sh.used'])
+      expect(fs.existsSync(path.join(dir, f))).toBe(false);
     await eventually(async () => expect(await members(['etcd-0'])).toEqual(ALL), 30_000, 250);
     expect(new Set(Object.values(await pods.clusterIds(ALL)))).toEqual(new Set([clusterId]));
   });
@@ -121,33 +141,57 @@ describe('recovery, crashes', () => {
       await pods.stopEtcd(n, true);
       fs.rmSync(pods.pod(n).dataDir, { recursive: true, force: true });
     }
-    const plan = await eventually(async () => {
-      const p = (await ask('etcd-0', 'GET', '/v1/recovery')).json;
-      expect(p).toMatchObject({ possible: true, recoverFrom: { name: expect.stringMatching(/^etcd-[01]$/) } });
-      return p;
-    }, 30_000, 300);
+    const plan = await eventually(
+      async () => {
+        const p = (await ask('etcd-0', 'GET', '/v1/recovery')).json;
+        expect(p).toMatchObject({ possible: true, recoverFrom: { name: expect.stringMatching(/^etcd-[01]$/) } });
+        return p;
+      },
+      30_000,
+      300,
+    );
     from = plan.recoverFrom.name;
     other = from === 'etcd-0' ? 'etcd-1' : 'etcd-0';
     // The other survivor's sidecar is stopped meanwhile: its rejoin is the next story.
     await pods.stopAgent(other);
-    await eventually(async () => expect((await ask(from, 'GET', '/v1/recovery')).json.quorumLostForSeconds).toBeGreaterThan(MIN_LOSS_S), 30_000, 300);
+    await eventually(
+      async () => expect((await ask(from, 'GET', '/v1/recovery')).json.quorumLostForSeconds).toBeGreaterThan(MIN_LOSS_S),
+      30_000,
+      300,
+    );
     await pods.stopAgent(from);
     await pods.startAgent(from, { ...AGENT_ENV, ETCD_AGENT_CRASH_POINTS: 'recovery-ordered' }, { process: true });
     // A restarted agent's clock starts again: it must see the loss for the minimum itself.
-    await eventually(async () => expect((await ask(from, 'GET', '/v1/recovery')).json.quorumLostForSeconds).toBeGreaterThan(MIN_LOSS_S), 30_000, 300);
+    await eventually(
+      async () => expect((await ask(from, 'GET', '/v1/recovery')).json.quorumLostForSeconds).toBeGreaterThan(MIN_LOSS_S),
+      30_000,
+      300,
+    );
     const first = await ask(from, 'POST', '/v1/recovery', { from, clusterId }).catch((err: unknown) => err);
     // The agent died while answering: no HTTP answer.
     expect(first).not.toHaveProperty('status');
     expect(String(first)).toMatch(/socket hang up|ECONNRESET|ECONNREFUSED/);
     await pods.pod(from).agentProcess?.exited;
     // Each rerun resumes the order it finds beside the flags file.
-    await killAtEachStep(from, ['recovery-hold-asked', 'recovery-held', 'recovery-once-written', 'recovery-started', 'recovery-released', 'recovery-recorded', 'recovery-done']);
+    await killAtEachStep(from, [
+      'recovery-hold-asked',
+      'recovery-held',
+      'recovery-once-written',
+      'recovery-started',
+      'recovery-released',
+      'recovery-recorded',
+      'recovery-done',
+    ]);
     // The restarted agent answers what was done (once its first look has reached etcd: before that it
     // answers a retryable refusal, as any call made while it cannot count the quorum).
-    await eventually(async () => {
-      const replay = await ask(from, 'POST', '/v1/recovery', { from, clusterId });
-      expect(replay.json).toMatchObject({ outcome: 'already-recovered', record: { clusterId, from: { name: from } } });
-    }, 15_000, 500);
+    await eventually(
+      async () => {
+        const replay = await ask(from, 'POST', '/v1/recovery', { from, clusterId });
+        expect(replay.json).toMatchObject({ outcome: 'already-recovered', record: { clusterId, from: { name: from } } });
+      },
+      15_000,
+      500,
+    );
     expect(forceStarts(from)).toBe(1);
     expect(await members([from])).toEqual([from]);
     expect(new Set(Object.values(await pods.clusterIds([from])))).toEqual(new Set([clusterId]));

@@ -45,7 +45,13 @@ afterAll(async () => {
   if (logs !== undefined && pods !== undefined) {
     fs.mkdirSync(logs, { recursive: true });
     for (const n of ALL) {
-      fs.writeFileSync(path.join(logs, `${n}.agent.log`), pods.agentLines(n).map((l) => JSON.stringify(l)).join('\n'));
+      fs.writeFileSync(
+        path.join(logs, `${n}.agent.log`),
+        pods
+          .agentLines(n)
+          .map((l) => JSON.stringify(l))
+          .join('\n'),
+      );
       fs.writeFileSync(path.join(logs, `${n}.etcd.log`), pods.etcdLog(n));
     }
   }
@@ -119,7 +125,8 @@ class OneClusterWatch {
 /** Nothing changed on etcd-0's side: no order, no hold, no one-shot flags, the same etcd process. */
 function expectUntouched(pid: number | undefined): void {
   const dir = path.dirname(pods.pod('etcd-0').flagsFile);
-  for (const f of ['recovery-order.json', 'etcd-hold', 'etcd-flags-once.sh', 'etcd-flags-once.sh.used']) expect(fs.existsSync(path.join(dir, f))).toBe(false);
+  for (const f of ['recovery-order.json', 'etcd-hold', 'etcd-flags-once.sh', 'etcd-flags-once.sh.used'])
+    expect(fs.existsSync(path.join(dir, f))).toBe(false);
   expect(pods.etcdPid('etcd-0')).toBe(pid);
 }
 
@@ -142,10 +149,14 @@ describe('recovery', () => {
     const pid = pods.etcdPid('etcd-0');
     for (const n of LOST) pods.signalEtcd(n, 'SIGSTOP');
     // Keep asking, as probes and scrapes do, so etcd-0's agent sees the loss.
-    await eventually(async () => {
-      const plan = (await ask('etcd-0', 'GET', '/v1/recovery')).json;
-      expect(plan.quorumLostForSeconds).toBeGreaterThan(MIN_LOSS_S);
-    }, 30_000, 500);
+    await eventually(
+      async () => {
+        const plan = (await ask('etcd-0', 'GET', '/v1/recovery')).json;
+        expect(plan.quorumLostForSeconds).toBeGreaterThan(MIN_LOSS_S);
+      },
+      30_000,
+      500,
+    );
     for (const n of LOST) pods.signalEtcd(n, 'SIGCONT');
     await eventually(async () => expect((await ask('etcd-0', 'GET', '/v1/health')).json.quorum.hasQuorum).toBe(true), 15_000, 200);
     const refused = await ask('etcd-0', 'POST', '/v1/recovery', { from: 'etcd-0', clusterId });
@@ -162,7 +173,10 @@ describe('recovery', () => {
       // A put whose answer is lost (e.g. to an election) is sent again: the same key and value.
       for (let attempt = 0; ; attempt++) {
         try {
-          await client.raw.put(key).value(String(i)).options({ deadline: new Date(Date.now() + 2000) });
+          await client.raw
+            .put(key)
+            .value(String(i))
+            .options({ deadline: new Date(Date.now() + 2000) });
           break;
         } catch (err) {
           if (attempt >= 10) throw err;
@@ -174,8 +188,14 @@ describe('recovery', () => {
     pods.signalEtcd('etcd-1', 'SIGSTOP');
     for (let i = 50; i < 200; i++) await put(i);
     // Every acknowledged write is applied on etcd-0 before the others are lost.
-    const commit = Math.max(...(await Promise.all(LOST.map(async (n) => (await client.memberStatus(pods.pod(n).clientURL, 1000)).raftIndex))));
-    await eventually(async () => expect((await client.memberStatus(pods.pod('etcd-0').clientURL, 1000)).raftAppliedIndex).toBeGreaterThanOrEqual(commit), 10_000, 50);
+    const commit = Math.max(
+      ...(await Promise.all(LOST.map(async (n) => (await client.memberStatus(pods.pod(n).clientURL, 1000)).raftIndex))),
+    );
+    await eventually(
+      async () => expect((await client.memberStatus(pods.pod('etcd-0').clientURL, 1000)).raftAppliedIndex).toBeGreaterThanOrEqual(commit),
+      10_000,
+      50,
+    );
     client.close();
     for (const n of LOST) {
       await pods.killAgent(n);
@@ -200,13 +220,22 @@ describe('recovery', () => {
   });
 
   it('when the loss has lasted, then the plan names the more advanced survivor and says what the other would lose', async () => {
-    const plan = await eventually(async () => {
-      const p = (await ask('etcd-1', 'GET', '/v1/recovery')).json;
-      expect({ possible: p.possible, reason: p.reason }).toMatchObject({ possible: true });
-      expect(p.quorumLostForSeconds).toBeGreaterThan(MIN_LOSS_S);
-      return p;
-    }, 30_000, 500);
-    expect(plan).toMatchObject({ needed: true, clusterId, recoverFrom: { name: 'etcd-0' }, call: { agent: agentUrl('etcd-0'), body: { from: 'etcd-0', clusterId } } });
+    const plan = await eventually(
+      async () => {
+        const p = (await ask('etcd-1', 'GET', '/v1/recovery')).json;
+        expect({ possible: p.possible, reason: p.reason }).toMatchObject({ possible: true });
+        expect(p.quorumLostForSeconds).toBeGreaterThan(MIN_LOSS_S);
+        return p;
+      },
+      30_000,
+      500,
+    );
+    expect(plan).toMatchObject({
+      needed: true,
+      clusterId,
+      recoverFrom: { name: 'etcd-0' },
+      call: { agent: agentUrl('etcd-0'), body: { from: 'etcd-0', clusterId } },
+    });
     expect([...plan.drops.lost].sort()).toEqual(LOST);
     expect([...plan.drops.membersRemoved].sort()).toEqual(['etcd-1', ...LOST]);
     expect(plan.drops.behind).toEqual([expect.objectContaining({ name: 'etcd-1' })]);
@@ -218,7 +247,11 @@ describe('recovery', () => {
     for (const n of LOST) expect(byName[n]).toMatchObject({ source: 'none' });
     figures.plan = { from: plan.recoverFrom, behind: plan.drops.behind };
     // etcd-0's agent has seen the loss as long.
-    await eventually(async () => expect((await ask('etcd-0', 'GET', '/v1/recovery')).json.quorumLostForSeconds).toBeGreaterThan(MIN_LOSS_S), 15_000, 500);
+    await eventually(
+      async () => expect((await ask('etcd-0', 'GET', '/v1/recovery')).json.quorumLostForSeconds).toBeGreaterThan(MIN_LOSS_S),
+      15_000,
+      500,
+    );
   });
 
   it('when the call names the less advanced survivor, a wrong cluster id, or goes to another agent, then it is refused and nothing changes', async () => {
@@ -233,7 +266,7 @@ describe('recovery', () => {
     expect(wrongId.json.error).toMatchObject({ code: 'conflict', details: { clusterId, asked: '1234abcd' } });
     const wrongAgent = await ask('etcd-1', 'POST', '/v1/recovery', { from: 'etcd-0', clusterId });
     expect(wrongAgent.status).toBe(400);
-    expect(wrongAgent.json.error.message).toContain("goes to the agent of the member it recovers from (etcd-0)");
+    expect(wrongAgent.json.error.message).toContain('goes to the agent of the member it recovers from (etcd-0)');
     expectUntouched(pid);
     expect(fs.existsSync(path.join(path.dirname(pods.pod('etcd-1').flagsFile), 'recovery-order.json'))).toBe(false);
     expect(pods.etcdStarts('etcd-1')).toHaveLength(etcd1Starts);

@@ -22,7 +22,10 @@ async function etcdCalls(agent: RunningAgent, fn: () => Promise<void>): Promise<
   const before = await statusRpcs(agent);
   try {
     await fn();
-    return { statusRpcs: (await statusRpcs(agent)) - before, client: Object.fromEntries(spies.map(([m, spy]) => [m, spy.mock.calls.length])) };
+    return {
+      statusRpcs: (await statusRpcs(agent)) - before,
+      client: Object.fromEntries(spies.map(([m, spy]) => [m, spy.mock.calls.length])),
+    };
   } finally {
     spies.forEach(([, spy]) => spy.mockRestore());
   }
@@ -58,15 +61,18 @@ describe('the role from the shared observation', () => {
       async () => Buffer.from((await post(agent, '/v1.0/action', { action: 'roleProbe' })).json.output as string, 'base64').toString(),
     ],
     ['GET /v1/health/local', async () => (await get(agent, '/v1/health/local')).json.role as string],
-  ])('when %s is asked 20 times while the observation is fresh, then it answers the role and makes no etcd call of its own', async (_route, ask) => {
-    expect(await ask()).toBe('leader'); // the observation is made here (once), then served
-    const roles: string[] = [];
+  ])(
+    'when %s is asked 20 times while the observation is fresh, then it answers the role and makes no etcd call of its own',
+    async (_route, ask) => {
+      expect(await ask()).toBe('leader'); // the observation is made here (once), then served
+      const roles: string[] = [];
 
-    const calls = await etcdCalls(agent, async () => {
-      for (let i = 0; i < PROBES; i++) roles.push(await ask());
-    });
+      const calls = await etcdCalls(agent, async () => {
+        for (let i = 0; i < PROBES; i++) roles.push(await ask());
+      });
 
-    expect(roles).toEqual(Array(PROBES).fill('leader'));
-    expect(calls).toEqual({ statusRpcs: 0, client: Object.fromEntries(CLIENT_CALLS.map((m) => [m, 0])) });
-  });
+      expect(roles).toEqual(Array(PROBES).fill('leader'));
+      expect(calls).toEqual({ statusRpcs: 0, client: Object.fromEntries(CLIENT_CALLS.map((m) => [m, 0])) });
+    },
+  );
 });

@@ -66,16 +66,24 @@ describe('member-join.sh and member-leave.sh against a running agent and a real 
   it('when neither the CLI nor curl is on PATH, then exit 1 saying so', async () => {
     const ran = await script(JOIN_SH, '/nonexistent', { KB_JOIN_MEMBER_POD_NAME: 'etcd-3' });
 
-    expect(ran).toEqual({ code: 1, stdout: '', stderr: 'member-join: neither etcd-lifecycle-agent nor curl is on PATH; cannot call the agent\n' });
+    expect(ran).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: 'member-join: neither etcd-lifecycle-agent nor curl is on PATH; cannot call the agent\n',
+    });
   });
 
   it('when member-join runs while the new pod starts its etcd, then it adds the learner, waits, promotes it, and exits 0', async () => {
     // As kbagent would: run it again while etcd refuses adds ("unhealthy cluster", exit 4) in its first 5 s.
-    const joining = eventually(async () => {
-      const r = await joinEtcd3(withCli, { ETCD_AGENT_TIMEOUT_SECONDS: '30' });
-      if (r.code === 4) throw new Error(r.stderr);
-      return r;
-    }, 20_000, 300);
+    const joining = eventually(
+      async () => {
+        const r = await joinEtcd3(withCli, { ETCD_AGENT_TIMEOUT_SECONDS: '30' });
+        if (r.code === 4) throw new Error(r.stderr);
+        return r;
+      },
+      20_000,
+      300,
+    );
     // Meanwhile, the pod: its etcd starts once the member is in the list.
     const peerURL = `http://${host}:${KB_PEER_PORT}`;
     await eventually(async () => expect((await cluster().listMembers()).some((m) => m.peerURLs.includes(peerURL))).toBe(true), 20_000, 200);
@@ -98,24 +106,32 @@ describe('member-join.sh and member-leave.sh against a running agent and a real 
   it.each([
     ['the CLI', true],
     ['curl', false],
-  ])('when a joining member never starts, then member-join (through %s) exits 3 once its deadline passes, with the reason', async (_via, cli) => {
-    const other = await freeLoopbackHost();
-    const env = { KB_JOIN_MEMBER_POD_NAME: 'etcd-4', KB_JOIN_MEMBER_POD_FQDN: other, ETCD_AGENT_TIMEOUT_SECONDS: '2' };
+  ])(
+    'when a joining member never starts, then member-join (through %s) exits 3 once its deadline passes, with the reason',
+    async (_via, cli) => {
+      const other = await freeLoopbackHost();
+      const env = { KB_JOIN_MEMBER_POD_NAME: 'etcd-4', KB_JOIN_MEMBER_POD_FQDN: other, ETCD_AGENT_TIMEOUT_SECONDS: '2' };
 
-    // etcd refuses adds ("unhealthy cluster", exit 4) for 5 s after a member (etcd-3) starts: run it again then.
-    const ran = await eventually(async () => {
-      const r = await script(JOIN_SH, cli ? withCli : withoutCli, env);
-      if (r.code === 4) throw new Error(r.stderr);
-      return r;
-    }, 20_000, 300);
-    // Removed again (found by its peer URL: an unstarted member has no name yet).
-    const cleanup = await script(LEAVE_SH, withCli, { KB_LEAVE_MEMBER_POD_NAME: 'etcd-4', KB_LEAVE_MEMBER_POD_FQDN: other });
+      // etcd refuses adds ("unhealthy cluster", exit 4) for 5 s after a member (etcd-3) starts: run it again then.
+      const ran = await eventually(
+        async () => {
+          const r = await script(JOIN_SH, cli ? withCli : withoutCli, env);
+          if (r.code === 4) throw new Error(r.stderr);
+          return r;
+        },
+        20_000,
+        300,
+      );
+      // Removed again (found by its peer URL: an unstarted member has no name yet).
+      const cleanup = await script(LEAVE_SH, withCli, { KB_LEAVE_MEMBER_POD_NAME: 'etcd-4', KB_LEAVE_MEMBER_POD_FQDN: other });
 
-    expect(ran.code).toBe(3);
-    expect(ran.stdout).toBe('');
-    expect(ran.stderr).toMatch(/^member-join: etcd-4: (added|in-progress) \(unstarted, not complete: call again\)\n$/);
-    expect(cleanup).toEqual({ code: 0, stdout: 'etcd-4: removed\n', stderr: '' });
-  }, 30_000);
+      expect(ran.code).toBe(3);
+      expect(ran.stdout).toBe('');
+      expect(ran.stderr).toMatch(/^member-join: etcd-4: (added|in-progress) \(unstarted, not complete: call again\)\n$/);
+      expect(cleanup).toEqual({ code: 0, stdout: 'etcd-4: removed\n', stderr: '' });
+    },
+    30_000,
+  );
 
   it('when the TLS setting says https and PEER_ENDPOINT gives the pod an address, then member-join registers https://<address>:2380, exits 1 (not 3) under kbagent while unfinished, and member-leave finds the member by that URL', async () => {
     const address = await freeLoopbackHost();
@@ -128,13 +144,25 @@ describe('member-join.sh and member-leave.sh against a running agent and a real 
     };
 
     // Unsafe or busy is exit 1 too under kbagent: told apart here by the reason, to run it again.
-    const ran = await eventually(async () => {
-      const r = await script(JOIN_SH, withoutCli, { ...kbagent, KB_JOIN_MEMBER_POD_NAME: 'etcd-4', KB_JOIN_MEMBER_POD_FQDN: 'etcd-4.unused.invalid' });
-      if (/: (unsafe|busy): /.test(r.stderr)) throw new Error(r.stderr);
-      return r;
-    }, 20_000, 300);
+    const ran = await eventually(
+      async () => {
+        const r = await script(JOIN_SH, withoutCli, {
+          ...kbagent,
+          KB_JOIN_MEMBER_POD_NAME: 'etcd-4',
+          KB_JOIN_MEMBER_POD_FQDN: 'etcd-4.unused.invalid',
+        });
+        if (/: (unsafe|busy): /.test(r.stderr)) throw new Error(r.stderr);
+        return r;
+      },
+      20_000,
+      300,
+    );
     const listed = (await cluster().listMembers()).filter((m) => m.peerURLs.includes(`https://${address}:${KB_PEER_PORT}`));
-    const left = await script(LEAVE_SH, withoutCli, { ...kbagent, KB_LEAVE_MEMBER_POD_NAME: 'etcd-4', KB_LEAVE_MEMBER_POD_FQDN: 'etcd-4.unused.invalid' });
+    const left = await script(LEAVE_SH, withoutCli, {
+      ...kbagent,
+      KB_LEAVE_MEMBER_POD_NAME: 'etcd-4',
+      KB_LEAVE_MEMBER_POD_FQDN: 'etcd-4.unused.invalid',
+    });
     const usage = await script(JOIN_SH, withoutCli, kbagent);
 
     expect(ran.code).toBe(1);

@@ -68,7 +68,12 @@ describe('serve with a bad configuration value', () => {
     ['ETCD_AGENT_LEARNER_FIRST is no boolean', [], { ETCD_AGENT_LEARNER_FIRST: 'maybe' }, 'ETCD_AGENT_LEARNER_FIRST'],
     ['--log-level is unknown', ['--log-level', 'loud'], {}, 'ETCD_AGENT_LOG_LEVEL'],
     ['--listen has no value', ['--listen'], {}, 'ETCD_AGENT_LISTEN'],
-    ['ETCD_AGENT_ETCD_CA_FILE holds no certificate', [], { ETCD_AGENT_ETCD_CA_FILE: path.join(ROOT, 'package.json') }, 'ETCD_AGENT_ETCD_CA_FILE'],
+    [
+      'ETCD_AGENT_ETCD_CA_FILE holds no certificate',
+      [],
+      { ETCD_AGENT_ETCD_CA_FILE: path.join(ROOT, 'package.json') },
+      'ETCD_AGENT_ETCD_CA_FILE',
+    ],
   ])('when %s, then it exits 2 with one line naming the variable', async (_what, argv, env, variable) => {
     const exit = await run(['serve', ...argv], baseEnv(env));
 
@@ -122,7 +127,10 @@ async function serve(argv: string[]): Promise<Serving> {
   );
   const waitFor = (message: string, timeoutMs = 15000): Promise<Record<string, unknown>> =>
     new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no "${message}" line within ${timeoutMs} ms; stdout: ${JSON.stringify(lines)} stderr: ${stderr}`)), timeoutMs);
+      const timer = setTimeout(
+        () => reject(new Error(`no "${message}" line within ${timeoutMs} ms; stdout: ${JSON.stringify(lines)} stderr: ${stderr}`)),
+        timeoutMs,
+      );
       const check = (): void => {
         const found = lines.find((l) => l.message === message);
         if (found === undefined) return;

@@ -46,8 +46,15 @@ describe('alert rules', () => {
 
   it('when the rules are listed, then they are the nine the operator needs', () => {
     expect([...alerts].sort()).toEqual([
-      'EtcdAgentDown', 'EtcdAgentObservationUnknown', 'EtcdDatabaseNearQuota', 'EtcdLearnerNotPromoted', 'EtcdMembershipCallsFailing',
-      'EtcdMembershipChangeStuck', 'EtcdNoFaultTolerance', 'EtcdNoSpaceAlarm', 'EtcdQuorumLost',
+      'EtcdAgentDown',
+      'EtcdAgentObservationUnknown',
+      'EtcdDatabaseNearQuota',
+      'EtcdLearnerNotPromoted',
+      'EtcdMembershipCallsFailing',
+      'EtcdMembershipChangeStuck',
+      'EtcdNoFaultTolerance',
+      'EtcdNoSpaceAlarm',
+      'EtcdQuorumLost',
     ]);
   });
 

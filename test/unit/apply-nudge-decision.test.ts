@@ -1,4 +1,10 @@
-import { decideNudge, NUDGE_AFTER_MS, NUDGE_EVERY_MS, type NudgeDecision, type NudgeFacts } from '../../agent/membership/apply-nudge-decision';
+import {
+  decideNudge,
+  NUDGE_AFTER_MS,
+  NUDGE_EVERY_MS,
+  type NudgeDecision,
+  type NudgeFacts,
+} from '../../agent/membership/apply-nudge-decision';
 import type { Member } from '../../agent/proto/types';
 
 const member = (over: Partial<Member>): Member => ({
@@ -24,7 +30,11 @@ describe('decideNudge', () => {
     ["this pod's member is a started voter", { localSilentForMs: silent, listed: voter, sinceLastNudgeMs: undefined }, 'nothing'],
     ['a silent learner, never nudged', { localSilentForMs: silent, listed: learner, sinceLastNudgeMs: undefined }, 'nudge'],
     ['a silent unstarted member, never nudged', { localSilentForMs: silent, listed: unstarted, sinceLastNudgeMs: undefined }, 'nudge'],
-    ['an unstarted voter (learners off), never nudged', { localSilentForMs: silent, listed: member({ isLearner: false, started: false, name: '' }), sinceLastNudgeMs: undefined }, 'nudge'],
+    [
+      'an unstarted voter (learners off), never nudged',
+      { localSilentForMs: silent, listed: member({ isLearner: false, started: false, name: '' }), sinceLastNudgeMs: undefined },
+      'nudge',
+    ],
     ['a silent learner nudged recently', { localSilentForMs: silent * 10, listed: learner, sinceLastNudgeMs: NUDGE_EVERY_MS - 1 }, 'wait'],
     ['a silent learner nudged a while ago', { localSilentForMs: silent * 10, listed: learner, sinceLastNudgeMs: NUDGE_EVERY_MS }, 'nudge'],
   ])('when %s, then: %s', (_what, facts, decision) => {

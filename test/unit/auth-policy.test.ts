@@ -2,14 +2,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import {
-  authorizeMutation,
-  AuthOptions,
-  isLoopback,
-  mutationAuthWarnings,
-  MutationPolicy,
-  TokenSource,
-} from '../../agent/server/auth';
+import { authorizeMutation, AuthOptions, isLoopback, mutationAuthWarnings, MutationPolicy, TokenSource } from '../../agent/server/auth';
 import { startupAuthRefusal, type StartupAuthSettings } from '../../agent/config/host-network';
 
 const digest = (token: string): Buffer => createHash('sha256').update(token).digest();
@@ -80,14 +73,19 @@ describe('authorizeMutation (docs/api.md §6)', () => {
   });
 });
 
-describe('authorizeMutation in the node\'s network namespace (host network)', () => {
+describe("authorizeMutation in the node's network namespace (host network)", () => {
   const base = { tokenDigest: digest('s3cret'), allowRemoteUnauthenticated: false, hostNetwork: true };
   const hostToken: MutationPolicy = { ...base, tokenConfigured: true };
   const hostNoToken: MutationPolicy = { ...base, tokenConfigured: false, tokenDigest: undefined };
   const hostOptOut: MutationPolicy = { ...hostNoToken, hostNetworkAllowUnauthenticatedLoopback: true };
   const hostTokenOptOut: MutationPolicy = { ...hostToken, hostNetworkAllowUnauthenticatedLoopback: true };
   const hostOpenToAll: MutationPolicy = { ...hostNoToken, allowRemoteUnauthenticated: true };
-  const podOptOut: MutationPolicy = { tokenConfigured: false, allowRemoteUnauthenticated: false, hostNetwork: false, hostNetworkAllowUnauthenticatedLoopback: true };
+  const podOptOut: MutationPolicy = {
+    tokenConfigured: false,
+    allowRemoteUnauthenticated: false,
+    hostNetwork: false,
+    hostNetworkAllowUnauthenticatedLoopback: true,
+  };
 
   // [case, expected refusal code, policy, Authorization header, peer address]
   it.each<[string, string | undefined, MutationPolicy, string | undefined, string]>([
@@ -132,9 +130,21 @@ describe('startupAuthRefusal', () => {
     ['pod network, token', undefined, { tokenConfigured: true }],
     ['host network, token', undefined, { hostNetwork: true, tokenConfigured: true }],
     ['host network, no token', 'ETCD_AGENT_TOKEN_FILE', { hostNetwork: true }],
-    ['host network, no token, loopback allowed explicitly', undefined, { hostNetwork: true, hostNetworkAllowUnauthenticatedLoopback: true }],
-    ['host network, no token, remote allowed (which includes loopback)', undefined, { hostNetwork: true, allowRemoteUnauthenticated: true }],
-    ['host network, token and loopback allowed', undefined, { hostNetwork: true, tokenConfigured: true, hostNetworkAllowUnauthenticatedLoopback: true }],
+    [
+      'host network, no token, loopback allowed explicitly',
+      undefined,
+      { hostNetwork: true, hostNetworkAllowUnauthenticatedLoopback: true },
+    ],
+    [
+      'host network, no token, remote allowed (which includes loopback)',
+      undefined,
+      { hostNetwork: true, allowRemoteUnauthenticated: true },
+    ],
+    [
+      'host network, token and loopback allowed',
+      undefined,
+      { hostNetwork: true, tokenConfigured: true, hostNetworkAllowUnauthenticatedLoopback: true },
+    ],
   ])('when %s, then the refusal names %p', (_case, variable, settings) => {
     const refusal = startupAuthRefusal({ ...none, ...settings, hostNetworkReason: 'ETCD_AGENT_HOST_NETWORK=true' });
     expect(refusal?.variable).toBe(variable);
@@ -188,9 +198,21 @@ describe('mutationAuthWarnings (what a start warns about)', () => {
     ['a token', { tokenFile: '/t', allowRemoteUnauthenticated: false }, []],
     ['a token and the remote opt-out', { tokenFile: '/t', allowRemoteUnauthenticated: true }, ['ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED']],
     ['the remote opt-out alone', { allowRemoteUnauthenticated: true }, []],
-    ['host network, no token, loopback opt-out', { allowRemoteUnauthenticated: false, hostNetwork: true, hostNetworkAllowUnauthenticatedLoopback: true }, ['ETCD_AGENT_HOST_NETWORK_ALLOW_UNAUTHENTICATED_LOOPBACK']],
-    ['host network, a token, loopback opt-out', { tokenFile: '/t', allowRemoteUnauthenticated: false, hostNetwork: true, hostNetworkAllowUnauthenticatedLoopback: true }, []],
-    ['pod network, loopback opt-out', { allowRemoteUnauthenticated: false, hostNetwork: false, hostNetworkAllowUnauthenticatedLoopback: true }, []],
+    [
+      'host network, no token, loopback opt-out',
+      { allowRemoteUnauthenticated: false, hostNetwork: true, hostNetworkAllowUnauthenticatedLoopback: true },
+      ['ETCD_AGENT_HOST_NETWORK_ALLOW_UNAUTHENTICATED_LOOPBACK'],
+    ],
+    [
+      'host network, a token, loopback opt-out',
+      { tokenFile: '/t', allowRemoteUnauthenticated: false, hostNetwork: true, hostNetworkAllowUnauthenticatedLoopback: true },
+      [],
+    ],
+    [
+      'pod network, loopback opt-out',
+      { allowRemoteUnauthenticated: false, hostNetwork: false, hostNetworkAllowUnauthenticatedLoopback: true },
+      [],
+    ],
   ])('when %s, then the start warns about %j', (_case, options, variables) => {
     const warnings = mutationAuthWarnings(options);
     expect(warnings.map((w) => w.split('=')[0])).toEqual(variables);

@@ -33,13 +33,22 @@ function cluster(members: MemberHealth[], status?: HealthStatus): ClusterHealth 
   };
 }
 
-const unknown: ClusterHealth = { status: 'unknown', quorum: null, leader: null, members: [], alarms: [], errors: ['no observation finished within 1000 ms'] };
+const unknown: ClusterHealth = {
+  status: 'unknown',
+  quorum: null,
+  leader: null,
+  members: [],
+  alarms: [],
+  errors: ['no observation finished within 1000 ms'],
+};
 const local = (member: MemberHealth, ready = true): LocalHealth => {
   const role = member.isLearner ? 'learner' : member.isLeader ? 'leader' : 'follower';
   return {
     ready,
     member: { ...member, role, listed: true, errors: ready ? member.errors : [...member.errors, 'its etcd does not answer'] },
-    reading: ready ? { kind: 'role', role } : { kind: 'not-answering', endpoint: `http://${member.name}:2379`, error: 'its etcd does not answer' },
+    reading: ready
+      ? { kind: 'role', role }
+      : { kind: 'not-answering', endpoint: `http://${member.name}:2379`, error: 'its etcd does not answer' },
   };
 };
 const three = [voter('etcd-0'), voter('etcd-1'), voter('etcd-2')];
@@ -49,15 +58,45 @@ const withLearner = [...three, voter('etcd-3', true, true)];
 
 describe('availabilityOf (GET /v1/available, KubeBlocks availableProbe)', () => {
   it.each<[string, string, ClusterHealth, LocalHealth]>([
-    ['every voter answers and this pod is a voter', 'available: etcd-1 is a healthy voter; 3 of 3 voters healthy, 2 required', cluster(three), local(three[1])],
-    ['one voter of three is down and this pod is another', 'available: etcd-0 is a healthy voter; 2 of 3 voters healthy, 2 required', cluster(oneDown), local(oneDown[0])],
-    ['this pod is the one voter down', 'unavailable: etcd-2 is not ready: its etcd does not answer', cluster(oneDown), local(oneDown[2], false)],
+    [
+      'every voter answers and this pod is a voter',
+      'available: etcd-1 is a healthy voter; 3 of 3 voters healthy, 2 required',
+      cluster(three),
+      local(three[1]),
+    ],
+    [
+      'one voter of three is down and this pod is another',
+      'available: etcd-0 is a healthy voter; 2 of 3 voters healthy, 2 required',
+      cluster(oneDown),
+      local(oneDown[0]),
+    ],
+    [
+      'this pod is the one voter down',
+      'unavailable: etcd-2 is not ready: its etcd does not answer',
+      cluster(oneDown),
+      local(oneDown[2], false),
+    ],
     ['two voters of three are down', 'unavailable: no quorum: 1 of 3 voters healthy, 2 required', cluster(twoDown), local(twoDown[0])],
     ['no observation finished in time', 'unavailable: no observation finished within 1000 ms', unknown, local(three[0])],
-    ['the quorum answers but names no leader', 'unavailable: no leader', { ...cluster(three), status: 'unavailable', leader: null, errors: ['no leader'] }, local(three[0])],
+    [
+      'the quorum answers but names no leader',
+      'unavailable: no leader',
+      { ...cluster(three), status: 'unavailable', leader: null, errors: ['no leader'] },
+      local(three[0]),
+    ],
     ['this pod is a learner', 'unavailable: etcd-3 is a learner, not yet a voter', cluster(withLearner), local(withLearner[3])],
-    ['this pod answers but the observation did not count it', 'unavailable: etcd-2 is not among the healthy voters (2 of 3 voters healthy, 2 required)', cluster(oneDown), local(voter('etcd-2'))],
-    ['this pod is not in the member list', 'unavailable: etcd-9 is not among the healthy voters (3 of 3 voters healthy, 2 required)', cluster(three), local(voter('etcd-9'))],
+    [
+      'this pod answers but the observation did not count it',
+      'unavailable: etcd-2 is not among the healthy voters (2 of 3 voters healthy, 2 required)',
+      cluster(oneDown),
+      local(voter('etcd-2')),
+    ],
+    [
+      'this pod is not in the member list',
+      'unavailable: etcd-9 is not among the healthy voters (3 of 3 voters healthy, 2 required)',
+      cluster(three),
+      local(voter('etcd-9')),
+    ],
   ])('when %s, then %s', (_what, said, health, mine) => {
     const verdict = availabilityOf(health, mine);
     expect(verdict.available ? verdict.text : `unavailable: ${verdict.reason}`).toBe(said);

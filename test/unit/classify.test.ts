@@ -76,32 +76,147 @@ describe('classify: the contract table', () => {
     ['three voters answer and agree', 'healthy', facts(three), { voters: 3, healthyVoters: 3, hasQuorum: true, faultTolerance: 1 }],
     ['a single voter answers', 'healthy', facts([member(0)]), { voters: 1, healthyVoters: 1, hasQuorum: true, faultTolerance: 0 }],
     ['five voters answer and agree', 'healthy', facts(five), { voters: 5, healthyVoters: 5, hasQuorum: true, faultTolerance: 2 }],
-    ['a learner in sync sits beside three voters', 'healthy', facts([...three, learner(3)], { a3: { raftIndex: 950 } }), { voters: 3, healthyVoters: 3, hasQuorum: true, faultTolerance: 1 }],
+    [
+      'a learner in sync sits beside three voters',
+      'healthy',
+      facts([...three, learner(3)], { a3: { raftIndex: 950 } }),
+      { voters: 3, healthyVoters: 3, hasQuorum: true, faultTolerance: 1 },
+    ],
     // degraded: quorum held and a leader, but a member unreachable, lagging, or an alarm raised
-    ['one follower of three does not answer', 'degraded', facts(three, { a2: down }), { voters: 3, healthyVoters: 2, hasQuorum: true, faultTolerance: 0 }],
-    ['the leader does not answer but a quorum still follows it', 'degraded', facts(three, { a0: down }), { voters: 3, healthyVoters: 2, hasQuorum: true, faultTolerance: 0 }],
-    ['two of five do not answer', 'degraded', facts(five, { a3: down, a4: down }), { voters: 5, healthyVoters: 3, hasQuorum: true, faultTolerance: 0 }],
-    ['a follower sees no leader (split view)', 'degraded', facts(three, { a2: { leaderId: '0', errors: ['etcdserver: no leader'] } }), { voters: 3, healthyVoters: 2, hasQuorum: true, faultTolerance: 0 }],
-    ['a follower names another leader (split view)', 'degraded', facts(three, { a2: { leaderId: 'a2', raftTerm: 3 } }), { voters: 3, healthyVoters: 2, hasQuorum: true, faultTolerance: 0 }],
-    ['a learner lags the leader', 'degraded', facts([...three, learner(3)], { a3: { raftIndex: 100 } }), { voters: 3, healthyVoters: 3, hasQuorum: true, faultTolerance: 1 }],
-    ['a learner does not answer', 'degraded', facts([...three, learner(3)], { a3: down }), { voters: 3, healthyVoters: 3, hasQuorum: true, faultTolerance: 1 }],
-    ['a learner was added but has not started', 'degraded', facts([...three, unstarted(3, true)]), { voters: 3, healthyVoters: 3, hasQuorum: true, faultTolerance: 1 }],
-    ['a voter was added but has not started', 'degraded', facts([...three, unstarted(3)]), { voters: 4, healthyVoters: 3, hasQuorum: true, faultTolerance: 0 }],
-    ['a voter applies far behind the leader', 'degraded', facts(three, { a0: { raftIndex: 7000 }, a1: { raftIndex: 7000, raftAppliedIndex: 1000 } }), { voters: 3, healthyVoters: 3, hasQuorum: true, faultTolerance: 1 }],
-    ['the alarm list has NOSPACE', 'degraded', facts(three, {}, { alarms: [{ memberId: 'a1', alarm: 'NOSPACE' }] }), { voters: 3, healthyVoters: 3, hasQuorum: true, faultTolerance: 1 }],
-    ['the alarm list has CORRUPT', 'degraded', facts(three, {}, { alarms: [{ memberId: 'a1', alarm: 'CORRUPT' }] }), { voters: 3, healthyVoters: 3, hasQuorum: true, faultTolerance: 1 }],
+    [
+      'one follower of three does not answer',
+      'degraded',
+      facts(three, { a2: down }),
+      { voters: 3, healthyVoters: 2, hasQuorum: true, faultTolerance: 0 },
+    ],
+    [
+      'the leader does not answer but a quorum still follows it',
+      'degraded',
+      facts(three, { a0: down }),
+      { voters: 3, healthyVoters: 2, hasQuorum: true, faultTolerance: 0 },
+    ],
+    [
+      'two of five do not answer',
+      'degraded',
+      facts(five, { a3: down, a4: down }),
+      { voters: 5, healthyVoters: 3, hasQuorum: true, faultTolerance: 0 },
+    ],
+    [
+      'a follower sees no leader (split view)',
+      'degraded',
+      facts(three, { a2: { leaderId: '0', errors: ['etcdserver: no leader'] } }),
+      { voters: 3, healthyVoters: 2, hasQuorum: true, faultTolerance: 0 },
+    ],
+    [
+      'a follower names another leader (split view)',
+      'degraded',
+      facts(three, { a2: { leaderId: 'a2', raftTerm: 3 } }),
+      { voters: 3, healthyVoters: 2, hasQuorum: true, faultTolerance: 0 },
+    ],
+    [
+      'a learner lags the leader',
+      'degraded',
+      facts([...three, learner(3)], { a3: { raftIndex: 100 } }),
+      { voters: 3, healthyVoters: 3, hasQuorum: true, faultTolerance: 1 },
+    ],
+    [
+      'a learner does not answer',
+      'degraded',
+      facts([...three, learner(3)], { a3: down }),
+      { voters: 3, healthyVoters: 3, hasQuorum: true, faultTolerance: 1 },
+    ],
+    [
+      'a learner was added but has not started',
+      'degraded',
+      facts([...three, unstarted(3, true)]),
+      { voters: 3, healthyVoters: 3, hasQuorum: true, faultTolerance: 1 },
+    ],
+    [
+      'a voter was added but has not started',
+      'degraded',
+      facts([...three, unstarted(3)]),
+      { voters: 4, healthyVoters: 3, hasQuorum: true, faultTolerance: 0 },
+    ],
+    [
+      'a voter applies far behind the leader',
+      'degraded',
+      facts(three, { a0: { raftIndex: 7000 }, a1: { raftIndex: 7000, raftAppliedIndex: 1000 } }),
+      { voters: 3, healthyVoters: 3, hasQuorum: true, faultTolerance: 1 },
+    ],
+    [
+      'the alarm list has NOSPACE',
+      'degraded',
+      facts(three, {}, { alarms: [{ memberId: 'a1', alarm: 'NOSPACE' }] }),
+      { voters: 3, healthyVoters: 3, hasQuorum: true, faultTolerance: 1 },
+    ],
+    [
+      'the alarm list has CORRUPT',
+      'degraded',
+      facts(three, {}, { alarms: [{ memberId: 'a1', alarm: 'CORRUPT' }] }),
+      { voters: 3, healthyVoters: 3, hasQuorum: true, faultTolerance: 1 },
+    ],
     // Status errors are etcd's words (3.4–3.6 `memberID:161 alarm:CORRUPT `, 3.7 protobuf text): never parsed, but not healthy.
-    ['a member reports an error in its status (3.7 wording)', 'degraded', facts(three, { a1: { errors: ['member_id:161 alarm:CORRUPT'] } }), { voters: 3, healthyVoters: 3, hasQuorum: true, faultTolerance: 1 }],
-    ['the member list could not be read now, but a quorum of the last one answers', 'degraded', facts(three, {}, { fresh: false, memberListError: 'etcd is unreachable' }), { voters: 3, healthyVoters: 3, hasQuorum: true, faultTolerance: 1 }],
+    [
+      'a member reports an error in its status (3.7 wording)',
+      'degraded',
+      facts(three, { a1: { errors: ['member_id:161 alarm:CORRUPT'] } }),
+      { voters: 3, healthyVoters: 3, hasQuorum: true, faultTolerance: 1 },
+    ],
+    [
+      'the member list could not be read now, but a quorum of the last one answers',
+      'degraded',
+      facts(three, {}, { fresh: false, memberListError: 'etcd is unreachable' }),
+      { voters: 3, healthyVoters: 3, hasQuorum: true, faultTolerance: 1 },
+    ],
     // unavailable: no quorum of reachable voters, no leader, or no endpoint answered
-    ['no endpoint answers', 'unavailable', facts(three, { a0: down, a1: down, a2: down }), { voters: 3, healthyVoters: 0, hasQuorum: false, faultTolerance: 0 }],
-    ['two of three do not answer', 'unavailable', facts(three, { a0: down, a1: down, a2: { leaderId: '0' } }), { voters: 3, healthyVoters: 0, hasQuorum: false, faultTolerance: 0 }],
-    ['two of three are gone and the third still names the old leader', 'unavailable', facts(three, { a0: down, a1: down }), { voters: 3, healthyVoters: 1, hasQuorum: false, faultTolerance: 0 }],
-    ['all answer but none knows a leader', 'unavailable', facts(three, { a0: { leaderId: '0' }, a1: { leaderId: '0' }, a2: { leaderId: '0' } }), { voters: 3, healthyVoters: 0, hasQuorum: false, faultTolerance: 0 }],
-    ['each names a different leader (split views)', 'unavailable', facts(three, { a0: { leaderId: 'a0' }, a1: { leaderId: 'a1' }, a2: { leaderId: '0' } }), { voters: 3, healthyVoters: 1, hasQuorum: false, faultTolerance: 0 }],
-    ['two voters added but not started make four of which two answer', 'unavailable', facts([member(0), member(1), unstarted(2), unstarted(3)]), { voters: 4, healthyVoters: 2, hasQuorum: false, faultTolerance: 0 }],
-    ['the member list could not be read now and only one of the last three answers', 'unavailable', facts(three, { a1: down, a2: down }, { fresh: false, memberListError: 'etcd is unreachable' }), { voters: 3, healthyVoters: 1, hasQuorum: false, faultTolerance: 0 }],
-    ['only a learner answers', 'unavailable', facts([member(0), learner(1)], { a0: down }), { voters: 1, healthyVoters: 0, hasQuorum: false, faultTolerance: 0 }],
+    [
+      'no endpoint answers',
+      'unavailable',
+      facts(three, { a0: down, a1: down, a2: down }),
+      { voters: 3, healthyVoters: 0, hasQuorum: false, faultTolerance: 0 },
+    ],
+    [
+      'two of three do not answer',
+      'unavailable',
+      facts(three, { a0: down, a1: down, a2: { leaderId: '0' } }),
+      { voters: 3, healthyVoters: 0, hasQuorum: false, faultTolerance: 0 },
+    ],
+    [
+      'two of three are gone and the third still names the old leader',
+      'unavailable',
+      facts(three, { a0: down, a1: down }),
+      { voters: 3, healthyVoters: 1, hasQuorum: false, faultTolerance: 0 },
+    ],
+    [
+      'all answer but none knows a leader',
+      'unavailable',
+      facts(three, { a0: { leaderId: '0' }, a1: { leaderId: '0' }, a2: { leaderId: '0' } }),
+      { voters: 3, healthyVoters: 0, hasQuorum: false, faultTolerance: 0 },
+    ],
+    [
+      'each names a different leader (split views)',
+      'unavailable',
+      facts(three, { a0: { leaderId: 'a0' }, a1: { leaderId: 'a1' }, a2: { leaderId: '0' } }),
+      { voters: 3, healthyVoters: 1, hasQuorum: false, faultTolerance: 0 },
+    ],
+    [
+      'two voters added but not started make four of which two answer',
+      'unavailable',
+      facts([member(0), member(1), unstarted(2), unstarted(3)]),
+      { voters: 4, healthyVoters: 2, hasQuorum: false, faultTolerance: 0 },
+    ],
+    [
+      'the member list could not be read now and only one of the last three answers',
+      'unavailable',
+      facts(three, { a1: down, a2: down }, { fresh: false, memberListError: 'etcd is unreachable' }),
+      { voters: 3, healthyVoters: 1, hasQuorum: false, faultTolerance: 0 },
+    ],
+    [
+      'only a learner answers',
+      'unavailable',
+      facts([member(0), learner(1)], { a0: down }),
+      { voters: 1, healthyVoters: 0, hasQuorum: false, faultTolerance: 0 },
+    ],
   ])('when %s, then it is %s', (_what, expected, observed, quorum) => {
     const health = classify(observed);
 
@@ -152,7 +267,14 @@ describe('classify: what it reports', () => {
   it('when a member does not answer, then its numbers are null and its errors say why', () => {
     const health = classify(facts(three, { a2: down }));
 
-    expect(health.members[2]).toMatchObject({ reachable: false, isLeader: false, raftTerm: null, raftIndex: null, dbSizeBytes: null, latencyMs: null });
+    expect(health.members[2]).toMatchObject({
+      reachable: false,
+      isLeader: false,
+      raftTerm: null,
+      raftIndex: null,
+      dbSizeBytes: null,
+      latencyMs: null,
+    });
     expect(health.members[2].errors).toEqual([`http://10.0.0.2:2379: ${down}`]);
   });
 
@@ -181,7 +303,7 @@ describe('classify: what it reports', () => {
     expect(health.members[2].reachable).toBe(true);
   });
 
-  it('when a learner lags, then its errors give its index and the leader\'s', () => {
+  it("when a learner lags, then its errors give its index and the leader's", () => {
     const health = classify(facts([...three, learner(3)], { a3: { raftIndex: 100 } }));
 
     expect(health.members[3].errors).toEqual(["lagging: raft index 100 is behind the leader's 1000 (a learner is in sync at 900)"]);
@@ -218,19 +340,38 @@ describe('classify: what it reports', () => {
 
   it('when this agent is defragmenting a member that does not answer, then health says so and carries the run', () => {
     const maintenance = {
-      action: 'defragment' as const, runId: 'r1', agent: 'etcd-0', mode: 'lock' as const, startedAt: '2026-12-01T00:00:00.000Z',
-      step: 'defragmenting etcd-2 (2 of 3)', defragmenting: { id: 'a2', name: 'etcd-2' },
+      action: 'defragment' as const,
+      runId: 'r1',
+      agent: 'etcd-0',
+      mode: 'lock' as const,
+      startedAt: '2026-12-01T00:00:00.000Z',
+      step: 'defragmenting etcd-2 (2 of 3)',
+      defragmenting: { id: 'a2', name: 'etcd-2' },
     };
     const health = classify(facts(three, { a2: down }, { maintenance, alarms: [{ memberId: 'a1', alarm: 'NOSPACE' }] }));
 
     expect(health.status).toBe('degraded');
     expect(health.maintenance).toEqual(maintenance);
-    expect(health.members[2].errors).toEqual(['http://10.0.0.2:2379: no answer within 500 ms', 'being defragmented by this agent (run r1)']);
-    expect(health.errors).toContain('NOSPACE: etcd takes only reads and deletes; this agent is clearing it (defragmenting etcd-2 (2 of 3))');
+    expect(health.members[2].errors).toEqual([
+      'http://10.0.0.2:2379: no answer within 500 ms',
+      'being defragmented by this agent (run r1)',
+    ]);
+    expect(health.errors).toContain(
+      'NOSPACE: etcd takes only reads and deletes; this agent is clearing it (defragmenting etcd-2 (2 of 3))',
+    );
   });
 
   it("when another agent's defragmentation record names a member that does not answer, then health names that agent", () => {
-    const operations = [{ id: 'o1', action: 'defragment' as const, member: { name: 'etcd-1', peerURLs: [] }, agent: 'etcd-2', startedAt: '2026-12-01T00:00:00.000Z', step: 'defragmenting etcd-1 (1 of 3)' }];
+    const operations = [
+      {
+        id: 'o1',
+        action: 'defragment' as const,
+        member: { name: 'etcd-1', peerURLs: [] },
+        agent: 'etcd-2',
+        startedAt: '2026-12-01T00:00:00.000Z',
+        step: 'defragmenting etcd-1 (1 of 3)',
+      },
+    ];
     const health = classify(facts(three, { a1: down }, { operations }));
 
     expect(health.members[1].errors[1]).toBe('being defragmented by the agent of etcd-2 (operation o1: defragmenting etcd-1 (1 of 3))');
@@ -266,7 +407,14 @@ describe('classify: what it reports', () => {
 
   it('when operation records were read, then they are passed through, so a removal on purpose shows', () => {
     const operations: OperationRecord[] = [
-      { id: 'op-1', action: 'memberLeave', member: { name: 'etcd-2', peerURLs: [] }, agent: 'etcd-0', startedAt: '2026-11-29T12:00:00.000Z', step: 'removing' },
+      {
+        id: 'op-1',
+        action: 'memberLeave',
+        member: { name: 'etcd-2', peerURLs: [] },
+        agent: 'etcd-0',
+        startedAt: '2026-11-29T12:00:00.000Z',
+        step: 'removing',
+      },
     ];
 
     const health = classify(facts(three, { a2: down }, { operations }));
@@ -388,7 +536,7 @@ describe('classifyLocal', () => {
     });
   });
 
-  it("when the local member does not answer and its etcd container left a note, then the note comes first", () => {
+  it('when the local member does not answer and its etcd container left a note, then the note comes first', () => {
     const refused = 'etcd 3.5.35 cannot run data written by 3.7; upgrade the image or restore';
     const observed = facts(three, { a2: 'etcd is unreachable' }, { startNote: { member: 'etcd-2', text: refused } });
 
@@ -429,19 +577,54 @@ describe('readRole', () => {
     ['a follower answers', { url, status: status(member(1)) }, observe(facts(three)), { kind: 'role', role: 'follower' }],
     ['a learner answers', { url, status: status(learner(3)) }, observe(facts(withLearner)), { kind: 'role', role: 'learner' }],
     ['a learner answers and no list was observed', { url, status: status(learner(3)) }, undefined, { kind: 'role', role: 'learner' }],
-    ['a learner answers and the observation has no list', { url, status: status(learner(3)) }, observe(noList(facts(three))), { kind: 'role', role: 'learner' }],
+    [
+      'a learner answers and the observation has no list',
+      { url, status: status(learner(3)) },
+      observe(noList(facts(three))),
+      { kind: 'role', role: 'learner' },
+    ],
     ['a voter answers and no observation finished in time', { url, status: status(member(1)) }, undefined, { kind: 'not-observed' }],
-    ['a voter answers and the observation has no list', { url, status: status(member(1)) }, observe(noList(facts(three))), { kind: 'not-observed' }],
-    ['a member the list does not hold answers (removed)', { url, status: status(member(7)) }, observe(facts(three)), { kind: 'not-listed', memberId: 'a7' }],
-    ['a learner the list does not hold answers (removed)', { url, status: status(learner(7)) }, observe(facts(three)), { kind: 'not-listed', memberId: 'a7' }],
-    ['this pod\'s etcd does not answer', { url, error: 'etcd is unreachable' }, observe(facts(three)), { kind: 'not-answering', endpoint: url, error: 'etcd is unreachable' }],
-    ['a voter answers and no quorum names a leader', { url, status: status(member(1)) }, observe(facts(three, { a0: down, a2: down })), { kind: 'role', role: 'follower' }],
+    [
+      'a voter answers and the observation has no list',
+      { url, status: status(member(1)) },
+      observe(noList(facts(three))),
+      { kind: 'not-observed' },
+    ],
+    [
+      'a member the list does not hold answers (removed)',
+      { url, status: status(member(7)) },
+      observe(facts(three)),
+      { kind: 'not-listed', memberId: 'a7' },
+    ],
+    [
+      'a learner the list does not hold answers (removed)',
+      { url, status: status(learner(7)) },
+      observe(facts(three)),
+      { kind: 'not-listed', memberId: 'a7' },
+    ],
+    [
+      "this pod's etcd does not answer",
+      { url, error: 'etcd is unreachable' },
+      observe(facts(three)),
+      { kind: 'not-answering', endpoint: url, error: 'etcd is unreachable' },
+    ],
+    [
+      'a voter answers and no quorum names a leader',
+      { url, status: status(member(1)) },
+      observe(facts(three, { a0: down, a2: down })),
+      { kind: 'role', role: 'follower' },
+    ],
   ])('when %s, then the reading is %j', (_what, probe, observation, reading) => {
     expect(readRole(probe, observation)).toEqual(reading);
   });
 
   it.each<[Exclude<RoleReading, { kind: 'role' }>, string, number, Record<string, unknown>]>([
-    [{ kind: 'not-answering', endpoint: url, error: 'etcd is unreachable' }, 'unavailable', 503, { reading: 'not-answering', endpoint: url }],
+    [
+      { kind: 'not-answering', endpoint: url, error: 'etcd is unreachable' },
+      'unavailable',
+      503,
+      { reading: 'not-answering', endpoint: url },
+    ],
     [{ kind: 'not-listed', memberId: 'a7' }, 'not-found', 404, { reading: 'not-listed', memberId: 'a7' }],
     [{ kind: 'not-observed' }, 'unavailable', 503, { reading: 'not-observed' }],
   ])('when the reading is %j, then the answer is %s (%i), details naming the fact', (reading, code, httpStatus, details) => {

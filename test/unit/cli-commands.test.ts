@@ -8,7 +8,11 @@ describe('CLI argument parsing (docs/api.md §7)', () => {
     [
       'join',
       ['etcd-3', '--peer-url', 'http://etcd-3:2380', '--wait', '--timeout-seconds', '5'],
-      { method: 'POST', path: '/v1/members/join', body: { name: 'etcd-3', peerURLs: ['http://etcd-3:2380'], wait: true, timeoutSeconds: 5 } },
+      {
+        method: 'POST',
+        path: '/v1/members/join',
+        body: { name: 'etcd-3', peerURLs: ['http://etcd-3:2380'], wait: true, timeoutSeconds: 5 },
+      },
     ],
     ['leave', ['etcd-3', '--force'], { method: 'POST', path: '/v1/members/leave', body: { name: 'etcd-3', force: true } }],
     ['promote', ['etcd-3'], { method: 'POST', path: '/v1/members/promote', body: { name: 'etcd-3' } }],
@@ -20,9 +24,17 @@ describe('CLI argument parsing (docs/api.md §7)', () => {
     [
       'defragment',
       ['--compact-retain', '1000', '--min-fragmentation', '0.2', '--min-db-size', '0', '--force', '--timeout-seconds', '60'],
-      { method: 'POST', path: '/v1/maintenance/defragment', body: { compact: { retainRevisions: 1000 }, minFragmentation: 0.2, minDbSizeBytes: 0, force: true, timeoutSeconds: 60 } },
+      {
+        method: 'POST',
+        path: '/v1/maintenance/defragment',
+        body: { compact: { retainRevisions: 1000 }, minFragmentation: 0.2, minDbSizeBytes: 0, force: true, timeoutSeconds: 60 },
+      },
     ],
-    ['defragment', ['--compact-retain', '6h'], { method: 'POST', path: '/v1/maintenance/defragment', body: { compact: { retainSeconds: 21600 } } }],
+    [
+      'defragment',
+      ['--compact-retain', '6h'],
+      { method: 'POST', path: '/v1/maintenance/defragment', body: { compact: { retainSeconds: 21600 } } },
+    ],
     ['defragment', ['--no-compact', '--wait'], { method: 'POST', path: '/v1/maintenance/defragment', body: { compact: false } }],
     ['defragment', ['--compact-retain', 'none'], { method: 'POST', path: '/v1/maintenance/defragment', body: { compact: false } }],
   ] as const)('when %s %j is parsed, then it calls %j', (command, argv, expected) => {
@@ -102,7 +114,11 @@ describe('CLI exit codes and summaries', () => {
     ['leave', { outcome: 'removed', complete: true, leaderTransferred: true }, 'etcd-3: removed (leadership moved away first)'],
     ['leave', { outcome: 'already-absent', complete: true }, 'etcd-3: already-absent'],
     ['transfer-leader', { outcome: 'transferred', leader: { id: 'a', name: 'etcd-1' } }, 'transferred (leader: etcd-1)'],
-    ['defragment', { outcome: 'in-progress', run: { agent: 'etcd-0', step: 'defragmenting etcd-1 (1 of the members to do)' }, members: [] }, 'in progress in the agent of etcd-0: defragmenting etcd-1 (1 of the members to do) (call again)'],
+    [
+      'defragment',
+      { outcome: 'in-progress', run: { agent: 'etcd-0', step: 'defragmenting etcd-1 (1 of the members to do)' }, members: [] },
+      'in progress in the agent of etcd-0: defragmenting etcd-1 (1 of the members to do) (call again)',
+    ],
     [
       'defragment',
       {

@@ -22,7 +22,9 @@ const names = COMMANDS.map((c) => c.usage.name);
 
 describe('--help of every command', () => {
   it('when the table is read, then it holds every command of the contract, each once', () => {
-    expect(names).toEqual(expect.arrayContaining(['serve', 'prepare', 'kube-inject', 'join', 'leave', 'promote', 'members', 'health', 'transfer-leader']));
+    expect(names).toEqual(
+      expect.arrayContaining(['serve', 'prepare', 'kube-inject', 'join', 'leave', 'promote', 'members', 'health', 'transfer-leader']),
+    );
     expect(new Set(names).size).toBe(names.length);
   });
 
@@ -59,7 +61,8 @@ describe('--help of every command', () => {
   });
 
   it('when the overview is printed (--help, -h, help), then it lists every command with its synopsis and exits 0; without a command it exits 2', async () => {
-    for (const argv of [['--help'], ['-h'], ['help']]) expect(await main(argv)).toEqual({ code: 0, stdout: renderOverview(COMMANDS.map((c) => c.usage)), stderr: '' });
+    for (const argv of [['--help'], ['-h'], ['help']])
+      expect(await main(argv)).toEqual({ code: 0, stdout: renderOverview(COMMANDS.map((c) => c.usage)), stderr: '' });
     expect((await main([])).code).toBe(2);
     const overview = renderOverview(COMMANDS.map((c) => c.usage));
     for (const c of COMMANDS) expect(overview).toContain(`  ${c.usage.name}`);

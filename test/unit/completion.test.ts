@@ -7,7 +7,14 @@ function result(action: ActionName, outcome: Outcome, complete: boolean, phase?:
     outcome,
     complete,
     ...(phase === undefined ? {} : { phase }),
-    member: { id: 'a1', name: 'etcd-3', peerURLs: ['http://etcd-3:2380'], clientURLs: [], isLearner: phase === 'learner', started: phase !== 'unstarted' },
+    member: {
+      id: 'a1',
+      name: 'etcd-3',
+      peerURLs: ['http://etcd-3:2380'],
+      clientURLs: [],
+      isLearner: phase === 'learner',
+      started: phase !== 'unstarted',
+    },
     cluster: { id: 'c1', members: 4, voters: 3, learners: 1 },
     leaderTransferred: false,
     durationMs: 1,
@@ -58,6 +65,8 @@ describe('"2xx means done" (requireComplete)', () => {
 
     const answer = answerOf(reached, true);
 
-    expect(answer.kind === 'error' && answer.error.message).toBe('the member: in-progress (unstarted), not yet a started voter; call again');
+    expect(answer.kind === 'error' && answer.error.message).toBe(
+      'the member: in-progress (unstarted), not yet a started voter; call again',
+    );
   });
 });

@@ -143,7 +143,10 @@ const GOOD: Array<[Env, Partial<Config>]> = [
   [{ ETCD_AGENT_HEALTH_MAX_AGE_MS: '501' }, { healthMaxAgeMs: 501 }],
   [{ ETCD_AGENT_STATUS_TIMEOUT_MS: '10' }, { statusTimeoutMs: 10 }],
   [{ ETCD_AGENT_STATUS_TIMEOUT_MS: '999' }, { statusTimeoutMs: 999, healthMaxAgeMs: 1000 }],
-  [{ ETCD_AGENT_HEALTH_MAX_AGE_MS: '50', ETCD_AGENT_STATUS_TIMEOUT_MS: '49' }, { healthMaxAgeMs: 50, statusTimeoutMs: 49 }],
+  [
+    { ETCD_AGENT_HEALTH_MAX_AGE_MS: '50', ETCD_AGENT_STATUS_TIMEOUT_MS: '49' },
+    { healthMaxAgeMs: 50, statusTimeoutMs: 49 },
+  ],
   [{ ETCD_AGENT_TIMEOUT_SECONDS: '1' }, { timeoutSeconds: 1 }],
   [{ ETCD_AGENT_TIMEOUT_SECONDS: '60' }, { timeoutSeconds: 60 }],
   [{ ETCD_AGENT_KEY_PREFIX: '/agents/demo/' }, { keyPrefix: '/agents/demo/' }],
@@ -154,7 +157,10 @@ const GOOD: Array<[Env, Partial<Config>]> = [
   [{ ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED: 'false' }, { allowRemoteUnauthenticated: false }],
   [{ ETCD_AGENT_HOST_NETWORK: 'false' }, { hostNetwork: false }],
   [{ ETCD_AGENT_HOST_NETWORK: 'auto' }, { hostNetwork: false }],
-  [{ ETCD_AGENT_HOST_NETWORK: 'true', ETCD_AGENT_TOKEN_FILE: '@token' }, { hostNetwork: true, tokenFile: '<token>' }],
+  [
+    { ETCD_AGENT_HOST_NETWORK: 'true', ETCD_AGENT_TOKEN_FILE: '@token' },
+    { hostNetwork: true, tokenFile: '<token>' },
+  ],
   // The downward API's addresses: equal only in a host-network pod (POD_IP and HOST_IP have no flags).
   [{ POD_IP: '10.0.0.5', HOST_IP: '10.0.0.5', ETCD_AGENT_TOKEN_FILE: '@token' }, { hostNetwork: true }],
   [{ POD_IP: '10.244.1.7', HOST_IP: '10.0.0.5' }, { hostNetwork: false }],
@@ -162,7 +168,10 @@ const GOOD: Array<[Env, Partial<Config>]> = [
     { ETCD_AGENT_HOST_NETWORK: 'yes', ETCD_AGENT_HOST_NETWORK_ALLOW_UNAUTHENTICATED_LOOPBACK: 'true' },
     { hostNetwork: true, hostNetworkAllowUnauthenticatedLoopback: true, tokenFile: undefined },
   ],
-  [{ ETCD_AGENT_HOST_NETWORK: 'true', ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED: 'true' }, { hostNetwork: true, allowRemoteUnauthenticated: true }],
+  [
+    { ETCD_AGENT_HOST_NETWORK: 'true', ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED: 'true' },
+    { hostNetwork: true, allowRemoteUnauthenticated: true },
+  ],
   [{ ETCD_AGENT_HOST_NETWORK_ALLOW_UNAUTHENTICATED_LOOPBACK: 'false' }, { hostNetworkAllowUnauthenticatedLoopback: false }],
   [{ ETCD_AGENT_ETCD_CA_FILE: '@ca.pem' }, { etcdCaFile: '<ca.pem>' }],
   [
@@ -186,7 +195,10 @@ const GOOD: Array<[Env, Partial<Config>]> = [
   [{ ETCD_AGENT_LOG_LEVEL: 'error' }, { logLevel: 'error' }],
   [{ ETCD_AGENT_RECOVERY_MIN_LOSS_SECONDS: '5' }, { recoveryMinLossSeconds: 5 }],
   [{ ETCD_AGENT_LOCAL_PEER_URL: 'http://127.0.0.1:2380' }, { localPeerUrl: 'http://127.0.0.1:2380' }],
-  [{ ETCD_AGENT_START_NOTE_FILE: '/var/run/etcd-lifecycle-agent/etcd-start-note' }, { startNoteFile: '/var/run/etcd-lifecycle-agent/etcd-start-note' }],
+  [
+    { ETCD_AGENT_START_NOTE_FILE: '/var/run/etcd-lifecycle-agent/etcd-start-note' },
+    { startNoteFile: '/var/run/etcd-lifecycle-agent/etcd-start-note' },
+  ],
   [
     { ETCD_AGENT_MEMBER_NAME: 'etcd-2', ETCD_AGENT_PEER_URL_TEMPLATE: 'http://{name}.etcd-headless:2380' },
     { localPeerUrl: 'http://etcd-2.etcd-headless:2380' },
@@ -217,7 +229,10 @@ describe('loadConfig good values', () => {
   it.each(GOOD)('when the flags say %j, then the config holds %j', (env, want) => {
     const { env: other, argv } = asFlags(env);
 
-    const { config, rest } = loadConfig({ ...BASE, ...other }, argv.map((a) => (a.includes('=@') ? resolveFlag(a) : a)));
+    const { config, rest } = loadConfig(
+      { ...BASE, ...other },
+      argv.map((a) => (a.includes('=@') ? resolveFlag(a) : a)),
+    );
 
     expect(rest).toEqual([]);
     expect(config).toMatchObject(expected(want));
@@ -287,8 +302,16 @@ const BAD: Array<[Env, string, string]> = [
   [{ ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED: 'sure' }, 'ETCD_AGENT_ALLOW_REMOTE_UNAUTHENTICATED', 'is not a boolean'],
   [{ ETCD_AGENT_HOST_NETWORK: 'node' }, 'ETCD_AGENT_HOST_NETWORK', '"node" is not true, false or auto'],
   // The host's network namespace without a token: any process on the node could change membership.
-  [{ ETCD_AGENT_HOST_NETWORK: 'true' }, 'ETCD_AGENT_TOKEN_FILE', "is required in the node's network namespace (ETCD_AGENT_HOST_NETWORK=true)"],
-  [{ POD_IP: '10.0.0.5', HOST_IP: '10.0.0.5' }, 'ETCD_AGENT_TOKEN_FILE', 'is required in the node\'s network namespace (POD_IP equals HOST_IP (10.0.0.5))'],
+  [
+    { ETCD_AGENT_HOST_NETWORK: 'true' },
+    'ETCD_AGENT_TOKEN_FILE',
+    "is required in the node's network namespace (ETCD_AGENT_HOST_NETWORK=true)",
+  ],
+  [
+    { POD_IP: '10.0.0.5', HOST_IP: '10.0.0.5' },
+    'ETCD_AGENT_TOKEN_FILE',
+    "is required in the node's network namespace (POD_IP equals HOST_IP (10.0.0.5))",
+  ],
   [
     { ETCD_AGENT_HOST_NETWORK: 'false', POD_IP: '10.0.0.5', HOST_IP: '10.0.0.5' },
     'ETCD_AGENT_HOST_NETWORK',
@@ -397,10 +420,30 @@ describe('member name sources', () => {
 
 describe('flags', () => {
   it.each<[string, Env, string[], Partial<Config>]>([
-    ['--listen VALUE beats the environment', { ETCD_AGENT_LISTEN: '0.0.0.0:3501' }, ['--listen', '127.0.0.1:0'], { listen: { host: '127.0.0.1', port: 0 } }],
-    ['--listen=VALUE beats the environment', { ETCD_AGENT_LISTEN: '0.0.0.0:3501' }, ['--listen=127.0.0.1:4000'], { listen: { host: '127.0.0.1', port: 4000 } }],
-    ['--health-max-age-ms=VALUE beats the environment', { ETCD_AGENT_HEALTH_MAX_AGE_MS: '5000' }, ['--health-max-age-ms=2000'], { healthMaxAgeMs: 2000 }],
-    ['a bare --learner-first beats LEARNER_FIRST=false', { ETCD_AGENT_LEARNER_FIRST: 'false' }, ['--learner-first'], { learnerFirst: true }],
+    [
+      '--listen VALUE beats the environment',
+      { ETCD_AGENT_LISTEN: '0.0.0.0:3501' },
+      ['--listen', '127.0.0.1:0'],
+      { listen: { host: '127.0.0.1', port: 0 } },
+    ],
+    [
+      '--listen=VALUE beats the environment',
+      { ETCD_AGENT_LISTEN: '0.0.0.0:3501' },
+      ['--listen=127.0.0.1:4000'],
+      { listen: { host: '127.0.0.1', port: 4000 } },
+    ],
+    [
+      '--health-max-age-ms=VALUE beats the environment',
+      { ETCD_AGENT_HEALTH_MAX_AGE_MS: '5000' },
+      ['--health-max-age-ms=2000'],
+      { healthMaxAgeMs: 2000 },
+    ],
+    [
+      'a bare --learner-first beats LEARNER_FIRST=false',
+      { ETCD_AGENT_LEARNER_FIRST: 'false' },
+      ['--learner-first'],
+      { learnerFirst: true },
+    ],
     ['--learner-first false takes the value', {}, ['--learner-first', 'false'], { learnerFirst: false }],
     [
       'a bare --allow-remote-unauthenticated before another flag',

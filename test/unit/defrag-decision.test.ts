@@ -125,25 +125,74 @@ describe('decideDefrag: what a defragmentation run does next', () => {
     ['every member is fragmented, a leads', { says: allFrag }, 'defragment b'],
     ['b is done', { says: { ...allFrag, b: tidy }, done: { b: 100 } }, 'defragment c'],
     ['b and c are done, a leads', { says: { a: frag, b: tidy, c: tidy }, done: { b: 100, c: 100 } }, 'move-leader a→b'],
-    ['b and c are done and b is ahead of c', { says: { a: frag, b: { ...tidy, applied: 100 }, c: { ...tidy, applied: 99 } }, done: { b: 99, c: 99 } }, 'move-leader a→b'],
-    ['leadership moved to b; a, the former leader, is now a follower', { says: { a: frag, b: tidy, c: tidy }, leader: 'b', done: { b: 100, c: 100 }, leaderMoves: 1 }, 'defragment a'],
+    [
+      'b and c are done and b is ahead of c',
+      { says: { a: frag, b: { ...tidy, applied: 100 }, c: { ...tidy, applied: 99 } }, done: { b: 99, c: 99 } },
+      'move-leader a→b',
+    ],
+    [
+      'leadership moved to b; a, the former leader, is now a follower',
+      { says: { a: frag, b: tidy, c: tidy }, leader: 'b', done: { b: 100, c: 100 }, leaderMoves: 1 },
+      'defragment a',
+    ],
     ['all three are done', { says: { a: tidy, b: tidy, c: tidy }, leader: 'b', done: { a: 100, b: 100, c: 100 } }, 'done defragmented'],
     ['nothing is over the thresholds', { says: { a: tidy, b: tidy, c: tidy } }, 'done nothing-to-do'],
-    ['only the leader is fragmented: leadership goes to a follower that needs nothing', { says: { a: frag, b: tidy, c: tidy } }, 'move-leader a→b'],
-    ['a fragmented database below the size threshold', { says: { a: { db: [5, 1] }, b: { db: [5, 1] }, c: { db: [5, 1] } } }, 'done nothing-to-do'],
-    ['the size threshold is lowered by the call', { says: { a: { db: [5, 1] }, b: { db: [5, 1] }, c: { db: [5, 1] } }, options: { minDbSizeBytes: 0 } }, 'defragment b'],
-    ['the fragmentation threshold is lowered by the call', { says: { a: tidy, b: { db: [30, 27] }, c: tidy }, options: { minFragmentation: 0.05 } }, 'defragment b'],
+    [
+      'only the leader is fragmented: leadership goes to a follower that needs nothing',
+      { says: { a: frag, b: tidy, c: tidy } },
+      'move-leader a→b',
+    ],
+    [
+      'a fragmented database below the size threshold',
+      { says: { a: { db: [5, 1] }, b: { db: [5, 1] }, c: { db: [5, 1] } } },
+      'done nothing-to-do',
+    ],
+    [
+      'the size threshold is lowered by the call',
+      { says: { a: { db: [5, 1] }, b: { db: [5, 1] }, c: { db: [5, 1] } }, options: { minDbSizeBytes: 0 } },
+      'defragment b',
+    ],
+    [
+      'the fragmentation threshold is lowered by the call',
+      { says: { a: tidy, b: { db: [30, 27] }, c: tidy }, options: { minFragmentation: 0.05 } },
+      'defragment b',
+    ],
 
     // Crash safety: what the members say decides, whatever happened before.
-    ['a member is being defragmented now (an earlier run that outlived its agent)', { says: { a: frag, b: frag, c: 'silent' }, metrics: new Map([...quiet(three), ['c', { defragmenting: true, quotaBytes: 100 * MB }]]) }, 'wait c'],
-    ['the member this run defragmented has not applied its backlog yet', { says: { a: frag, b: { ...tidy, applied: 80 }, c: frag }, done: { b: 100 } }, 'wait b'],
-    ['a restarted run finds b already done (below the threshold) and goes on with c', { says: { a: frag, b: tidy, c: frag } }, 'defragment c'],
+    [
+      'a member is being defragmented now (an earlier run that outlived its agent)',
+      {
+        says: { a: frag, b: frag, c: 'silent' },
+        metrics: new Map([...quiet(three), ['c', { defragmenting: true, quotaBytes: 100 * MB }]]),
+      },
+      'wait c',
+    ],
+    [
+      'the member this run defragmented has not applied its backlog yet',
+      { says: { a: frag, b: { ...tidy, applied: 80 }, c: frag }, done: { b: 100 } },
+      'wait b',
+    ],
+    [
+      'a restarted run finds b already done (below the threshold) and goes on with c',
+      { says: { a: frag, b: tidy, c: frag } },
+      'defragment c',
+    ],
 
     // Health gate: touch nothing.
     ['a follower does not answer', { says: { a: frag, b: frag, c: 'silent' } }, 'throws unsafe unhealthy'],
-    ['no leader a quorum names', { says: { a: { ...frag, leader: '0' }, b: { ...frag, leader: '0' }, c: { ...frag, leader: '0' } } }, 'throws unsafe unhealthy'],
+    [
+      'no leader a quorum names',
+      { says: { a: { ...frag, leader: '0' }, b: { ...frag, leader: '0' }, c: { ...frag, leader: '0' } } },
+      'throws unsafe unhealthy',
+    ],
     ['a follower names another leader', { says: { a: frag, b: { ...frag, leader: 'c' }, c: frag } }, 'throws unsafe unhealthy'],
-    ['a follower lags by more than etcd allows', { says: { a: { ...frag, committed: 20_000 }, b: { ...frag, committed: 20_000, applied: 10_000 }, c: { ...frag, committed: 20_000 } } }, 'throws unsafe unhealthy'],
+    [
+      'a follower lags by more than etcd allows',
+      {
+        says: { a: { ...frag, committed: 20_000 }, b: { ...frag, committed: 20_000, applied: 10_000 }, c: { ...frag, committed: 20_000 } },
+      },
+      'throws unsafe unhealthy',
+    ],
 
     // Quorum.
     ['one member, not forced', { members: [a], says: { a: frag } }, 'throws unsafe single-member'],
@@ -151,24 +200,75 @@ describe('decideDefrag: what a defragmentation run does next', () => {
     ['two members, not forced', { members: [a, b], says: { a: frag, b: frag } }, 'throws unsafe quorum'],
     ['two members, forced', { members: [a, b], says: { a: frag, b: frag }, options: { force: true } }, 'defragment b'],
     ['a learner beside three voters', { members: [a, b, c, learner('d')], says: { ...allFrag, d: frag } }, 'defragment b'],
-    ['only the learner is fragmented', { members: [a, b, c, learner('d')], says: { a: tidy, b: tidy, c: tidy, d: frag } }, 'done nothing-to-do'],
+    [
+      'only the learner is fragmented',
+      { members: [a, b, c, learner('d')], says: { a: tidy, b: tidy, c: tidy, d: frag } },
+      'done nothing-to-do',
+    ],
 
     // Compaction first.
     ['compaction asked, not done yet', { says: allFrag, options: { compact: true } }, 'compact'],
     ['compaction asked and done', { says: allFrag, options: { compact: true }, compacted: true }, 'defragment b'],
-    ['compaction asked but a voter is silent', { says: { a: frag, b: frag, c: 'silent' }, options: { compact: true } }, 'throws unsafe unhealthy'],
+    [
+      'compaction asked but a voter is silent',
+      { says: { a: frag, b: frag, c: 'silent' }, options: { compact: true } },
+      'throws unsafe unhealthy',
+    ],
 
     // NOSPACE: a 100 MB quota, 10 % margin → 90 MB limit.
-    ['NOSPACE, all over the limit though little fragmented (3.4 after a compaction)', { noSpace: true, says: { a: { db: [99, 98] }, b: { db: [99, 98] }, c: { db: [99, 98] } } }, 'defragment b'],
-    ['NOSPACE, all done and under the limit', { noSpace: true, says: { a: { db: [40, 39] }, b: { db: [40, 39] }, c: { db: [40, 39] } }, leader: 'b', done: { a: 100, b: 100, c: 100 } }, 'disarm'],
+    [
+      'NOSPACE, all over the limit though little fragmented (3.4 after a compaction)',
+      { noSpace: true, says: { a: { db: [99, 98] }, b: { db: [99, 98] }, c: { db: [99, 98] } } },
+      'defragment b',
+    ],
+    [
+      'NOSPACE, all done and under the limit',
+      {
+        noSpace: true,
+        says: { a: { db: [40, 39] }, b: { db: [40, 39] }, c: { db: [40, 39] } },
+        leader: 'b',
+        done: { a: 100, b: 100, c: 100 },
+      },
+      'disarm',
+    ],
     ['NOSPACE, nothing to do and all under the limit already', { noSpace: true, says: { a: tidy, b: tidy, c: tidy } }, 'disarm'],
-    ['NOSPACE, all done but the data still fills the quota', { noSpace: true, says: { a: { db: [95, 94] }, b: { db: [95, 94] }, c: { db: [95, 94] } }, leader: 'b', done: { a: 100, b: 100, c: 100 } }, 'throws unavailable data-fills-quota'],
-    ['NOSPACE, all done, one quota unknown', { noSpace: true, says: { a: tidy, b: tidy, c: tidy }, done: { a: 100, b: 100, c: 100 }, metrics: new Map<string, MetricsAnswer>([...quiet(three), ['c', { error: 'HTTP 503' }]]) }, 'throws unavailable quota-unknown'],
-    ['NOSPACE with a member silent: nothing is touched', { noSpace: true, says: { a: { db: [99, 50] }, b: { db: [99, 50] }, c: 'silent' } }, 'throws unsafe unhealthy'],
-    ['NOSPACE, compaction first', { noSpace: true, says: { a: { db: [99, 98] }, b: { db: [99, 98] }, c: { db: [99, 98] } }, options: { compact: true } }, 'compact'],
+    [
+      'NOSPACE, all done but the data still fills the quota',
+      {
+        noSpace: true,
+        says: { a: { db: [95, 94] }, b: { db: [95, 94] }, c: { db: [95, 94] } },
+        leader: 'b',
+        done: { a: 100, b: 100, c: 100 },
+      },
+      'throws unavailable data-fills-quota',
+    ],
+    [
+      'NOSPACE, all done, one quota unknown',
+      {
+        noSpace: true,
+        says: { a: tidy, b: tidy, c: tidy },
+        done: { a: 100, b: 100, c: 100 },
+        metrics: new Map<string, MetricsAnswer>([...quiet(three), ['c', { error: 'HTTP 503' }]]),
+      },
+      'throws unavailable quota-unknown',
+    ],
+    [
+      'NOSPACE with a member silent: nothing is touched',
+      { noSpace: true, says: { a: { db: [99, 50] }, b: { db: [99, 50] }, c: 'silent' } },
+      'throws unsafe unhealthy',
+    ],
+    [
+      'NOSPACE, compaction first',
+      { noSpace: true, says: { a: { db: [99, 98] }, b: { db: [99, 98] }, c: { db: [99, 98] } }, options: { compact: true } },
+      'compact',
+    ],
 
     // Leadership moves are bounded.
-    ['the leader is still to do after as many moves as voters', { says: { a: frag, b: tidy, c: tidy }, done: { b: 100, c: 100 }, leaderMoves: 3 }, 'throws unavailable'],
+    [
+      'the leader is still to do after as many moves as voters',
+      { says: { a: frag, b: tidy, c: tidy }, done: { b: 100, c: 100 }, leaderMoves: 3 },
+      'throws unavailable',
+    ],
   ])('when %s, then: %s', (_what, k, decision) => {
     expect(said(k)).toBe(decision);
   });
@@ -211,7 +311,9 @@ describe('decideDefrag: what a defragmentation run does next', () => {
   });
 
   it('when a run is done, then the members it left alone are listed with why', () => {
-    const skipped = skippedMembers(input({ members: [a, b, c, learner('d')], says: { a: tidy, b: { db: [5, 1] }, c: tidy, d: tidy }, done: { c: 100 } }));
+    const skipped = skippedMembers(
+      input({ members: [a, b, c, learner('d')], says: { a: tidy, b: { db: [5, 1] }, c: tidy, d: tidy }, done: { c: 100 } }),
+    );
     expect(skipped).toEqual([
       { id: 'a', name: 'etcd-a', dbSizeBytes: 30 * MB, dbSizeInUseBytes: 29 * MB, reason: 'fragmentation 3.3 % is below 45 %' },
       { id: 'b', name: 'etcd-b', dbSizeBytes: 5 * MB, dbSizeInUseBytes: 1 * MB, reason: 'database 5 MB is below 10 MB' },

@@ -12,7 +12,13 @@ function result(outcome: DefragmentResult['outcome'], extra: Partial<DefragmentR
     action: 'defragment',
     outcome,
     complete: outcome !== 'in-progress',
-    run: { id: 'r1', agent: 'etcd-1', startedAt: '2026-12-01T03:00:00.000Z', mode: 'lock', step: 'defragmenting etcd-2 (1 of the members to do)' },
+    run: {
+      id: 'r1',
+      agent: 'etcd-1',
+      startedAt: '2026-12-01T03:00:00.000Z',
+      mode: 'lock',
+      step: 'defragmenting etcd-2 (1 of the members to do)',
+    },
     compaction: null,
     members: [],
     skipped: [],
@@ -31,7 +37,11 @@ describe('a scheduled run that does not defragment says why', () => {
     ['a voter is silent', new AgentError('unsafe', 'the cluster is not healthy', { details: { reason: 'unhealthy' } }), 'unhealthy'],
     ['a one-member cluster', new AgentError('unsafe', 'only member', { details: { reason: 'single-member' } }), 'unsafe'],
     ['a membership change holds the lock', new AgentError('busy', 'another membership change holds the cluster lock'), 'busy'],
-    ['NOSPACE and another agent is the runner', new AgentError('busy', 'NOSPACE', { details: { reason: 'nospace-runner', runner: 'etcd-0' } }), 'not-nospace-runner'],
+    [
+      'NOSPACE and another agent is the runner',
+      new AgentError('busy', 'NOSPACE', { details: { reason: 'nospace-runner', runner: 'etcd-0' } }),
+      'not-nospace-runner',
+    ],
     ['etcd is unreachable', new AgentError('unavailable', 'etcd is unreachable'), 'failed'],
     ['a bug', new TypeError('x is not a function'), 'failed'],
   ])('when %s, then the reason is %s', (_what, outcome, reason) => {
@@ -39,10 +49,43 @@ describe('a scheduled run that does not defragment says why', () => {
   });
 
   it.each<[string, () => Promise<DefragmentResult>, string | undefined, RegExp]>([
-    ['it defragmented', async () => result('defragmented', { members: [{ id: 'a', name: 'etcd-2', before: { dbSizeBytes: 2, dbSizeInUseBytes: 1 }, after: { dbSizeBytes: 1, dbSizeInUseBytes: 1 }, durationMs: 3, wasLeader: false }] }), undefined, /scheduled defragmentation done/],
-    ['nothing was over the thresholds', async () => result('nothing-to-do', { skipped: [{ id: 'a', name: 'etcd-0', reason: 'fragmentation 3 % is below 45 %' }] }), 'nothing-to-do', /"why":"no member is over the thresholds \(etcd-0: fragmentation 3 % is below 45 %\)"/],
-    ['another agent ran it', async () => result('in-progress'), 'running-elsewhere', /"why":"agent etcd-1 is running one \(defragmenting etcd-2/],
-    ['the cluster was unhealthy', async () => Promise.reject(new AgentError('unsafe', 'the cluster is not healthy: etcd-2 did not answer', { details: { reason: 'unhealthy' } })), 'unhealthy', /"why":"the cluster is not healthy: etcd-2 did not answer"/],
+    [
+      'it defragmented',
+      async () =>
+        result('defragmented', {
+          members: [
+            {
+              id: 'a',
+              name: 'etcd-2',
+              before: { dbSizeBytes: 2, dbSizeInUseBytes: 1 },
+              after: { dbSizeBytes: 1, dbSizeInUseBytes: 1 },
+              durationMs: 3,
+              wasLeader: false,
+            },
+          ],
+        }),
+      undefined,
+      /scheduled defragmentation done/,
+    ],
+    [
+      'nothing was over the thresholds',
+      async () => result('nothing-to-do', { skipped: [{ id: 'a', name: 'etcd-0', reason: 'fragmentation 3 % is below 45 %' }] }),
+      'nothing-to-do',
+      /"why":"no member is over the thresholds \(etcd-0: fragmentation 3 % is below 45 %\)"/,
+    ],
+    [
+      'another agent ran it',
+      async () => result('in-progress'),
+      'running-elsewhere',
+      /"why":"agent etcd-1 is running one \(defragmenting etcd-2/,
+    ],
+    [
+      'the cluster was unhealthy',
+      async () =>
+        Promise.reject(new AgentError('unsafe', 'the cluster is not healthy: etcd-2 did not answer', { details: { reason: 'unhealthy' } })),
+      'unhealthy',
+      /"why":"the cluster is not healthy: etcd-2 did not answer"/,
+    ],
   ])('when a scheduled run finds that %s, then one log line and the skip metric say so', async (_what, answer, reason, line) => {
     const metrics = createMetrics({ defaultMetrics: false });
     const { stream, text } = captureLogs();

@@ -20,7 +20,10 @@ type Json = Record<string, unknown>;
 function kustomize(dir: string): Promise<string> {
   return new Promise((resolve, reject) => {
     execFile('kubectl', ['kustomize', dir], { timeout: 60_000, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
-      const missing = (err as NodeJS.ErrnoException | null)?.code === 'ENOENT' ? ' (kubectl is not installed: this test needs kubectl with kustomize v5)' : '';
+      const missing =
+        (err as NodeJS.ErrnoException | null)?.code === 'ENOENT'
+          ? ' (kubectl is not installed: this test needs kubectl with kustomize v5)'
+          : '';
       if (err !== null) reject(new Error(`kubectl kustomize ${dir} failed${missing}: ${stderr || err.message}`));
       else resolve(stdout);
     });
@@ -55,7 +58,8 @@ const one = (objects: K8sObject[], kind: string, name?: string): Json => {
 };
 const at = (o: unknown, ...keys: string[]): unknown => keys.reduce<unknown>((v, k) => (v as Json | undefined)?.[k], o);
 const selects = (selector: unknown, labels: unknown): boolean =>
-  Object.entries((selector ?? {}) as Json).every(([k, v]) => (labels as Json)?.[k] === v) && Object.keys((selector ?? {}) as Json).length > 0;
+  Object.entries((selector ?? {}) as Json).every(([k, v]) => (labels as Json)?.[k] === v) &&
+  Object.keys((selector ?? {}) as Json).length > 0;
 
 /** Every `image` value anywhere in an object, with where it is. */
 function images(o: unknown, where = ''): Array<{ where: string; image: string }> {
@@ -80,15 +84,42 @@ describe('deploy/ rendered by kubectl kustomize', () => {
   });
 
   it.each([
-    ['statefulset', ['NetworkPolicy etcd-lifecycle-agent', 'PodDisruptionBudget etcd', 'PrometheusRule etcd-lifecycle-agent', 'Service etcd', 'Service etcd-headless', 'Service etcd-lifecycle-agent', 'ServiceMonitor etcd-lifecycle-agent', 'StatefulSet etcd']],
-    ['kubeblocks', ['ComponentDefinition etcd-3-with-lifecycle-agent', 'NetworkPolicy etcd-lifecycle-agent', 'PodDisruptionBudget etcd', 'PrometheusRule etcd-lifecycle-agent', 'Service etcd-lifecycle-agent', 'ServiceMonitor etcd-lifecycle-agent']],
-  ] as const)('when the %s flavour is rendered, then it has exactly its objects and each validates against its schema', (name, expected) => {
-    const objects = flavours[name];
-    const kinds = objects.map((o) => `${o.kind} ${o.metadata.name}`).sort();
-    // The KubeBlocks definition's name is its author's: compare its kind only.
-    expect(kinds.map((k) => (k.startsWith('ComponentDefinition ') ? 'ComponentDefinition etcd-3-with-lifecycle-agent' : k))).toEqual(expected);
-    expect(objects.flatMap(schemaErrors)).toEqual([]);
-  });
+    [
+      'statefulset',
+      [
+        'NetworkPolicy etcd-lifecycle-agent',
+        'PodDisruptionBudget etcd',
+        'PrometheusRule etcd-lifecycle-agent',
+        'Service etcd',
+        'Service etcd-headless',
+        'Service etcd-lifecycle-agent',
+        'ServiceMonitor etcd-lifecycle-agent',
+        'StatefulSet etcd',
+      ],
+    ],
+    [
+      'kubeblocks',
+      [
+        'ComponentDefinition etcd-3-with-lifecycle-agent',
+        'NetworkPolicy etcd-lifecycle-agent',
+        'PodDisruptionBudget etcd',
+        'PrometheusRule etcd-lifecycle-agent',
+        'Service etcd-lifecycle-agent',
+        'ServiceMonitor etcd-lifecycle-agent',
+      ],
+    ],
+  ] as const)(
+    'when the %s flavour is rendered, then it has exactly its objects and each validates against its schema',
+    (name, expected) => {
+      const objects = flavours[name];
+      const kinds = objects.map((o) => `${o.kind} ${o.metadata.name}`).sort();
+      // The KubeBlocks definition's name is its author's: compare its kind only.
+      expect(kinds.map((k) => (k.startsWith('ComponentDefinition ') ? 'ComponentDefinition etcd-3-with-lifecycle-agent' : k))).toEqual(
+        expected,
+      );
+      expect(objects.flatMap(schemaErrors)).toEqual([]);
+    },
+  );
 
   it('when a rendered object is broken, then the schemas say so (the validation is not vacuous)', () => {
     const sts = structuredClone(one(flavours.statefulset, 'StatefulSet')) as K8sObject;
@@ -102,47 +133,65 @@ describe('deploy/ rendered by kubectl kustomize', () => {
     for (const broken of [sts, pdb, monitor, definition]) expect(schemaErrors(broken)).toHaveLength(1);
   });
 
-  it.each(['statefulset', 'kubeblocks'] as const)('when the %s flavour is rendered, then every agent image is the one set in images:', (name) => {
-    const agentImages = flavours[name].flatMap((o) => images(o)).filter((i) => i.image.includes('etcd-lifecycle-agent'));
-    expect(agentImages.length).toBeGreaterThan(0);
-    expect(agentImages.filter((i) => i.image !== AGENT_IMAGE)).toEqual([]);
-  });
+  it.each(['statefulset', 'kubeblocks'] as const)(
+    'when the %s flavour is rendered, then every agent image is the one set in images:',
+    (name) => {
+      const agentImages = flavours[name].flatMap((o) => images(o)).filter((i) => i.image.includes('etcd-lifecycle-agent'));
+      expect(agentImages.length).toBeGreaterThan(0);
+      expect(agentImages.filter((i) => i.image !== AGENT_IMAGE)).toEqual([]);
+    },
+  );
 
-  it.each(['statefulset', 'kubeblocks'] as const)('when the %s flavour is rendered, then the PDB allows one member down and the policies select the etcd pods', (name) => {
-    const objects = flavours[name];
-    const podLabels =
-      name === 'statefulset'
-        ? (at(one(objects, 'StatefulSet'), 'spec', 'template', 'metadata', 'labels') as Json)
-        : // KubeBlocks labels a Cluster's pods with its name and the component's.
-          { 'app.kubernetes.io/instance': 'etcd-cluster', 'apps.kubeblocks.io/component-name': 'etcd', 'app.kubernetes.io/managed-by': 'kubeblocks' };
-    const pdb = one(objects, 'PodDisruptionBudget');
-    expect(at(pdb, 'spec', 'maxUnavailable')).toBe(1);
-    expect(selects(at(pdb, 'spec', 'selector', 'matchLabels'), podLabels)).toBe(true);
-    expect(selects(at(one(objects, 'NetworkPolicy'), 'spec', 'podSelector', 'matchLabels'), podLabels)).toBe(true);
-    const metrics = one(objects, 'Service', 'etcd-lifecycle-agent');
-    expect(selects(at(metrics, 'spec', 'selector'), podLabels)).toBe(true);
-    const monitor = one(objects, 'ServiceMonitor');
-    expect(selects(at(monitor, 'spec', 'selector', 'matchLabels'), at(metrics, 'metadata', 'labels'))).toBe(true);
-    const port = (at(monitor, 'spec', 'endpoints') as Json[])[0];
-    expect(port).toMatchObject({ port: 'lifecycle', path: '/metrics' });
-    expect(at(metrics, 'spec', 'ports')).toContainEqual(expect.objectContaining({ name: 'lifecycle', port: AGENT_PORT }));
-  });
+  it.each(['statefulset', 'kubeblocks'] as const)(
+    'when the %s flavour is rendered, then the PDB allows one member down and the policies select the etcd pods',
+    (name) => {
+      const objects = flavours[name];
+      const podLabels =
+        name === 'statefulset'
+          ? (at(one(objects, 'StatefulSet'), 'spec', 'template', 'metadata', 'labels') as Json)
+          : // KubeBlocks labels a Cluster's pods with its name and the component's.
+            {
+              'app.kubernetes.io/instance': 'etcd-cluster',
+              'apps.kubeblocks.io/component-name': 'etcd',
+              'app.kubernetes.io/managed-by': 'kubeblocks',
+            };
+      const pdb = one(objects, 'PodDisruptionBudget');
+      expect(at(pdb, 'spec', 'maxUnavailable')).toBe(1);
+      expect(selects(at(pdb, 'spec', 'selector', 'matchLabels'), podLabels)).toBe(true);
+      expect(selects(at(one(objects, 'NetworkPolicy'), 'spec', 'podSelector', 'matchLabels'), podLabels)).toBe(true);
+      const metrics = one(objects, 'Service', 'etcd-lifecycle-agent');
+      expect(selects(at(metrics, 'spec', 'selector'), podLabels)).toBe(true);
+      const monitor = one(objects, 'ServiceMonitor');
+      expect(selects(at(monitor, 'spec', 'selector', 'matchLabels'), at(metrics, 'metadata', 'labels'))).toBe(true);
+      const port = (at(monitor, 'spec', 'endpoints') as Json[])[0];
+      expect(port).toMatchObject({ port: 'lifecycle', path: '/metrics' });
+      expect(at(metrics, 'spec', 'ports')).toContainEqual(expect.objectContaining({ name: 'lifecycle', port: AGENT_PORT }));
+    },
+  );
 
-  it.each(['statefulset', 'kubeblocks'] as const)('when the %s flavour is rendered, then the NetworkPolicy closes the agent port alone', (name) => {
-    const policy = one(flavours[name], 'NetworkPolicy');
-    const rules = at(policy, 'spec', 'ingress') as Array<{ ports: Array<{ protocol: string; port: number; endPort?: number }>; from?: Json[] }>;
-    const open = (port: number): boolean =>
-      rules.some((r) => r.from === undefined && r.ports.some((p) => p.protocol === 'TCP' && p.port <= port && port <= (p.endPort ?? p.port)));
-    // Every TCP port but the agent's is open to all, as without the policy (etcd, kbagent).
-    for (const port of [1, 2379, 2380, 2381, 3500, 3502, 65535]) expect(open(port)).toBe(true);
-    expect(open(AGENT_PORT)).toBe(false);
-    const toAgent = rules.filter((r) => r.ports.some((p) => p.port === AGENT_PORT)).flatMap((r) => r.from ?? []);
-    expect(toAgent).toEqual([
-      { podSelector: { matchLabels: at(policy, 'spec', 'podSelector', 'matchLabels') } },
-      { namespaceSelector: {}, podSelector: { matchLabels: { 'etcd-lifecycle-agent/client': 'true' } } },
-      { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } },
-    ]);
-  });
+  it.each(['statefulset', 'kubeblocks'] as const)(
+    'when the %s flavour is rendered, then the NetworkPolicy closes the agent port alone',
+    (name) => {
+      const policy = one(flavours[name], 'NetworkPolicy');
+      const rules = at(policy, 'spec', 'ingress') as Array<{
+        ports: Array<{ protocol: string; port: number; endPort?: number }>;
+        from?: Json[];
+      }>;
+      const open = (port: number): boolean =>
+        rules.some(
+          (r) => r.from === undefined && r.ports.some((p) => p.protocol === 'TCP' && p.port <= port && port <= (p.endPort ?? p.port)),
+        );
+      // Every TCP port but the agent's is open to all, as without the policy (etcd, kbagent).
+      for (const port of [1, 2379, 2380, 2381, 3500, 3502, 65535]) expect(open(port)).toBe(true);
+      expect(open(AGENT_PORT)).toBe(false);
+      const toAgent = rules.filter((r) => r.ports.some((p) => p.port === AGENT_PORT)).flatMap((r) => r.from ?? []);
+      expect(toAgent).toEqual([
+        { podSelector: { matchLabels: at(policy, 'spec', 'podSelector', 'matchLabels') } },
+        { namespaceSelector: {}, podSelector: { matchLabels: { 'etcd-lifecycle-agent/client': 'true' } } },
+        { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } },
+      ]);
+    },
+  );
 
   it('when the StatefulSet flavour is rendered, then the pod runs RuntimeDefault seccomp and every probe has a timeout', () => {
     const podSpec = at(one(flavours.statefulset, 'StatefulSet'), 'spec', 'template', 'spec') as Json;
@@ -150,7 +199,9 @@ describe('deploy/ rendered by kubectl kustomize', () => {
     const containers = podSpec.containers as Json[];
     const sidecar = containers.find((c) => c.name === 'etcd-lifecycle-agent');
     expect(at(sidecar, 'securityContext', 'seccompProfile')).toEqual({ type: 'RuntimeDefault' });
-    const probes = containers.flatMap((c) => ['livenessProbe', 'readinessProbe', 'startupProbe'].map((p) => [`${c.name}.${p}`, c[p]] as const)).filter(([, p]) => p !== undefined);
+    const probes = containers
+      .flatMap((c) => ['livenessProbe', 'readinessProbe', 'startupProbe'].map((p) => [`${c.name}.${p}`, c[p]] as const))
+      .filter(([, p]) => p !== undefined);
     expect(probes.length).toBeGreaterThanOrEqual(4);
     expect(probes.filter(([, p]) => typeof (p as Json).timeoutSeconds !== 'number').map(([where]) => where)).toEqual([]);
   });

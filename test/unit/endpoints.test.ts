@@ -8,7 +8,11 @@ const unreachable = new GRPCUnavailableError('14 UNAVAILABLE: connect ECONNREFUS
 const learner = new Error('etcdserver: rpc not supported for learner');
 /** A learner's refusal as etcd3 hands it over: grpc-js's error with the code the etcd version sent, cast by etcd3. */
 const learnerWithCode = (code: 9 | 14): Error =>
-  castGrpcError(Object.assign(new Error(`${code} ${code === 9 ? 'FAILED_PRECONDITION' : 'UNAVAILABLE'}: etcdserver: rpc not supported for learner`), { code }));
+  castGrpcError(
+    Object.assign(new Error(`${code} ${code === 9 ? 'FAILED_PRECONDITION' : 'UNAVAILABLE'}: etcdserver: rpc not supported for learner`), {
+      code,
+    }),
+  );
 
 describe('EndpointSet order', () => {
   // Clients are never built here: only the order is looked at.
@@ -16,7 +20,11 @@ describe('EndpointSet order', () => {
 
   it.each<[string, (s: EndpointSet) => void, string[]]>([
     ['nothing is known yet', () => undefined, ['http://own:2379']],
-    ['the member list reported two voters', (s) => s.setReported(['http://a:2379', 'http://own:2379']), ['http://own:2379', 'http://a:2379']],
+    [
+      'the member list reported two voters',
+      (s) => s.setReported(['http://a:2379', 'http://own:2379']),
+      ['http://own:2379', 'http://a:2379'],
+    ],
     [
       'another endpoint answered last',
       (s) => {
@@ -78,8 +86,16 @@ describe('EndpointSet order', () => {
     ['a learner', learner, true],
     ['a learner of etcd 3.4 or 3.5 (gRPC 14, Unavailable)', learnerWithCode(14), true],
     ['a learner of etcd 3.6 or 3.7 (gRPC 9, FailedPrecondition)', learnerWithCode(9), true],
-    ['a mapped learner refusal of etcd 3.6', new AgentError('unavailable', 'the member asked is a learner', { cause: learnerWithCode(9) }), true],
-    ['another FailedPrecondition (too many learners: every member says so)', castGrpcError(Object.assign(new Error('9 FAILED_PRECONDITION: etcdserver: too many learner members in cluster'), { code: 9 })), false],
+    [
+      'a mapped learner refusal of etcd 3.6',
+      new AgentError('unavailable', 'the member asked is a learner', { cause: learnerWithCode(9) }),
+      true,
+    ],
+    [
+      'another FailedPrecondition (too many learners: every member says so)',
+      castGrpcError(Object.assign(new Error('9 FAILED_PRECONDITION: etcdserver: too many learner members in cluster'), { code: 9 })),
+      false,
+    ],
     ['a mapped learner refusal', new AgentError('unavailable', 'the member asked is a learner', { cause: learner }), true],
     ['member not found', new Error('etcdserver: member not found'), false],
     ['a busy AgentError', new AgentError('busy', 'lock held'), false],
@@ -96,8 +112,22 @@ describe('parsePeerMembers', () => {
       '{"id":1,"peerURLs":["http://127.0.0.1:23803"],"name":"","clientURLs":null}]';
 
     expect(parsePeerMembers(text)).toEqual([
-      { id: 'a62503646c0ed3ee', name: 'b', peerURLs: ['http://127.0.0.1:23802'], clientURLs: ['http://127.0.0.1:23792'], isLearner: true, started: true },
-      { id: 'bdae9bbc11dd390d', name: 'a', peerURLs: ['http://127.0.0.1:23801'], clientURLs: ['http://127.0.0.1:23791'], isLearner: false, started: true },
+      {
+        id: 'a62503646c0ed3ee',
+        name: 'b',
+        peerURLs: ['http://127.0.0.1:23802'],
+        clientURLs: ['http://127.0.0.1:23792'],
+        isLearner: true,
+        started: true,
+      },
+      {
+        id: 'bdae9bbc11dd390d',
+        name: 'a',
+        peerURLs: ['http://127.0.0.1:23801'],
+        clientURLs: ['http://127.0.0.1:23791'],
+        isLearner: false,
+        started: true,
+      },
       { id: '1', name: '', peerURLs: ['http://127.0.0.1:23803'], clientURLs: [], isLearner: false, started: false },
     ]);
   });

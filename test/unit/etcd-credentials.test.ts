@@ -39,21 +39,46 @@ describe('decideCredentials', () => {
   // What is in use: the CA, the client pair.
   const current = (): ReturnType<typeof validateTlsBytes> => validateTlsBytes({ ca: b.ca, cert: b.cert, key: b.key });
 
-    // Each row: what happened to the files, the decision, its reason (for a rejection), and what the files read as.
+  // Each row: what happened to the files, the decision, its reason (for a rejection), and what the files read as.
   it.each<[string, 'swap' | 'unchanged' | 'reject', RegExp, () => EtcdTlsBytes]>([
     ['the same bytes are read again (a touch, a re-projected Secret)', 'unchanged', /^$/, () => ({ ca: b.ca, cert: b.cert, key: b.key })],
     ['a new pair of the same CA is complete', 'swap', /^$/, () => ({ ca: b.ca, cert: b.nextCert, key: b.nextKey })],
     ['only the CA file changed, to a bundle of old and new CA', 'swap', /^$/, () => ({ ca: b.bundle, cert: b.cert, key: b.key })],
-    ['the new certificate is there but the key is still the old one (half a rotation)', 'reject', /does not belong/, () => ({ ca: b.ca, cert: b.nextCert, key: b.key })],
+    [
+      'the new certificate is there but the key is still the old one (half a rotation)',
+      'reject',
+      /does not belong/,
+      () => ({ ca: b.ca, cert: b.nextCert, key: b.key }),
+    ],
     ['the certificate file is half written', 'reject', /incomplete/, () => ({ ca: b.ca, cert: half(b.nextCert), key: b.nextKey })],
-    ['the certificate file is empty (truncated before the write)', 'reject', /empty/, () => ({ ca: b.ca, cert: Buffer.alloc(0), key: b.nextKey })],
+    [
+      'the certificate file is empty (truncated before the write)',
+      'reject',
+      /empty/,
+      () => ({ ca: b.ca, cert: Buffer.alloc(0), key: b.nextKey }),
+    ],
     ['the key file is half written', 'reject', /key does not parse/, () => ({ ca: b.ca, cert: b.nextCert, key: half(b.nextKey) })],
     ['the CA file is half written', 'reject', /incomplete/, () => ({ ca: half(b.ca), cert: b.cert, key: b.key })],
-    ['the CA bundle is cut inside its second certificate', 'reject', /incomplete/, () => ({ ca: b.bundle.subarray(0, b.ca.length + 200), cert: b.cert, key: b.key })],
-    ['the CA file holds a key instead of a certificate', 'reject', /not a CERTIFICATE|no PEM certificate/, () => ({ ca: b.key, cert: b.cert, key: b.key })],
+    [
+      'the CA bundle is cut inside its second certificate',
+      'reject',
+      /incomplete/,
+      () => ({ ca: b.bundle.subarray(0, b.ca.length + 200), cert: b.cert, key: b.key }),
+    ],
+    [
+      'the CA file holds a key instead of a certificate',
+      'reject',
+      /not a CERTIFICATE|no PEM certificate/,
+      () => ({ ca: b.key, cert: b.cert, key: b.key }),
+    ],
     ['the CA file is empty', 'reject', /no PEM certificate/, () => ({ ca: Buffer.alloc(0), cert: b.cert, key: b.key })],
     ['a certificate comes without its key', 'reject', /needs its key/, () => ({ ca: b.ca, cert: b.cert })],
-    ['a certificate block is garbage between valid markers', 'reject', /does not parse/, () => ({ ca: b.ca, cert: Buffer.from('-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n'), key: b.key })],
+    [
+      'a certificate block is garbage between valid markers',
+      'reject',
+      /does not parse/,
+      () => ({ ca: b.ca, cert: Buffer.from('-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n'), key: b.key }),
+    ],
   ])('when %s, then the decision is %s', (_what, action, reason, read) => {
     const decision = decideCredentials(current(), read());
     expect(decision.action).toBe(action);
@@ -128,7 +153,11 @@ describe('EtcdCredentials watching real files', () => {
     version('..2026_01', { 'ca.crt': b.ca, 'tls.crt': b.cert, 'tls.key': b.key });
     fs.symlinkSync('..2026_01', path.join(root, '..data'));
     for (const f of ['ca.crt', 'tls.crt', 'tls.key']) fs.symlinkSync(path.join('..data', f), path.join(root, f));
-    const creds = new EtcdCredentials({ caFile: path.join(root, 'ca.crt'), certFile: path.join(root, 'tls.crt'), keyFile: path.join(root, 'tls.key') });
+    const creds = new EtcdCredentials({
+      caFile: path.join(root, 'ca.crt'),
+      certFile: path.join(root, 'tls.crt'),
+      keyFile: path.join(root, 'tls.key'),
+    });
     const changes: number[] = [];
     creds.onChange((m) => changes.push(m.caCertificates));
 
@@ -147,9 +176,10 @@ describe('EtcdCredentials watching real files', () => {
     fs.writeFileSync(path.join(dir, 'ca.crt'), b.ca);
     fs.writeFileSync(path.join(dir, 'tls.crt'), b.nextCert);
     fs.writeFileSync(path.join(dir, 'tls.key'), b.key);
-    expect(() => new EtcdCredentials({ caFile: path.join(dir, 'ca.crt'), certFile: path.join(dir, 'tls.crt'), keyFile: path.join(dir, 'tls.key') })).toThrow(
-      /ETCD_AGENT_ETCD_CA_FILE, _CERT_FILE, _KEY_FILE .*does not belong/,
-    );
+    expect(
+      () =>
+        new EtcdCredentials({ caFile: path.join(dir, 'ca.crt'), certFile: path.join(dir, 'tls.crt'), keyFile: path.join(dir, 'tls.key') }),
+    ).toThrow(/ETCD_AGENT_ETCD_CA_FILE, _CERT_FILE, _KEY_FILE .*does not belong/);
   });
 });
 

@@ -100,12 +100,7 @@ describe('toAgentError: etcd refusals by message text', () => {
     ['etcdserver: member not found', 5, 'not-found', 'etcd has no such member'],
     ['etcdserver: leader changed', 14, 'unavailable', 'the etcd leader changed during the call'],
     ['etcdserver: request timed out', 14, 'unavailable', 'etcd timed out the request'],
-    [
-      'etcdserver: request timed out, possibly due to previous leader failure',
-      14,
-      'unavailable',
-      'etcd timed out the request',
-    ],
+    ['etcdserver: request timed out, possibly due to previous leader failure', 14, 'unavailable', 'etcd timed out the request'],
     ['etcdserver: no leader', 14, 'unavailable', 'etcd has no leader'],
     ['etcdserver: not capable', 14, 'unavailable', 'etcd is not capable of this yet'],
     ['etcdserver: rpc not supported for learner', 14, 'unavailable', 'the member asked is a learner'], // etcd 3.4, 3.5
@@ -121,7 +116,7 @@ describe('toAgentError: etcd refusals by message text', () => {
     }
   });
 
-  it('when etcd\'s message spans several lines, then details keep only the first', () => {
+  it("when etcd's message spans several lines, then details keep only the first", () => {
     const error = toAgentError(new Error('etcdserver: member not found\n    at stack frame'));
 
     expect(error.details).toEqual({ etcd: 'etcdserver: member not found' });
@@ -133,10 +128,18 @@ describe('toAgentError: etcd3 error classes', () => {
   it.each<[string, Error, string]>([
     ['GRPCUnavailableError', new GRPCUnavailableError('14 UNAVAILABLE: No connection established'), 'etcd is unreachable'],
     ['GRPCDeadlineExceededError', new GRPCDeadlineExceededError('4 DEADLINE_EXCEEDED: Deadline exceeded'), 'etcd did not answer in time'],
-    ['EtcdAuthenticationFailedError', new EtcdAuthenticationFailedError('etcdserver: authentication failed, invalid user ID or password'), credentials],
+    [
+      'EtcdAuthenticationFailedError',
+      new EtcdAuthenticationFailedError('etcdserver: authentication failed, invalid user ID or password'),
+      credentials,
+    ],
     ['GRPCUnauthenticatedError', new GRPCUnauthenticatedError('16 UNAUTHENTICATED: bad credentials'), credentials],
     ['EtcdInvalidAuthTokenError', new EtcdInvalidAuthTokenError('etcdserver: invalid auth token'), credentials],
-    ['EtcdPermissionDeniedError', new EtcdPermissionDeniedError('etcdserver: permission denied'), 'etcd denied permission to the agent user: its membership lock and operation records need readwrite on ETCD_AGENT_KEY_PREFIX, membership changes the root role'],
+    [
+      'EtcdPermissionDeniedError',
+      new EtcdPermissionDeniedError('etcdserver: permission denied'),
+      'etcd denied permission to the agent user: its membership lock and operation records need readwrite on ETCD_AGENT_KEY_PREFIX, membership changes the root role',
+    ],
     ['BrokenCircuitError', new BrokenCircuitError(), 'etcd is unreachable (recent calls failed)'],
   ])('when etcd3 throws a %s, then it is unavailable and says why', (_name, thrown, message) => {
     const error = toAgentError(thrown);
@@ -163,7 +166,7 @@ describe('toAgentError: etcd3 error classes', () => {
     ['a cast FAILED_PRECONDITION etcd has no rule for', grpc(9, 'etcdserver: cluster version not supported')],
     // etcd3 makes an EtcdError of an etcdserver message that came without a gRPC code (e.g. a cancelled watch).
     ['an EtcdError', new EtcdError('etcdserver: too many requests')],
-  ])('when etcd3 throws %s that no rule names, then it is unavailable with etcd\'s text', (_name, thrown) => {
+  ])("when etcd3 throws %s that no rule names, then it is unavailable with etcd's text", (_name, thrown) => {
     const error = toAgentError(thrown);
 
     expect(error).toMatchObject({ code: 'unavailable', status: 503, retryable: true, message: `etcd failed: ${thrown.message}` });
@@ -247,7 +250,12 @@ describe('predicates', () => {
     ['a NOSPACE refusal (mvcc: database space exceeded)', grpc(8, 'etcdserver: mvcc: database space exceeded'), false, 'nospace'],
     ['a mapped NOSPACE refusal', toAgentError(new Error('etcdserver: mvcc: database space exceeded')), false, 'nospace'],
     ['a repeated compaction', grpc(11, 'etcdserver: mvcc: required revision has been compacted'), false, 'compacted'],
-    ['a compaction beyond the current revision', grpc(11, 'etcdserver: mvcc: required revision is a future revision'), false, 'future-revision'],
+    [
+      'a compaction beyond the current revision',
+      grpc(11, 'etcdserver: mvcc: required revision is a future revision'),
+      false,
+      'future-revision',
+    ],
     ['a busy AgentError', new AgentError('busy', 'lock held'), false, undefined],
     ['a timeout AgentError', new AgentError('timeout', 'deadline'), false, undefined],
     ['a TypeError', new TypeError('x is not a function'), false, undefined],
@@ -263,7 +271,11 @@ describe('failureLine', () => {
   it.each<[string, unknown, string]>([
     ['etcd3 gave up at the deadline', deadline, 'no answer within 150 ms'],
     ['the status call mapped that to an AgentError', toAgentError(deadline), 'no answer within 150 ms'],
-    ['etcd is unreachable', new GRPCUnavailableError('14 UNAVAILABLE: No connection established'), 'etcd is unreachable (14 UNAVAILABLE: No connection established)'],
+    [
+      'etcd is unreachable',
+      new GRPCUnavailableError('14 UNAVAILABLE: No connection established'),
+      'etcd is unreachable (14 UNAVAILABLE: No connection established)',
+    ],
     ['etcd refused with its own words', grpc(14, 'etcdserver: no leader'), 'etcd has no leader (14 UNAVAILABLE: etcdserver: no leader)'],
     ['the agent refused (no etcd words)', new AgentError('busy', 'lock held'), 'lock held'],
   ])('when %s, then the line is %j', (_what, err, line) => {

@@ -24,7 +24,8 @@ const SHELLS: Shell[] = [
   {
     name: 'busybox copied as sh, no PATH',
     setup: (dir) => {
-      if (!fs.existsSync(BUSYBOX)) throw new Error(`${BUSYBOX} is missing: apt-get install busybox-static (scripts/setup.sh and .ci/run do)`);
+      if (!fs.existsSync(BUSYBOX))
+        throw new Error(`${BUSYBOX} is missing: apt-get install busybox-static (scripts/setup.sh and .ci/run do)`);
       const sh = path.join(dir, 'run', 'sh');
       fs.copyFileSync(BUSYBOX, sh);
       fs.chmodSync(sh, 0o755);
@@ -59,7 +60,8 @@ describe.each(SHELLS)('the etcd start script under $name', (shell) => {
   /** Each start of the fake etcd: its arguments, one line per start. */
   const starts = (): string[] => (read('starts') ?? '').split('\n').filter(Boolean);
   const state = (): string => (read('etcd-state') ?? '').trim();
-  const writeFlags = (name: string, flags: string[]): void => fs.writeFileSync(file(name), `# a comment\n\n${flags.map(flagLine).join('\n')}\n`);
+  const writeFlags = (name: string, flags: string[]): void =>
+    fs.writeFileSync(file(name), `# a comment\n\n${flags.map(flagLine).join('\n')}\n`);
 
   beforeEach(() => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'start-script-'));
@@ -114,7 +116,9 @@ describe.each(SHELLS)('the etcd start script under $name', (shell) => {
   it("when it starts, then etcd gets its own arguments and then the flags file's, and the state names its pid", async () => {
     start();
     const [args] = await until('the first start', () => (starts().length > 0 ? starts() : undefined));
-    expect(args).toBe('--name=a --data-dir=x --initial-cluster=a=http://a:2380 --initial-cluster-state=existing --initial-cluster-token=tok');
+    expect(args).toBe(
+      '--name=a --data-dir=x --initial-cluster=a=http://a:2380 --initial-cluster-state=existing --initial-cluster-token=tok',
+    );
     // etcd (its own child) may note its start before the script has written the state.
     await until('the running state', () => /^running \d+$/.test(state()));
   });

@@ -38,20 +38,37 @@ describe('eventually', () => {
 
   it.each([
     ['the first try passes, then it answers without a pause', 1, 1000, undefined, { value: 'passed on try 1' }, [0]],
-    ['the third try passes, then the tries are one pause apart (200 ms by default)', 3, 1000, undefined, { value: 'passed on try 3' }, [0, 200, 400]],
+    [
+      'the third try passes, then the tries are one pause apart (200 ms by default)',
+      3,
+      1000,
+      undefined,
+      { value: 'passed on try 3' },
+      [0, 200, 400],
+    ],
     ['`every` is given, then it is the pause', 3, 1000, 50, { value: 'passed on try 3' }, [0, 50, 100]],
-    ['no try passes, then it rejects with the last error, and makes no try that a pause would start past the patience', undefined, 350, 100, { error: 'not yet (try 4)' }, [0, 100, 200, 300]],
+    [
+      'no try passes, then it rejects with the last error, and makes no try that a pause would start past the patience',
+      undefined,
+      350,
+      100,
+      { error: 'not yet (try 4)' },
+      [0, 100, 200, 300],
+    ],
     ['the patience is 0, then it makes one try all the same', undefined, 0, 100, { error: 'not yet (try 1)' }, [0]],
   ])('when %s', async (_when, passAt, within, every, outcome, triedAt) => {
     expect(await settle(passAt, within, { every })).toEqual({ ...outcome, triedAt });
   });
 
-  it('when every try throws, then the rejection is the last try\'s own error (an `expect` in the check reports its own difference)', async () => {
+  it("when every try throws, then the rejection is the last try's own error (an `expect` in the check reports its own difference)", async () => {
     const errors: Error[] = [];
-    const failing = eventually(async () => {
-      errors.push(new Error(`try ${errors.length + 1}`));
-      throw errors[errors.length - 1];
-    }, { within: 500, every: 100 });
+    const failing = eventually(
+      async () => {
+        errors.push(new Error(`try ${errors.length + 1}`));
+        throw errors[errors.length - 1];
+      },
+      { within: 500, every: 100 },
+    );
     const rejected = failing.catch((error: unknown) => error);
     await jest.runAllTimersAsync();
     expect(await rejected).toBe(errors[errors.length - 1]);
@@ -60,7 +77,10 @@ describe('eventually', () => {
 
   it('when the check answers false until a try answers a value, then that value; when it answers false to the end, then an error saying so', async () => {
     expect(await settle(2, 1000, { how: 'false' })).toEqual({ value: 'passed on try 2', triedAt: [0, 200] });
-    expect(await settle(undefined, 450, { how: 'false' })).toEqual({ error: 'the check still answered false after 3 tries within 450 ms', triedAt: [0, 200, 400] });
+    expect(await settle(undefined, 450, { how: 'false' })).toEqual({
+      error: 'the check still answered false after 3 tries within 450 ms',
+      triedAt: [0, 200, 400],
+    });
   });
 
   it.each([
@@ -80,12 +100,17 @@ describe('eventually', () => {
     expect(await settle(6, 350, { every: 100 })).toMatchObject({ value: 'passed on try 6' });
   });
 
-  it.each(['0', '-1', 'abc', '2x', '1e3', 'NaN', 'Infinity', '1,5'])('when TEST_TIME_SCALE is %j, then eventually refuses it, naming the setting and the value', async (value) => {
-    process.env.TEST_TIME_SCALE = value;
-    const { check, triedAt } = checkPassingAt(1);
-    await expect(eventually(check, { within: 1000 })).rejects.toThrow(`TEST_TIME_SCALE must be a positive number (how many times longer the tests may wait for an event; default 1), not ${JSON.stringify(value)}`);
-    expect(triedAt).toEqual([]);
-  });
+  it.each(['0', '-1', 'abc', '2x', '1e3', 'NaN', 'Infinity', '1,5'])(
+    'when TEST_TIME_SCALE is %j, then eventually refuses it, naming the setting and the value',
+    async (value) => {
+      process.env.TEST_TIME_SCALE = value;
+      const { check, triedAt } = checkPassingAt(1);
+      await expect(eventually(check, { within: 1000 })).rejects.toThrow(
+        `TEST_TIME_SCALE must be a positive number (how many times longer the tests may wait for an event; default 1), not ${JSON.stringify(value)}`,
+      );
+      expect(triedAt).toEqual([]);
+    },
+  );
 });
 
 describe('timeScale and patience', () => {

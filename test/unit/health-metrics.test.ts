@@ -8,8 +8,19 @@ import { createMetrics } from '../../agent/observability/metrics';
 
 function member(name: string, isLearner = false, reachable = true): MemberHealth {
   return {
-    id: name, name, isLearner, started: true, reachable, isLeader: name === 'etcd-0',
-    raftTerm: 2, raftIndex: 10, raftAppliedIndex: 10, dbSizeBytes: reachable ? 2048 : null, dbSizeInUseBytes: reachable ? 1024 : null, latencyMs: 1, errors: [],
+    id: name,
+    name,
+    isLearner,
+    started: true,
+    reachable,
+    isLeader: name === 'etcd-0',
+    raftTerm: 2,
+    raftIndex: 10,
+    raftAppliedIndex: 10,
+    dbSizeBytes: reachable ? 2048 : null,
+    dbSizeInUseBytes: reachable ? 1024 : null,
+    latencyMs: 1,
+    errors: [],
   };
 }
 
@@ -36,7 +47,16 @@ const learning: ClusterHealth = {
   status: 'degraded',
   members: [...healthy.members, member('etcd-3', true)],
   alarms: [{ memberId: 'etcd-1', name: 'etcd-1', alarm: 'NOSPACE' }],
-  operations: [{ id: 'o1', action: 'memberJoin', member: { name: 'etcd-3', peerURLs: [] }, agent: 'etcd-0', startedAt: '2026-12-01T00:08:00.000Z', step: 'added' }],
+  operations: [
+    {
+      id: 'o1',
+      action: 'memberJoin',
+      member: { name: 'etcd-3', peerURLs: [] },
+      agent: 'etcd-0',
+      startedAt: '2026-12-01T00:08:00.000Z',
+      step: 'added',
+    },
+  ],
 };
 const nothingAnswered: ClusterHealth = {
   ...lost,
@@ -49,54 +69,118 @@ async function samples(record: (m: ReturnType<typeof createMetrics>) => void): P
   const metrics = createMetrics({ defaultMetrics: false });
   record(metrics);
   const text = await metrics.registry.metrics();
-  return text.split('\n').filter((l) => l.startsWith('etcd_agent_') && !/^etcd_agent_(build_info|http|action|membership|status_rpcs|health_obs|defrag)/.test(l));
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith('etcd_agent_') && !/^etcd_agent_(build_info|http|action|membership|status_rpcs|health_obs|defrag)/.test(l));
 }
 
 describe('recordClusterHealth', () => {
   it.each<[string, ClusterHealth, string[]]>([
-    ['healthy', healthy, [
-      'etcd_agent_cluster_healthy 1', 'etcd_agent_quorum_healthy_voters 3', 'etcd_agent_quorum_voters 3',
-      'etcd_agent_member_reachable{member="etcd-0"} 1', 'etcd_agent_member_reachable{member="etcd-1"} 1', 'etcd_agent_member_reachable{member="etcd-2"} 1',
-      'etcd_agent_cluster_status{status="healthy"} 1', 'etcd_agent_cluster_status{status="degraded"} 0',
-      'etcd_agent_cluster_status{status="unavailable"} 0', 'etcd_agent_cluster_status{status="unknown"} 0',
-      'etcd_agent_quorum_fault_tolerance 1', 'etcd_agent_quorum_has_quorum 1', 'etcd_agent_cluster_learners 0', 'etcd_agent_cluster_members 3',
-      'etcd_agent_cluster_alarms{alarm="NOSPACE"} 0', 'etcd_agent_cluster_alarms{alarm="CORRUPT"} 0',
-      'etcd_agent_operations_in_flight 0', 'etcd_agent_operations_oldest_age_seconds 0',
-      'etcd_agent_member_db_size_bytes{member="etcd-0"} 2048', 'etcd_agent_member_db_size_bytes{member="etcd-1"} 2048',
-      'etcd_agent_member_db_size_bytes{member="etcd-2"} 2048', 'etcd_agent_member_db_size_in_use_bytes{member="etcd-0"} 1024',
-      'etcd_agent_member_db_size_in_use_bytes{member="etcd-1"} 1024', 'etcd_agent_member_db_size_in_use_bytes{member="etcd-2"} 1024',
-    ]],
-    ['quorum lost, operations unread', lost, [
-      'etcd_agent_cluster_healthy 0', 'etcd_agent_quorum_healthy_voters 1', 'etcd_agent_quorum_voters 3',
-      'etcd_agent_member_reachable{member="etcd-0"} 1', 'etcd_agent_member_reachable{member="etcd-1"} 0', 'etcd_agent_member_reachable{member="etcd-2"} 0',
-      'etcd_agent_cluster_status{status="healthy"} 0', 'etcd_agent_cluster_status{status="degraded"} 0',
-      'etcd_agent_cluster_status{status="unavailable"} 1', 'etcd_agent_cluster_status{status="unknown"} 0',
-      'etcd_agent_quorum_fault_tolerance 0', 'etcd_agent_quorum_has_quorum 0', 'etcd_agent_cluster_learners 0', 'etcd_agent_cluster_members 3',
-      'etcd_agent_cluster_alarms{alarm="NOSPACE"} 0', 'etcd_agent_cluster_alarms{alarm="CORRUPT"} 0',
-      // Members that did not answer have no size: absent, not 0.
-      'etcd_agent_member_db_size_bytes{member="etcd-0"} 2048', 'etcd_agent_member_db_size_in_use_bytes{member="etcd-0"} 1024',
-    ]],
-    ['a learner joining, NOSPACE raised', learning, [
-      'etcd_agent_cluster_healthy 0', 'etcd_agent_quorum_healthy_voters 3', 'etcd_agent_quorum_voters 3',
-      'etcd_agent_member_reachable{member="etcd-0"} 1', 'etcd_agent_member_reachable{member="etcd-1"} 1',
-      'etcd_agent_member_reachable{member="etcd-2"} 1', 'etcd_agent_member_reachable{member="etcd-3"} 1',
-      'etcd_agent_cluster_status{status="healthy"} 0', 'etcd_agent_cluster_status{status="degraded"} 1',
-      'etcd_agent_cluster_status{status="unavailable"} 0', 'etcd_agent_cluster_status{status="unknown"} 0',
-      'etcd_agent_quorum_fault_tolerance 1', 'etcd_agent_quorum_has_quorum 1', 'etcd_agent_cluster_learners 1', 'etcd_agent_cluster_members 4',
-      'etcd_agent_cluster_alarms{alarm="NOSPACE"} 1', 'etcd_agent_cluster_alarms{alarm="CORRUPT"} 0',
-      'etcd_agent_operations_in_flight 1', 'etcd_agent_operations_oldest_age_seconds 120',
-      'etcd_agent_member_db_size_bytes{member="etcd-0"} 2048', 'etcd_agent_member_db_size_bytes{member="etcd-1"} 2048',
-      'etcd_agent_member_db_size_bytes{member="etcd-2"} 2048', 'etcd_agent_member_db_size_bytes{member="etcd-3"} 2048',
-      'etcd_agent_member_db_size_in_use_bytes{member="etcd-0"} 1024', 'etcd_agent_member_db_size_in_use_bytes{member="etcd-1"} 1024',
-      'etcd_agent_member_db_size_in_use_bytes{member="etcd-2"} 1024', 'etcd_agent_member_db_size_in_use_bytes{member="etcd-3"} 1024',
-    ]],
-    ['no member list known', nothingAnswered, [
-      'etcd_agent_cluster_healthy 0', 'etcd_agent_quorum_healthy_voters 0', 'etcd_agent_quorum_voters 0',
-      'etcd_agent_cluster_status{status="healthy"} 0', 'etcd_agent_cluster_status{status="degraded"} 0',
-      'etcd_agent_cluster_status{status="unavailable"} 1', 'etcd_agent_cluster_status{status="unknown"} 0',
-      'etcd_agent_quorum_fault_tolerance 0', 'etcd_agent_quorum_has_quorum 0',
-      'etcd_agent_cluster_alarms{alarm="NOSPACE"} 0', 'etcd_agent_cluster_alarms{alarm="CORRUPT"} 0',
-    ]],
+    [
+      'healthy',
+      healthy,
+      [
+        'etcd_agent_cluster_healthy 1',
+        'etcd_agent_quorum_healthy_voters 3',
+        'etcd_agent_quorum_voters 3',
+        'etcd_agent_member_reachable{member="etcd-0"} 1',
+        'etcd_agent_member_reachable{member="etcd-1"} 1',
+        'etcd_agent_member_reachable{member="etcd-2"} 1',
+        'etcd_agent_cluster_status{status="healthy"} 1',
+        'etcd_agent_cluster_status{status="degraded"} 0',
+        'etcd_agent_cluster_status{status="unavailable"} 0',
+        'etcd_agent_cluster_status{status="unknown"} 0',
+        'etcd_agent_quorum_fault_tolerance 1',
+        'etcd_agent_quorum_has_quorum 1',
+        'etcd_agent_cluster_learners 0',
+        'etcd_agent_cluster_members 3',
+        'etcd_agent_cluster_alarms{alarm="NOSPACE"} 0',
+        'etcd_agent_cluster_alarms{alarm="CORRUPT"} 0',
+        'etcd_agent_operations_in_flight 0',
+        'etcd_agent_operations_oldest_age_seconds 0',
+        'etcd_agent_member_db_size_bytes{member="etcd-0"} 2048',
+        'etcd_agent_member_db_size_bytes{member="etcd-1"} 2048',
+        'etcd_agent_member_db_size_bytes{member="etcd-2"} 2048',
+        'etcd_agent_member_db_size_in_use_bytes{member="etcd-0"} 1024',
+        'etcd_agent_member_db_size_in_use_bytes{member="etcd-1"} 1024',
+        'etcd_agent_member_db_size_in_use_bytes{member="etcd-2"} 1024',
+      ],
+    ],
+    [
+      'quorum lost, operations unread',
+      lost,
+      [
+        'etcd_agent_cluster_healthy 0',
+        'etcd_agent_quorum_healthy_voters 1',
+        'etcd_agent_quorum_voters 3',
+        'etcd_agent_member_reachable{member="etcd-0"} 1',
+        'etcd_agent_member_reachable{member="etcd-1"} 0',
+        'etcd_agent_member_reachable{member="etcd-2"} 0',
+        'etcd_agent_cluster_status{status="healthy"} 0',
+        'etcd_agent_cluster_status{status="degraded"} 0',
+        'etcd_agent_cluster_status{status="unavailable"} 1',
+        'etcd_agent_cluster_status{status="unknown"} 0',
+        'etcd_agent_quorum_fault_tolerance 0',
+        'etcd_agent_quorum_has_quorum 0',
+        'etcd_agent_cluster_learners 0',
+        'etcd_agent_cluster_members 3',
+        'etcd_agent_cluster_alarms{alarm="NOSPACE"} 0',
+        'etcd_agent_cluster_alarms{alarm="CORRUPT"} 0',
+        // Members that did not answer have no size: absent, not 0.
+        'etcd_agent_member_db_size_bytes{member="etcd-0"} 2048',
+        'etcd_agent_member_db_size_in_use_bytes{member="etcd-0"} 1024',
+      ],
+    ],
+    [
+      'a learner joining, NOSPACE raised',
+      learning,
+      [
+        'etcd_agent_cluster_healthy 0',
+        'etcd_agent_quorum_healthy_voters 3',
+        'etcd_agent_quorum_voters 3',
+        'etcd_agent_member_reachable{member="etcd-0"} 1',
+        'etcd_agent_member_reachable{member="etcd-1"} 1',
+        'etcd_agent_member_reachable{member="etcd-2"} 1',
+        'etcd_agent_member_reachable{member="etcd-3"} 1',
+        'etcd_agent_cluster_status{status="healthy"} 0',
+        'etcd_agent_cluster_status{status="degraded"} 1',
+        'etcd_agent_cluster_status{status="unavailable"} 0',
+        'etcd_agent_cluster_status{status="unknown"} 0',
+        'etcd_agent_quorum_fault_tolerance 1',
+        'etcd_agent_quorum_has_quorum 1',
+        'etcd_agent_cluster_learners 1',
+        'etcd_agent_cluster_members 4',
+        'etcd_agent_cluster_alarms{alarm="NOSPACE"} 1',
+        'etcd_agent_cluster_alarms{alarm="CORRUPT"} 0',
+        'etcd_agent_operations_in_flight 1',
+        'etcd_agent_operations_oldest_age_seconds 120',
+        'etcd_agent_member_db_size_bytes{member="etcd-0"} 2048',
+        'etcd_agent_member_db_size_bytes{member="etcd-1"} 2048',
+        'etcd_agent_member_db_size_bytes{member="etcd-2"} 2048',
+        'etcd_agent_member_db_size_bytes{member="etcd-3"} 2048',
+        'etcd_agent_member_db_size_in_use_bytes{member="etcd-0"} 1024',
+        'etcd_agent_member_db_size_in_use_bytes{member="etcd-1"} 1024',
+        'etcd_agent_member_db_size_in_use_bytes{member="etcd-2"} 1024',
+        'etcd_agent_member_db_size_in_use_bytes{member="etcd-3"} 1024',
+      ],
+    ],
+    [
+      'no member list known',
+      nothingAnswered,
+      [
+        'etcd_agent_cluster_healthy 0',
+        'etcd_agent_quorum_healthy_voters 0',
+        'etcd_agent_quorum_voters 0',
+        'etcd_agent_cluster_status{status="healthy"} 0',
+        'etcd_agent_cluster_status{status="degraded"} 0',
+        'etcd_agent_cluster_status{status="unavailable"} 1',
+        'etcd_agent_cluster_status{status="unknown"} 0',
+        'etcd_agent_quorum_fault_tolerance 0',
+        'etcd_agent_quorum_has_quorum 0',
+        'etcd_agent_cluster_alarms{alarm="NOSPACE"} 0',
+        'etcd_agent_cluster_alarms{alarm="CORRUPT"} 0',
+      ],
+    ],
   ])('when the observation is %s, then /metrics shows exactly these cluster samples', async (_name, health, expected) => {
     expect(await samples((m) => recordClusterHealth(m, health, NOW))).toEqual(expected);
   });
@@ -108,8 +192,10 @@ describe('recordClusterHealth', () => {
     });
     expect(lines).toEqual([
       'etcd_agent_cluster_healthy 0',
-      'etcd_agent_cluster_status{status="healthy"} 0', 'etcd_agent_cluster_status{status="degraded"} 0',
-      'etcd_agent_cluster_status{status="unavailable"} 0', 'etcd_agent_cluster_status{status="unknown"} 1',
+      'etcd_agent_cluster_status{status="healthy"} 0',
+      'etcd_agent_cluster_status{status="degraded"} 0',
+      'etcd_agent_cluster_status{status="unavailable"} 0',
+      'etcd_agent_cluster_status{status="unknown"} 1',
     ]);
   });
 });

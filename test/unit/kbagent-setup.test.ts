@@ -10,7 +10,8 @@ import { kbAgentPorts, kbAgentServerEnv } from '../helpers/kbagent-setup';
 import { actionParameters, containerEnv, expand, podFqdn } from '../helpers/kubeblocks-pod';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-const spec: any = (YAML.parse(fs.readFileSync(path.join(__dirname, '../../deploy/kubeblocks-componentdefinition.yaml'), 'utf8')) as any).spec;
+const spec: any = (YAML.parse(fs.readFileSync(path.join(__dirname, '../../deploy/kubeblocks-componentdefinition.yaml'), 'utf8')) as any)
+  .spec;
 
 describe("KubeBlocks' setup of kbagent and the pods, from the ComponentDefinition", () => {
   it('when kbagent is set up, then it gets the actions in buildKBAgentStartupEnvs order, both probes, the streaming actions and ports 3502/3503 (3501 is the agent’s)', () => {
@@ -18,16 +19,37 @@ describe("KubeBlocks' setup of kbagent and the pods, from the ComponentDefinitio
     const actions = JSON.parse(env.KB_AGENT_ACTION);
     const probes = JSON.parse(env.KB_AGENT_PROBE);
 
-    expect(actions.map((a: { name: string }) => a.name)).toEqual(['switchover', 'memberJoin', 'memberLeave', 'dataDump', 'dataLoad', 'roleProbe', 'availableProbe']);
+    expect(actions.map((a: { name: string }) => a.name)).toEqual([
+      'switchover',
+      'memberJoin',
+      'memberLeave',
+      'dataDump',
+      'dataLoad',
+      'roleProbe',
+      'availableProbe',
+    ]);
     expect(actions[1]).toEqual({
       name: 'memberJoin',
-      http: { port: '3501', path: '/v1/members/join', method: 'POST', body: spec.lifecycleActions.memberJoin.http.body, headers: [{ name: 'Content-Type', value: 'application/json' }] },
+      http: {
+        port: '3501',
+        path: '/v1/members/join',
+        method: 'POST',
+        body: spec.lifecycleActions.memberJoin.http.body,
+        headers: [{ name: 'Content-Type', value: 'application/json' }],
+      },
       timeoutSeconds: 10,
     });
     expect(actions[3]).toEqual({ name: 'dataDump', exec: { command: spec.lifecycleActions.dataDump.exec.command } });
     expect(probes).toEqual([
       { instance: 'etcd-e2e-etcd', action: 'roleProbe', initialDelaySeconds: 10, periodSeconds: 5 },
-      { instance: 'etcd-e2e-etcd', action: 'availableProbe', periodSeconds: 5, successThreshold: 1, failureThreshold: 1, reportPeriodSeconds: 15 },
+      {
+        instance: 'etcd-e2e-etcd',
+        action: 'availableProbe',
+        periodSeconds: 5,
+        successThreshold: 1,
+        failureThreshold: 1,
+        reportPeriodSeconds: 15,
+      },
     ]);
     expect(env.KB_AGENT_STREAMING).toBe('dataDump,dataLoad');
     expect(kbAgentPorts(spec)).toEqual({ http: 3502, streaming: 3503 });
@@ -68,7 +90,11 @@ describe("KubeBlocks' setup of kbagent and the pods, from the ComponentDefinitio
   it('when an action is called, then the vars take precedence over its own parameters of the same name, and FQDNs have KubeBlocks’ form', () => {
     const ctx = { namespace: 'demo', cluster: 'c', component: 'etcd', clusterDomain: 'cluster.local', pods: ['c-etcd-0'], tls: false };
 
-    expect(actionParameters({ X: 'var', ETCD_PEER_SCHEME: 'http' }, { X: 'own', KB_JOIN_MEMBER_POD_NAME: 'c-etcd-3' })).toEqual({ X: 'var', ETCD_PEER_SCHEME: 'http', KB_JOIN_MEMBER_POD_NAME: 'c-etcd-3' });
+    expect(actionParameters({ X: 'var', ETCD_PEER_SCHEME: 'http' }, { X: 'own', KB_JOIN_MEMBER_POD_NAME: 'c-etcd-3' })).toEqual({
+      X: 'var',
+      ETCD_PEER_SCHEME: 'http',
+      KB_JOIN_MEMBER_POD_NAME: 'c-etcd-3',
+    });
     expect(podFqdn(ctx, 'c-etcd-3')).toBe('c-etcd-3.c-etcd-headless.demo.svc.cluster.local');
   });
 });

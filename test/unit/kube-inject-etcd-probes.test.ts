@@ -34,15 +34,60 @@ describe('the etcd container probes kube-inject adds', () => {
   const agent = '/v1/health/local?voter=true';
   // [what, site, readiness path and port, liveness path and port (none: undefined)]
   it.each<[string, Parameters<typeof etcdProbes>[0], [string, number], [string, number] | undefined]>([
-    ['etcd 3.6 with a metrics URL', { image: 'quay.io/coreos/etcd:v3.6.16', metricsUrls: 'http://0.0.0.0:2381', clientUrls: 'http://0.0.0.0:2379', hostNetwork: false }, ['/readyz', 2381], ['/livez', 2381]],
-    ['etcd 3.7, client URL only', { image: 'quay.io/coreos/etcd:v3.7.3', clientUrls: 'http://0.0.0.0:2379', hostNetwork: false }, ['/readyz', 2379], ['/livez', 2379]],
-    ['etcd 3.5.19, the first with non_learner', { image: 'etcd:v3.5.19', metricsUrls: 'http://0.0.0.0:2381', hostNetwork: false }, ['/readyz', 2381], ['/livez', 2381]],
-    ['etcd 3.5.17: /readyz passes a learner', { image: 'etcd:v3.5.17', metricsUrls: 'http://0.0.0.0:2381', hostNetwork: false }, [agent, 3501], ['/livez', 2381]],
-    ['etcd 3.5.6 (KubeBlocks): no /livez', { image: 'etcd:3.5.6', clientUrls: 'http://0.0.0.0:2379', hostNetwork: false }, [agent, 3501], ['/health?serializable=true', 2379]],
-    ['etcd 3.4', { image: 'quay.io/coreos/etcd:v3.4.23', clientUrls: 'http://0.0.0.0:2379', hostNetwork: false }, [agent, 3501], ['/health?serializable=true', 2379]],
-    ['an image without a version', { image: 'registry/etcd@sha256:00', metricsUrls: 'http://0.0.0.0:2381', hostNetwork: false }, [agent, 3501], ['/health?serializable=true', 2381]],
-    ['etcd 3.6 served over TLS only', { image: 'etcd:v3.6.16', clientUrls: 'https://0.0.0.0:2379', hostNetwork: false }, [agent, 3501], undefined],
-    ['etcd 3.6 on the host network', { image: 'etcd:v3.6.16', metricsUrls: 'http://0.0.0.0:2381', hostNetwork: true }, [agent, 3501], undefined],
+    [
+      'etcd 3.6 with a metrics URL',
+      { image: 'quay.io/coreos/etcd:v3.6.16', metricsUrls: 'http://0.0.0.0:2381', clientUrls: 'http://0.0.0.0:2379', hostNetwork: false },
+      ['/readyz', 2381],
+      ['/livez', 2381],
+    ],
+    [
+      'etcd 3.7, client URL only',
+      { image: 'quay.io/coreos/etcd:v3.7.3', clientUrls: 'http://0.0.0.0:2379', hostNetwork: false },
+      ['/readyz', 2379],
+      ['/livez', 2379],
+    ],
+    [
+      'etcd 3.5.19, the first with non_learner',
+      { image: 'etcd:v3.5.19', metricsUrls: 'http://0.0.0.0:2381', hostNetwork: false },
+      ['/readyz', 2381],
+      ['/livez', 2381],
+    ],
+    [
+      'etcd 3.5.17: /readyz passes a learner',
+      { image: 'etcd:v3.5.17', metricsUrls: 'http://0.0.0.0:2381', hostNetwork: false },
+      [agent, 3501],
+      ['/livez', 2381],
+    ],
+    [
+      'etcd 3.5.6 (KubeBlocks): no /livez',
+      { image: 'etcd:3.5.6', clientUrls: 'http://0.0.0.0:2379', hostNetwork: false },
+      [agent, 3501],
+      ['/health?serializable=true', 2379],
+    ],
+    [
+      'etcd 3.4',
+      { image: 'quay.io/coreos/etcd:v3.4.23', clientUrls: 'http://0.0.0.0:2379', hostNetwork: false },
+      [agent, 3501],
+      ['/health?serializable=true', 2379],
+    ],
+    [
+      'an image without a version',
+      { image: 'registry/etcd@sha256:00', metricsUrls: 'http://0.0.0.0:2381', hostNetwork: false },
+      [agent, 3501],
+      ['/health?serializable=true', 2381],
+    ],
+    [
+      'etcd 3.6 served over TLS only',
+      { image: 'etcd:v3.6.16', clientUrls: 'https://0.0.0.0:2379', hostNetwork: false },
+      [agent, 3501],
+      undefined,
+    ],
+    [
+      'etcd 3.6 on the host network',
+      { image: 'etcd:v3.6.16', metricsUrls: 'http://0.0.0.0:2381', hostNetwork: true },
+      [agent, 3501],
+      undefined,
+    ],
     ['no flags to read (a start script)', { image: 'etcd:v3.6.16', hostNetwork: false }, [agent, 3501], undefined],
   ])('when %s, then readiness and liveness are as the table says', (_what, site, [readyPath, readyPort], live) => {
     const probes = etcdProbes(site, 3501);

@@ -73,7 +73,9 @@ describe('kube-inject on a hostNetwork: true StatefulSet', () => {
     expect(code).toBe(2);
     expect(io.out).toEqual([]);
     const lines = io.err.join('').split('\n');
-    expect(lines[0]).toMatch(/^etcd-lifecycle-agent kube-inject: etcd\.yaml: StatefulSet kube-system\/etcd has hostNetwork: true: .*--token-secret SECRET/);
+    expect(lines[0]).toMatch(
+      /^etcd-lifecycle-agent kube-inject: etcd\.yaml: StatefulSet kube-system\/etcd has hostNetwork: true: .*--token-secret SECRET/,
+    );
     expect(lines[1]).toMatch(/^usage: etcd-lifecycle-agent kube-inject .*--token-secret SECRET.*--host-network-listen IP/);
     expect(lines.slice(2)).toEqual(["Run 'etcd-lifecycle-agent kube-inject --help' for its flags and variables.", '']);
   });
@@ -100,7 +102,11 @@ describe('kube-inject on a hostNetwork: true StatefulSet', () => {
     it('then every probe on the agent goes to 127.0.0.1, where it listens, not to the pod IP (the node address)', () => {
       expect(sidecar.livenessProbe).toEqual({ httpGet: { path: '/livez', port: 'lifecycle', host: '127.0.0.1' }, timeoutSeconds: 2 });
       expect(sidecar.readinessProbe).toEqual({ httpGet: { path: '/readyz', port: 'lifecycle', host: '127.0.0.1' }, timeoutSeconds: 2 });
-      expect((container(spec, 'etcd').readinessProbe as Json).httpGet).toEqual({ path: '/v1/health/local?voter=true', port: 3501, host: '127.0.0.1' });
+      expect((container(spec, 'etcd').readinessProbe as Json).httpGet).toEqual({
+        path: '/v1/health/local?voter=true',
+        port: 3501,
+        host: '127.0.0.1',
+      });
       // No liveness through the agent, and none on etcd's own port: where etcd listens on the node is the node's business.
       expect(container(spec, 'etcd').livenessProbe).toBeUndefined();
     });
@@ -122,7 +128,12 @@ describe('kube-inject on a hostNetwork: true StatefulSet', () => {
         const tokenFile = path.join(dir, 'token');
         fs.writeFileSync(tokenFile, 'x\n');
         // A host-network pod: the kubelet reports the node's address as the pod IP.
-        const given = kubeletEnv(sidecar, { 'metadata.name': 'etcd-1', 'metadata.namespace': 'kube-system', 'status.podIP': '10.0.0.5', 'status.hostIP': '10.0.0.5' });
+        const given = kubeletEnv(sidecar, {
+          'metadata.name': 'etcd-1',
+          'metadata.namespace': 'kube-system',
+          'status.podIP': '10.0.0.5',
+          'status.hostIP': '10.0.0.5',
+        });
         const { config } = loadConfig({ ...given, ETCD_AGENT_TOKEN_FILE: tokenFile });
         expect(config).toMatchObject({
           hostNetwork: true,
@@ -149,7 +160,9 @@ describe('kube-inject on a hostNetwork: true StatefulSet', () => {
     await expect(runKubeInject(['-f', 'etcd.yaml', '--token-secret', 'etcd-agent-token', ...argv], io)).resolves.toBe(code);
 
     if (code !== 0) {
-      expect(io.err.join('')).toMatch(/^etcd-lifecycle-agent kube-inject: --host-network-listen must be an IP address, got "localhost"\nusage: /);
+      expect(io.err.join('')).toMatch(
+        /^etcd-lifecycle-agent kube-inject: --host-network-listen must be an IP address, got "localhost"\nusage: /,
+      );
       return;
     }
     const sidecar = container(podSpec(io.out.join('')), SIDECAR_NAME);

@@ -4,7 +4,15 @@ import { parseAllDocuments, stringify } from 'yaml';
 import { kubeInject } from '../../agent/cli/kube-inject';
 import { runKubeInject } from '../../agent/cli/kube-inject-command';
 import { SIDECAR_NAME, TOKEN_MOUNT_PATH } from '../../agent/cli/kube-inject-sidecar';
-import { etcdStartScript, FLAGS_FILE, PREPARE_NAME, START_MOUNT_PATH, START_NOTE_FILE, START_VOLUME, STATIC_SHELL } from '../../agent/cli/kube-inject-prepare';
+import {
+  etcdStartScript,
+  FLAGS_FILE,
+  PREPARE_NAME,
+  START_MOUNT_PATH,
+  START_NOTE_FILE,
+  START_VOLUME,
+  STATIC_SHELL,
+} from '../../agent/cli/kube-inject-prepare';
 import { kubeInjectHarness } from '../helpers/kube-inject-io';
 
 const ROOT = join(__dirname, '..', '..');
@@ -55,7 +63,10 @@ function envOf(container: Json): Record<string, unknown> {
 }
 
 /** The probe paths kube-inject gives the etcd container (kube-inject-etcd-probes.ts); no fixture has them of its own. */
-const INJECTED_PROBES = { readinessProbe: ['/v1/health/local?voter=true', '/readyz'], livenessProbe: ['/livez', '/health?serializable=true'] };
+const INJECTED_PROBES = {
+  readinessProbe: ['/v1/health/local?voter=true', '/readyz'],
+  livenessProbe: ['/livez', '/health?serializable=true'],
+};
 
 /** Undoes what kube-inject adds, in place: the sidecar, its token volume, etcd's probes. */
 function stripInjection(resources: unknown[]): unknown[] {
@@ -110,7 +121,10 @@ describe('kubeInject on the fixtures', () => {
   it.each(FIXTURE_FILES)('when %s is injected, then every comment of the input survives', (file) => {
     const input = fixture(file);
     const output = kubeInject(input);
-    const comments = input.split('\n').map((line) => line.trim()).filter((line) => line.startsWith('#'));
+    const comments = input
+      .split('\n')
+      .map((line) => line.trim())
+      .filter((line) => line.startsWith('#'));
     for (const comment of comments) expect(output).toContain(comment);
   });
 
@@ -189,12 +203,20 @@ describe('the injected sidecar', () => {
   const sidecar = sidecarOf(spec);
 
   it("when injected with prepare, then the sidecar runs as etcd's user (root in etcd's images, no capability), reads etcd's data read-only and writes only the start directory", () => {
-    expect(sidecar.securityContext).toMatchObject({ runAsNonRoot: false, runAsUser: 0, capabilities: { drop: ['ALL'] }, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false });
+    expect(sidecar.securityContext).toMatchObject({
+      runAsNonRoot: false,
+      runAsUser: 0,
+      capabilities: { drop: ['ALL'] },
+      readOnlyRootFilesystem: true,
+      allowPrivilegeEscalation: false,
+    });
     expect(sidecar.volumeMounts).toEqual([
       { name: 'data', mountPath: '/var/run/etcd', readOnly: true },
       { name: START_VOLUME, mountPath: START_MOUNT_PATH },
     ]);
-    expect((sidecar.env as Array<{ name: string }>).map((e) => e.name)).toEqual(expect.arrayContaining(['ETCD_AGENT_DATA_DIR', 'ETCD_AGENT_PREPARE_FLAGS_FILE']));
+    expect((sidecar.env as Array<{ name: string }>).map((e) => e.name)).toEqual(
+      expect.arrayContaining(['ETCD_AGENT_DATA_DIR', 'ETCD_AGENT_PREPARE_FLAGS_FILE']),
+    );
   });
 
   it.each([
@@ -255,9 +277,7 @@ describe('the injected sidecar', () => {
     expect(injected.ports).toEqual([{ name: 'lifecycle', containerPort: 4501, protocol: 'TCP' }]);
     expect(envOf(injected).ETCD_AGENT_LISTEN).toBe('0.0.0.0:4501');
     expect(envOf(injected).ETCD_AGENT_TOKEN_FILE).toBe(`${TOKEN_MOUNT_PATH}/token`);
-    expect(injected.volumeMounts).toEqual([
-      { name: 'etcd-lifecycle-agent-token', mountPath: TOKEN_MOUNT_PATH, readOnly: true },
-    ]);
+    expect(injected.volumeMounts).toEqual([{ name: 'etcd-lifecycle-agent-token', mountPath: TOKEN_MOUNT_PATH, readOnly: true }]);
     expect(podSpec.volumes).toContainEqual({
       name: 'etcd-lifecycle-agent-token',
       secret: { secretName: 'agent-token', items: [{ key: 'token', path: 'token' }] },
@@ -271,7 +291,10 @@ describe('the injected prepare step', () => {
   const etcd = containers(spec).find((c) => c.name === 'etcd') as Json;
 
   it('when a StatefulSet names etcd, its data directory and a Service, then an init container runs prepare with what etcd was told', () => {
-    expect(init).toMatchObject({ image: 'etcd-lifecycle-agent:0.1.0', command: ['/bin/sh', '-c', expect.stringContaining('exec etcd-lifecycle-agent prepare')] });
+    expect(init).toMatchObject({
+      image: 'etcd-lifecycle-agent:0.1.0',
+      command: ['/bin/sh', '-c', expect.stringContaining('exec etcd-lifecycle-agent prepare')],
+    });
     const env = envOf(init);
     expect(env).toMatchObject({
       ETCD_AGENT_MEMBER_NAME: '$(POD_NAME)',
@@ -296,7 +319,12 @@ describe('the injected prepare step', () => {
   });
 
   it("when injected, then etcd's command runs the start script, which reads the flags file and runs the same binary with the same arguments", () => {
-    expect(etcd.command).toEqual([STATIC_SHELL, '-c', etcdStartScript(FLAGS_FILE, '/usr/local/bin/etcd', '/var/run/etcd/default.etcd'), '/usr/local/bin/etcd']);
+    expect(etcd.command).toEqual([
+      STATIC_SHELL,
+      '-c',
+      etcdStartScript(FLAGS_FILE, '/usr/local/bin/etcd', '/var/run/etcd/default.etcd'),
+      '/usr/local/bin/etcd',
+    ]);
     expect((etcd.command as string[])[2]).toContain(`for f in ${FLAGS_FILE} $o; do`);
     expect((etcd.command as string[])[2]).toContain('exec /usr/local/bin/etcd "$@"');
     expect(etcd.volumeMounts).toContainEqual({ name: START_VOLUME, mountPath: START_MOUNT_PATH });
@@ -306,7 +334,9 @@ describe('the injected prepare step', () => {
   it("when injected, then the sidecar reads the note etcd's command leaves when it refuses to start etcd (the start volume, writable for the recovery's control files)", () => {
     const sidecar = containers(spec).find((c) => c.name === SIDECAR_NAME) as Json;
     expect(envOf(sidecar).ETCD_AGENT_START_NOTE_FILE).toBe(START_NOTE_FILE);
-    expect((sidecar.volumeMounts as Json[]).filter((m) => m.name === START_VOLUME)).toEqual([{ name: START_VOLUME, mountPath: START_MOUNT_PATH }]);
+    expect((sidecar.volumeMounts as Json[]).filter((m) => m.name === START_VOLUME)).toEqual([
+      { name: START_VOLUME, mountPath: START_MOUNT_PATH },
+    ]);
     expect(START_NOTE_FILE.startsWith(`${START_MOUNT_PATH}/`)).toBe(true);
   });
 
@@ -385,7 +415,12 @@ describe('runKubeInject', () => {
     { argv: ['-f'], code: 2, stdout: /^$/, stderr: /usage: / },
     { argv: ['-f', 'sts.yaml', '--colour'], code: 2, stdout: /^$/, stderr: /usage: / },
     { argv: ['-f', 'sts.yaml', '--port', 'http'], code: 2, stdout: /^$/, stderr: /--port/ },
-    { argv: ['-f', 'nope.yaml'], code: 1, stdout: /^$/, stderr: /^etcd-lifecycle-agent kube-inject: cannot read nope\.yaml: ENOENT[^\n]*\n$/ },
+    {
+      argv: ['-f', 'nope.yaml'],
+      code: 1,
+      stdout: /^$/,
+      stderr: /^etcd-lifecycle-agent kube-inject: cannot read nope\.yaml: ENOENT[^\n]*\n$/,
+    },
     { argv: ['-f', 'bad.yaml'], code: 1, stdout: /^$/, stderr: /^etcd-lifecycle-agent kube-inject: bad\.yaml: invalid YAML: [^\n]*\n$/ },
   ])('when run with $argv, then it exits $code', async ({ argv, code, stdout, stderr }) => {
     const io = harness(files);

@@ -32,12 +32,32 @@ describe('the KubeBlocks ComponentDefinition (deploy/kubeblocks-componentdefinit
   });
 
   it.each<[string, (doc: Doc) => void, RegExp]>([
-    ['an unknown field in an HTTP action', (d) => (d.spec.lifecycleActions.memberJoin.http.url = 'http://x'), /memberJoin\/http must NOT have additional properties \(url\)/],
-    ['an exec action on a container spec field', (d) => (d.spec.runtime.containers[1].exec = {}), /containers\/1 must NOT have additional properties \(exec\)/],
-    ['a retry count as a string', (d) => (d.spec.lifecycleActions.memberJoin.retryPolicy = { maxRetries: 'ten' }), /maxRetries must be integer/],
-    ['an HTTP method the CRD does not allow', (d) => (d.spec.lifecycleActions.memberJoin.http.method = 'OPTIONS'), /method must be equal to one of the allowed values/],
+    [
+      'an unknown field in an HTTP action',
+      (d) => (d.spec.lifecycleActions.memberJoin.http.url = 'http://x'),
+      /memberJoin\/http must NOT have additional properties \(url\)/,
+    ],
+    [
+      'an exec action on a container spec field',
+      (d) => (d.spec.runtime.containers[1].exec = {}),
+      /containers\/1 must NOT have additional properties \(exec\)/,
+    ],
+    [
+      'a retry count as a string',
+      (d) => (d.spec.lifecycleActions.memberJoin.retryPolicy = { maxRetries: 'ten' }),
+      /maxRetries must be integer/,
+    ],
+    [
+      'an HTTP method the CRD does not allow',
+      (d) => (d.spec.lifecycleActions.memberJoin.http.method = 'OPTIONS'),
+      /method must be equal to one of the allowed values/,
+    ],
     ['a role without a name', (d) => delete d.spec.roles[0].name, /roles\/0 must have required property 'name'/],
-    ['an availability condition the CRD does not know', (d) => (d.spec.available.withProbe.condition.most = { succeed: true }), /condition must NOT have additional properties \(most\)/],
+    [
+      'an availability condition the CRD does not know',
+      (d) => (d.spec.available.withProbe.condition.most = { succeed: true }),
+      /condition must NOT have additional properties \(most\)/,
+    ],
   ])('when the definition has %s, then every release refuses it (the check can fail)', (_what, spoil, error) => {
     const doc = load();
     spoil(doc);
@@ -46,9 +66,17 @@ describe('the KubeBlocks ComponentDefinition (deploy/kubeblocks-componentdefinit
   });
 
   it.each<[string, (doc: Doc) => void, string[]]>([
-    ['retryPolicy.retryIntervalSeconds (from v1.0.3-beta.10)', (d) => (d.spec.lifecycleActions.memberJoin.retryPolicy = { maxRetries: 3, retryIntervalSeconds: 5 }), ['v1.0.2']],
+    [
+      'retryPolicy.retryIntervalSeconds (from v1.0.3-beta.10)',
+      (d) => (d.spec.lifecycleActions.memberJoin.retryPolicy = { maxRetries: 3, retryIntervalSeconds: 5 }),
+      ['v1.0.2'],
+    ],
     ['roles[].isExclusive (from v1.0.3)', (d) => (d.spec.roles[0].isExclusive = true), ['v1.0.2']],
-    ['lifecycleActions.*.nonBlocking (from v1.2)', (d) => (d.spec.lifecycleActions.memberJoin.nonBlocking = false), ['v1.0.2', 'v1.0.3-beta.11', 'v1.1.0-beta.9']],
+    [
+      'lifecycleActions.*.nonBlocking (from v1.2)',
+      (d) => (d.spec.lifecycleActions.memberJoin.nonBlocking = false),
+      ['v1.0.2', 'v1.0.3-beta.11', 'v1.1.0-beta.9'],
+    ],
   ])('when the definition used %s, then the releases without it refuse it: why the file leaves it out', (_what, add, refusing) => {
     const doc = load();
     add(doc);
@@ -116,13 +144,26 @@ describe('the KubeBlocks ComponentDefinition (deploy/kubeblocks-componentdefinit
     const env = Object.fromEntries(sidecar.env.map((e: Doc) => [e.name, e.value]));
     const vars = new Set(doc.spec.vars.map((v: Doc) => v.name));
 
-    for (const name of ['ETCD_AGENT_LOCAL_ENDPOINT', 'ETCD_AGENT_ENDPOINTS', 'ETCD_AGENT_PEER_URL_TEMPLATE', 'ETCD_AGENT_ETCD_CA_FILE', 'ETCD_AGENT_ETCD_CERT_FILE', 'ETCD_AGENT_ETCD_KEY_FILE']) {
+    for (const name of [
+      'ETCD_AGENT_LOCAL_ENDPOINT',
+      'ETCD_AGENT_ENDPOINTS',
+      'ETCD_AGENT_PEER_URL_TEMPLATE',
+      'ETCD_AGENT_ETCD_CA_FILE',
+      'ETCD_AGENT_ETCD_CERT_FILE',
+      'ETCD_AGENT_ETCD_KEY_FILE',
+    ]) {
       expect(env[name]).toBeDefined();
       expect(env[name]).not.toMatch(/https?:\/\/|cluster\.local/);
       for (const [, used] of (env[name] as string).matchAll(/\$\(([A-Z_]+)\)/g)) expect(vars).toContain(used);
     }
     expect(JSON.stringify(doc)).not.toMatch(/svc\.cluster\.local/);
-    expect(doc.spec.tls).toMatchObject({ volumeName: 'tls', mountPath: '/etc/pki/tls', caFile: 'ca.pem', certFile: 'cert.pem', keyFile: 'key.pem' });
+    expect(doc.spec.tls).toMatchObject({
+      volumeName: 'tls',
+      mountPath: '/etc/pki/tls',
+      caFile: 'ca.pem',
+      certFile: 'cert.pem',
+      keyFile: 'key.pem',
+    });
     expect(doc.spec.scripts.map((s: Doc) => s.template)).not.toContain('etcd-lifecycle-agent-scripts');
   });
 });

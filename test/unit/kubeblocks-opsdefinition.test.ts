@@ -46,8 +46,16 @@ describe('the KubeBlocks OpsDefinition of the defragmentation (deploy/kubeblocks
   });
 
   it.each<[string, (d: Doc) => void, RegExp]>([
-    ['an action with no exec, workload or resource modifier named wrong', (d) => (d.spec.actions[0].exec.cmd = ['x']), /exec must NOT have additional properties \(cmd\)/],
-    ['a pod selection policy the CRD does not know', (d) => (d.spec.podInfoExtractors[0].podSelector.multiPodSelectionPolicy = 'Each'), /must be equal to one of the allowed values/],
+    [
+      'an action with no exec, workload or resource modifier named wrong',
+      (d) => (d.spec.actions[0].exec.cmd = ['x']),
+      /exec must NOT have additional properties \(cmd\)/,
+    ],
+    [
+      'a pod selection policy the CRD does not know',
+      (d) => (d.spec.podInfoExtractors[0].podSelector.multiPodSelectionPolicy = 'Each'),
+      /must be equal to one of the allowed values/,
+    ],
   ])('when the definition has %s, then the same validator refuses it (the check can fail)', (_what, spoil, error) => {
     const doc = opsDefinition();
     spoil(doc);
@@ -68,11 +76,17 @@ describe('the KubeBlocks OpsDefinition of the defragmentation (deploy/kubeblocks
     ['10000', { compact: { retainRevisions: 10000 } }],
     ['6h', { compact: { retainSeconds: 21600 } }],
     ['none', { compact: false }],
-  ])('when the command runs with compactRetain=%s (Kubernetes substitutes $(compactRetain)), then the CLI sends %j and waits', (value, body) => {
-    const [bin, command, ...args] = opsDefinition().spec.actions[0].exec.command as string[];
-    expect([bin, command]).toEqual(['etcd-lifecycle-agent', 'defragment']);
-    const parsed = parseCommand('defragment', args.map((a) => a.replace('$(compactRetain)', value)));
-    expect(parsed.wait).toBe(true);
-    expect(requestFor(parsed)).toEqual({ method: 'POST', path: '/v1/maintenance/defragment', body });
-  });
+  ])(
+    'when the command runs with compactRetain=%s (Kubernetes substitutes $(compactRetain)), then the CLI sends %j and waits',
+    (value, body) => {
+      const [bin, command, ...args] = opsDefinition().spec.actions[0].exec.command as string[];
+      expect([bin, command]).toEqual(['etcd-lifecycle-agent', 'defragment']);
+      const parsed = parseCommand(
+        'defragment',
+        args.map((a) => a.replace('$(compactRetain)', value)),
+      );
+      expect(parsed.wait).toBe(true);
+      expect(requestFor(parsed)).toEqual({ method: 'POST', path: '/v1/maintenance/defragment', body });
+    },
+  );
 });

@@ -29,18 +29,62 @@ describe('electLeader', () => {
 });
 
 describe('one leader rule for the membership probe and /v1/health', () => {
-  const member = (id: string): Member => ({ id, name: `etcd-${id}`, peerURLs: [`http://${id}:2380`], clientURLs: [`http://${id}:2379`], isLearner: false, started: true });
+  const member = (id: string): Member => ({
+    id,
+    name: `etcd-${id}`,
+    peerURLs: [`http://${id}:2380`],
+    clientURLs: [`http://${id}:2379`],
+    isLearner: false,
+    started: true,
+  });
   const status = (memberId: string, leaderId: string, raftTerm: number): MemberStatus => ({
-    memberId, leaderId, raftTerm, raftIndex: 10, raftAppliedIndex: 10, dbSizeBytes: 1, dbSizeInUseBytes: 1, revision: 1, isLearner: false, version: '3.4.23', errors: [], latencyMs: 1,
+    memberId,
+    leaderId,
+    raftTerm,
+    raftIndex: 10,
+    raftAppliedIndex: 10,
+    dbSizeBytes: 1,
+    dbSizeInUseBytes: 1,
+    revision: 1,
+    isLearner: false,
+    version: '3.4.23',
+    errors: [],
+    latencyMs: 1,
   });
 
   it.each<[string, Array<[string, string, number]>, string | undefined]>([
-    ['a deposed leader that still names itself in a higher term', [['a', 'a', 7], ['b', 'c', 6], ['c', 'c', 6]], 'c'],
-    ['a minority that names a leader the others do not', [['a', 'a', 3], ['b', 'b', 4], ['c', 'c', 5]], undefined],
-    ['an agreed leader', [['a', 'b', 2], ['b', 'b', 2], ['c', 'b', 2]], 'b'],
+    [
+      'a deposed leader that still names itself in a higher term',
+      [
+        ['a', 'a', 7],
+        ['b', 'c', 6],
+        ['c', 'c', 6],
+      ],
+      'c',
+    ],
+    [
+      'a minority that names a leader the others do not',
+      [
+        ['a', 'a', 3],
+        ['b', 'b', 4],
+        ['c', 'c', 5],
+      ],
+      undefined,
+    ],
+    [
+      'an agreed leader',
+      [
+        ['a', 'b', 2],
+        ['b', 'b', 2],
+        ['c', 'b', 2],
+      ],
+      'b',
+    ],
   ])('when the members show %s, then leave/transfer and /v1/health name the same leader (%s)', (_what, views, leader) => {
     const members = views.map(([id]) => member(id));
-    const probe = new ClusterProbe(views.map(([id, leads, term]) => ({ member: member(id), url: `http://${id}:2379`, status: status(id, leads, term) })));
+    const probe = new ClusterProbe(
+      views.map(([id, leads, term]) => ({ member: member(id), url: `http://${id}:2379`, status: status(id, leads, term) })),
+    );
     const health = classify({
       memberList: { members, fresh: true, readAt: new Date().toISOString() },
       probes: views.map(([id, leads, term]) => ({ url: `http://${id}:2379`, status: status(id, leads, term) })),

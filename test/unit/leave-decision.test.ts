@@ -1,5 +1,11 @@
 import type { EtcdRefusal } from '../../agent/etcd/errors';
-import { answerToRemoveRefusal, answerWhenGone, decideLeave, removedAnswer, type LeaveProgress } from '../../agent/membership/leave-decision';
+import {
+  answerToRemoveRefusal,
+  answerWhenGone,
+  decideLeave,
+  removedAnswer,
+  type LeaveProgress,
+} from '../../agent/membership/leave-decision';
 import type { MatchWanted } from '../../agent/membership/match';
 import type { ClusterProbe } from '../../agent/membership/probe';
 import type { Member, MemberList } from '../../agent/proto/types';
@@ -15,20 +21,92 @@ const bLeads = (l: MemberList): ClusterProbe => probe(l, { a: ['b', 100], b: ['b
 describe('decideLeave', () => {
   it.each<[string, string, MatchWanted, boolean, MemberList, (l: MemberList) => ClusterProbe | undefined, LeaveProgress]>([
     ['no member matches', 'answer already-absent complete', byName('d'), false, three, () => undefined, fresh],
-    ['no member matches any more after this call removed it', 'answer removed c complete', byName('c'), false, list(member('a'), member('b')), () => undefined, { sent: sent('remove'), removing: member('c'), moved: false }],
-    ['the member is gone after this call moved leadership and removed it', 'answer removed b complete transferred', byName('b'), false, list(member('a'), member('c')), () => undefined, { sent: sent('move-leader', 'remove'), removing: member('b'), moved: true }],
-    ['the member is a learner', 'remove d', byName('d'), false, list(member('a'), member('b'), member('c'), learner('d')), () => undefined, fresh],
-    ['the member is unstarted', 'remove d', { name: '', peerURLs: ['http://etcd-d:2380'] }, false, list(member('a'), member('b'), member('c'), learner('d', false)), () => undefined, fresh],
+    [
+      'no member matches any more after this call removed it',
+      'answer removed c complete',
+      byName('c'),
+      false,
+      list(member('a'), member('b')),
+      () => undefined,
+      { sent: sent('remove'), removing: member('c'), moved: false },
+    ],
+    [
+      'the member is gone after this call moved leadership and removed it',
+      'answer removed b complete transferred',
+      byName('b'),
+      false,
+      list(member('a'), member('c')),
+      () => undefined,
+      { sent: sent('move-leader', 'remove'), removing: member('b'), moved: true },
+    ],
+    [
+      'the member is a learner',
+      'remove d',
+      byName('d'),
+      false,
+      list(member('a'), member('b'), member('c'), learner('d')),
+      () => undefined,
+      fresh,
+    ],
+    [
+      'the member is unstarted',
+      'remove d',
+      { name: '', peerURLs: ['http://etcd-d:2380'] },
+      false,
+      list(member('a'), member('b'), member('c'), learner('d', false)),
+      () => undefined,
+      fresh,
+    ],
     ['the member is a voter, not probed yet', 'probe', byName('c'), false, three, () => undefined, fresh],
     ['a follower leaves and every voter answers', 'remove c', byName('c'), false, three, (l) => allAnswer(l), fresh],
-    ['a follower leaves while another voter is silent', 'throws unsafe', byName('c'), false, three, (l) => probe(l, { a: ['a', 100], c: ['a', 100] }), fresh],
-    ['a follower leaves, forced, while another voter is silent', 'remove c', byName('c'), true, three, (l) => probe(l, { a: ['a', 100], c: ['a', 100] }), fresh],
+    [
+      'a follower leaves while another voter is silent',
+      'throws unsafe',
+      byName('c'),
+      false,
+      three,
+      (l) => probe(l, { a: ['a', 100], c: ['a', 100] }),
+      fresh,
+    ],
+    [
+      'a follower leaves, forced, while another voter is silent',
+      'remove c',
+      byName('c'),
+      true,
+      three,
+      (l) => probe(l, { a: ['a', 100], c: ['a', 100] }),
+      fresh,
+    ],
     ['the last voter leaves, forced', 'throws unsafe', byName('a'), true, list(member('a')), (l) => allAnswer(l), fresh],
     ['the leader leaves', 'move-leader b→a', byName('b'), false, three, bLeads, fresh],
     ['the leader leaves after this call moved leadership (views still lag)', 'remove b', byName('b'), false, three, bLeads, moved],
-    ['the leader leaves and no other voter answers, forced', 'remove b', byName('b'), true, three, (l) => probe(l, { b: ['b', 100] }), fresh],
-    ['a voter leaves after a MoveLeader whose answer was lost', 'remove b', byName('b'), false, three, (l) => allAnswer(l, 'a'), { sent: sent('move-leader'), moved: false }],
-    ['the name matches one member and the peer URL another', 'throws conflict', { name: 'etcd-a', peerURLs: ['http://etcd-b:2380'] }, false, three, () => undefined, fresh],
+    [
+      'the leader leaves and no other voter answers, forced',
+      'remove b',
+      byName('b'),
+      true,
+      three,
+      (l) => probe(l, { b: ['b', 100] }),
+      fresh,
+    ],
+    [
+      'a voter leaves after a MoveLeader whose answer was lost',
+      'remove b',
+      byName('b'),
+      false,
+      three,
+      (l) => allAnswer(l, 'a'),
+      { sent: sent('move-leader'), moved: false },
+    ],
+    [
+      'the name matches one member and the peer URL another',
+      'throws conflict',
+      { name: 'etcd-a', peerURLs: ['http://etcd-b:2380'] },
+      false,
+      three,
+      () => undefined,
+      fresh,
+    ],
   ])('when %s, then the leave decides: %s', (_what, decision, wanted, force, members, probed, done) => {
     expect(said(() => decideLeave(wanted, force, members, probed(members), done))).toBe(decision);
   });
@@ -74,9 +152,21 @@ describe('the answers after MemberRemove', () => {
   });
 
   it.each<[string, string, MemberList, Member | undefined, string[]]>([
-    ['nobody sent a remove and the member is not listed', 'answer already-absent complete', list(member('a'), member('b')), undefined, ['a', 'b']],
+    [
+      'nobody sent a remove and the member is not listed',
+      'answer already-absent complete',
+      list(member('a'), member('b')),
+      undefined,
+      ['a', 'b'],
+    ],
     ['this call sent the remove and its answer was lost', 'answer removed c complete', list(member('a'), member('b')), c, ['a', 'b']],
-    ['this call sent the remove and the list still shows it (read before the change applied)', 'answer removed c complete', three, c, ['a', 'b']],
+    [
+      'this call sent the remove and the list still shows it (read before the change applied)',
+      'answer removed c complete',
+      three,
+      c,
+      ['a', 'b'],
+    ],
   ])('when %s, then answerWhenGone says %s', (_what, expected, members, removed, left) => {
     const answer = answerWhenGone(members, removed);
     expect(describeAnswer(answer)).toBe(expected);

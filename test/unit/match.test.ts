@@ -122,7 +122,12 @@ describe('isValidMemberName', () => {
 
 describe('peer URL derivation', () => {
   it.each([
-    ['http://{name}.etcd-headless.demo.svc.cluster.local:2380', 'etcd-3', undefined, 'http://etcd-3.etcd-headless.demo.svc.cluster.local:2380'],
+    [
+      'http://{name}.etcd-headless.demo.svc.cluster.local:2380',
+      'etcd-3',
+      undefined,
+      'http://etcd-3.etcd-headless.demo.svc.cluster.local:2380',
+    ],
     ['https://{fqdn}:2380', 'etcd-3', 'etcd-3.h.demo.svc', 'https://etcd-3.h.demo.svc:2380'],
     ['http://{fqdn}:2380', 'etcd-3', undefined, 'http://etcd-3:2380'],
     ['http://{name}.{fqdn}:2380', 'a', 'b', 'http://a.b:2380'],
@@ -148,7 +153,11 @@ describe('matchMember', () => {
     ['the requested URL differs only in case and slash', { name: 'etcd-1', peerURLs: ['HTTP://ETCD-1.etcd-headless:2380/'] }, etcd1],
     ['the member reports its URL unnormalised', { name: 'etcd-4', peerURLs: ['http://etcd-4.etcd-headless:2380'] }, etcd4],
     ['the member reports its URL without the default port', { peerURLs: ['https://etcd-4.internal:443'] }, etcd4],
-    ['one of several requested URLs is the member', { name: 'etcd-1', peerURLs: ['http://elsewhere:2380', 'http://etcd-1.etcd-headless:2380'] }, etcd1],
+    [
+      'one of several requested URLs is the member',
+      { name: 'etcd-1', peerURLs: ['http://elsewhere:2380', 'http://etcd-1.etcd-headless:2380'] },
+      etcd1,
+    ],
     ['only peer URLs are given', { peerURLs: ['http://etcd-0.etcd-headless:2380'] }, etcd0],
     ['only a started voter name is given', { name: 'etcd-0', peerURLs: [] }, etcd0],
     ['only a started learner name is given', { name: 'etcd-2', peerURLs: [] }, learner2],
@@ -253,7 +262,11 @@ describe('matchMember', () => {
   });
 
   it.each<[string, MatchWanted, string]>([
-    ['a requested URL is invalid', { name: 'etcd-3', peerURLs: ['ftp://etcd-3:2380'] }, 'peer URL "ftp://etcd-3:2380" must use http or https'],
+    [
+      'a requested URL is invalid',
+      { name: 'etcd-3', peerURLs: ['ftp://etcd-3:2380'] },
+      'peer URL "ftp://etcd-3:2380" must use http or https',
+    ],
     ['the id is not hex', { id: 'etcd-0', peerURLs: [] }, 'member id "etcd-0" is not hex'],
     ['the id is longer than 64 bits', { id: '18e9e05c52164694d', peerURLs: [] }, 'member id "18e9e05c52164694d" is not hex'],
     ['nothing names a member', { name: '', peerURLs: [] }, 'a member is named by name, peerURLs or id'],
@@ -297,7 +310,12 @@ describe('wantedMember', () => {
   const template = { peerUrlTemplate: 'http://{name}.etcd-headless:2380' };
   it.each<[string, { peerUrlTemplate?: string }, { id?: string; name?: string; peerURLs?: string[] }, MatchWanted]>([
     ['an id, whatever else is sent', template, { id: 'a1', name: 'etcd-1', peerURLs: ['http://x:2380'] }, { id: 'a1', peerURLs: [] }],
-    ['a name and its own peer URLs', template, { name: 'etcd-1', peerURLs: ['http://x:2380'] }, { name: 'etcd-1', peerURLs: ['http://x:2380'] }],
+    [
+      'a name and its own peer URLs',
+      template,
+      { name: 'etcd-1', peerURLs: ['http://x:2380'] },
+      { name: 'etcd-1', peerURLs: ['http://x:2380'] },
+    ],
     ['a name, with a template', template, { name: 'etcd-1' }, { name: 'etcd-1', peerURLs: ['http://etcd-1.etcd-headless:2380'] }],
     ['a name, without a template', {}, { name: 'etcd-1' }, { name: 'etcd-1', peerURLs: [] }],
     ['peer URLs alone', {}, { peerURLs: ['http://x:2380'] }, { name: undefined, peerURLs: ['http://x:2380'] }],

@@ -28,7 +28,11 @@ describe('member-common.sh (sourced by member-join.sh and member-leave.sh)', () 
     ['ETCD_PEER_SCHEME is HTTP, whatever TLS_ENABLED says', { ETCD_PEER_SCHEME: 'HTTP', TLS_ENABLED: 'true', PEER_TLS: 'true' }, 'http'],
     ["the addon's TLS is on for peers", { TLS_ENABLED: 'true', PEER_TLS: 'true' }, 'https'],
     ["the addon's TLS is on for clients only", { TLS_ENABLED: 'true', PEER_TLS: 'false' }, 'http'],
-    ["the addon's TLS is off, whatever the template says", { TLS_ENABLED: 'false', PEER_TLS: 'true', ETCD_AGENT_PEER_URL_TEMPLATE: 'https://{name}.x:2380' }, 'http'],
+    [
+      "the addon's TLS is off, whatever the template says",
+      { TLS_ENABLED: 'false', PEER_TLS: 'true', ETCD_AGENT_PEER_URL_TEMPLATE: 'https://{name}.x:2380' },
+      'http',
+    ],
     ['only the template is https', { ETCD_AGENT_PEER_URL_TEMPLATE: 'HTTPS://{name}.x:2380' }, 'https'],
     ['only the template is http', { ETCD_AGENT_PEER_URL_TEMPLATE: 'http://{name}.x:2380' }, 'http'],
   ])('when %s, then peer_scheme prints %s', (_what, env, scheme) => {

@@ -63,7 +63,7 @@ describe("the sidecar's memory request and limit against the measured memory in 
     expect(doc).toMatch(/\[start-up and memory · node v24\./);
   });
 
-  it("when kube-inject adds the sidecar, then its request covers the largest idle figure and its limit 1.5× the largest peak", () => {
+  it('when kube-inject adds the sidecar, then its request covers the largest idle figure and its limit 1.5× the largest peak', () => {
     expect(mebibytes(SIDECAR_RESOURCES.requests.memory)).toBeGreaterThanOrEqual(Math.max(...idle));
     expect(mebibytes(SIDECAR_RESOURCES.limits.memory)).toBeGreaterThanOrEqual(1.5 * Math.max(...peak));
   });

@@ -72,7 +72,10 @@ describe('metric references', () => {
   });
 
   it('when the selector parser meets a known expression, then it finds its metrics and only them', () => {
-    expect(selectedMetrics('histogram_quantile(0.95, sum by (le) (rate(a_bucket{x="$y"}[$__rate_interval]))) > on (job) b')).toEqual({ names: ['a_bucket', 'b'], errors: [] });
+    expect(selectedMetrics('histogram_quantile(0.95, sum by (le) (rate(a_bucket{x="$y"}[$__rate_interval]))) > on (job) b')).toEqual({
+      names: ['a_bucket', 'b'],
+      errors: [],
+    });
     expect(selectedMetrics('sum by (le (rate(a[5m])').errors.length).toBeGreaterThan(0);
   });
 
@@ -92,8 +95,13 @@ describe('metric references', () => {
   it('when the dashboard is read, then it shows status, fault tolerance, members by role, changes in flight, call outcomes and observation age', () => {
     const used = new Set(dashboardExprs.flatMap(([, e]) => selectedMetrics(e).names));
     for (const name of [
-      'etcd_agent_cluster_status', 'etcd_agent_quorum_fault_tolerance', 'etcd_agent_quorum_voters', 'etcd_agent_cluster_learners',
-      'etcd_agent_operations_in_flight', 'etcd_agent_actions_total', 'etcd_agent_health_observation_age_seconds',
+      'etcd_agent_cluster_status',
+      'etcd_agent_quorum_fault_tolerance',
+      'etcd_agent_quorum_voters',
+      'etcd_agent_cluster_learners',
+      'etcd_agent_operations_in_flight',
+      'etcd_agent_actions_total',
+      'etcd_agent_health_observation_age_seconds',
     ]) {
       expect(used.has(name)).toBe(true);
     }

@@ -182,7 +182,7 @@ describe('HealthObserver', () => {
     expect(ms).toBeLessThan(300);
   });
 
-  it('when no member list was ever read and no quorum answers, then a member\'s own copy counts the voters: unavailable, 1 of 3 answering', async () => {
+  it("when no member list was ever read and no quorum answers, then a member's own copy counts the voters: unavailable, 1 of 3 answering", async () => {
     const s = scripted(new Set(['list', 'http://10.0.0.1:2379', 'http://10.0.0.2:2379']));
 
     const { value: answer, ms } = await timed(observer(s.cluster).cluster());
@@ -272,12 +272,14 @@ describe('HealthObserver', () => {
     expect(text).toMatch(/^etcd_agent_cluster_status\{status="unknown"\} 1$/m);
     expect(text).toMatch(/^etcd_agent_cluster_status\{status="healthy"\} 0$/m);
     expect(text).toMatch(/^etcd_agent_cluster_healthy 0$/m);
-    expect(text.split('\n').filter((line) => /^etcd_agent_(quorum|cluster_members|cluster_learners|member_reachable)/.test(line))).toEqual([]);
+    expect(text.split('\n').filter((line) => /^etcd_agent_(quorum|cluster_members|cluster_learners|member_reachable)/.test(line))).toEqual(
+      [],
+    );
 
     // Once the loop runs freely again, a scrape gets a healthy observation (polled: the machine's
     // own load may starve the loop again for a while).
     let later = '';
-    for (const until = Date.now() + 5000; Date.now() < until; ) {
+    for (const until = Date.now() + 5000; Date.now() < until;) {
       await new Promise((resolve) => setTimeout(resolve, 310));
       later = await metrics.registry.metrics();
       if (/^etcd_agent_cluster_status\{status="healthy"\} 1$/m.test(later)) break;
@@ -306,7 +308,7 @@ describe('HealthObserver', () => {
     expect(s.calls).toEqual(calls);
   });
 
-  it('when a reading has no role (this pod\'s etcd missed its budget), then observations begun after it confirm it once, and their role is the answer', async () => {
+  it("when a reading has no role (this pod's etcd missed its budget), then observations begun after it confirm it once, and their role is the answer", async () => {
     const s = scripted(new Set(['http://10.0.0.1:2379']));
     const o = observer(s.cluster);
     const first = o.role();

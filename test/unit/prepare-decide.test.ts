@@ -37,39 +37,148 @@ function facts(over: Partial<PrepareFacts>): PrepareFacts {
 }
 
 const down: PrepareFacts['cluster'] = { kind: 'unreachable', reason: 'no endpoint answered' };
-const peers = (a: PeerAnswer, b: PeerAnswer): Map<string, PeerAnswer> => new Map([['etcd-0', a], ['etcd-2', b]]);
+const peers = (a: PeerAnswer, b: PeerAnswer): Map<string, PeerAnswer> =>
+  new Map([
+    ['etcd-0', a],
+    ['etcd-2', b],
+  ]);
 const empty: PeerAnswer = { kind: 'empty' };
 
 type Row = [string, PrepareStep['kind'], 'new' | 'existing' | '-', Partial<PrepareFacts>];
 
 describe('decidePrepare', () => {
   it.each<Row>([
-    ['the data dir holds this member and the cluster lists it', 'start', 'existing', { dataDir: { kind: 'member', memberId: 'a1', clusterId: 'c1' } }],
-    ['the data dir holds a member the cluster removed', 'move-aside', '-', { dataDir: { kind: 'member', memberId: 'dead', clusterId: 'c1' } }],
+    [
+      'the data dir holds this member and the cluster lists it',
+      'start',
+      'existing',
+      { dataDir: { kind: 'member', memberId: 'a1', clusterId: 'c1' } },
+    ],
+    [
+      'the data dir holds a member the cluster removed',
+      'move-aside',
+      '-',
+      { dataDir: { kind: 'member', memberId: 'dead', clusterId: 'c1' } },
+    ],
     ['the data dir holds a member of another cluster', 'wait', '-', { dataDir: { kind: 'member', memberId: 'a1', clusterId: 'other' } }],
-    ['the data dir holds a listed member with other peer URLs', 'wait', '-', { dataDir: { kind: 'member', memberId: 'a0', clusterId: 'c1' } }],
+    [
+      'the data dir holds a listed member with other peer URLs',
+      'wait',
+      '-',
+      { dataDir: { kind: 'member', memberId: 'a0', clusterId: 'c1' } },
+    ],
     ['the data dir holds files but no WAL', 'move-aside', '-', { dataDir: { kind: 'unusable', reason: 'no WAL' } }],
-    ['the data dir holds files but no WAL and nothing answers', 'move-aside', '-', { dataDir: { kind: 'unusable', reason: 'no WAL' }, cluster: down }],
-    ['the cluster does not list this member (scale-out)', 'join', '-', { cluster: { kind: 'answered', list: list([member(0), member(2)]) } }],
+    [
+      'the data dir holds files but no WAL and nothing answers',
+      'move-aside',
+      '-',
+      { dataDir: { kind: 'unusable', reason: 'no WAL' }, cluster: down },
+    ],
+    [
+      'the cluster does not list this member (scale-out)',
+      'join',
+      '-',
+      { cluster: { kind: 'answered', list: list([member(0), member(2)]) } },
+    ],
     ['the cluster lists this member as started and the data dir is empty (lost disk)', 'replace', '-', {}],
-    ['the cluster lists this member unstarted (added earlier)', 'start', 'existing', { cluster: { kind: 'answered', list: list([member(0), member(2), member(1, { name: '', clientURLs: [], started: false, isLearner: true })]) } }],
-    ['the cluster lists this initial member, named but never run', 'start', 'existing', { cluster: { kind: 'answered', list: list([member(0), member(2), member(1, { clientURLs: [] })]) } }],
-    ['this peer URL belongs to a member of another name', 'wait', '-', { cluster: { kind: 'answered', list: list([member(0), member(2), member(1, { name: 'etcd-9' })]) } }],
-    ['nothing answers and the data dir holds a member (all down, restarted)', 'start', 'existing', { cluster: down, dataDir: { kind: 'member', memberId: 'a1', clusterId: 'c1' } }],
+    [
+      'the cluster lists this member unstarted (added earlier)',
+      'start',
+      'existing',
+      {
+        cluster: {
+          kind: 'answered',
+          list: list([member(0), member(2), member(1, { name: '', clientURLs: [], started: false, isLearner: true })]),
+        },
+      },
+    ],
+    [
+      'the cluster lists this initial member, named but never run',
+      'start',
+      'existing',
+      { cluster: { kind: 'answered', list: list([member(0), member(2), member(1, { clientURLs: [] })]) } },
+    ],
+    [
+      'this peer URL belongs to a member of another name',
+      'wait',
+      '-',
+      { cluster: { kind: 'answered', list: list([member(0), member(2), member(1, { name: 'etcd-9' })]) } },
+    ],
+    [
+      'nothing answers and the data dir holds a member (all down, restarted)',
+      'start',
+      'existing',
+      { cluster: down, dataDir: { kind: 'member', memberId: 'a1', clusterId: 'c1' } },
+    ],
     ['nothing answers, the data dir is empty, the peers not asked yet', 'ask-peers', '-', { cluster: down }],
     ['nothing answers and every initial member reports an empty data dir', 'start', 'new', { cluster: down, peers: peers(empty, empty) }],
-    ['nothing answers and a peer has decided the same bootstrap', 'start', 'new', { cluster: down, peers: peers({ kind: 'bootstrap', plan: { initialCluster, token } }, empty) }],
-    ['nothing answers and a peer bootstraps another cluster', 'wait', '-', { cluster: down, peers: peers({ kind: 'bootstrap', plan: { initialCluster, token: 'other' } }, empty) }],
-    ['nothing answers and a peer has data (a cluster that is only down)', 'wait', '-', { cluster: down, peers: peers(empty, { kind: 'has-data', detail: 'member' }) }],
-    ['nothing answers and a peer does not answer', 'wait', '-', { cluster: down, peers: peers(empty, { kind: 'no-answer', detail: 'refused' }) }],
-    ['nothing answers and this pod decided the same bootstrap before (re-run)', 'start', 'new', { cluster: down, marker: { initialCluster, token } }],
-    ['nothing answers and the marker names another bootstrap', 'ask-peers', '-', { cluster: down, marker: { initialCluster, token: 'old' } }],
+    [
+      'nothing answers and a peer has decided the same bootstrap',
+      'start',
+      'new',
+      { cluster: down, peers: peers({ kind: 'bootstrap', plan: { initialCluster, token } }, empty) },
+    ],
+    [
+      'nothing answers and a peer bootstraps another cluster',
+      'wait',
+      '-',
+      { cluster: down, peers: peers({ kind: 'bootstrap', plan: { initialCluster, token: 'other' } }, empty) },
+    ],
+    [
+      'nothing answers and a peer has data (a cluster that is only down)',
+      'wait',
+      '-',
+      { cluster: down, peers: peers(empty, { kind: 'has-data', detail: 'member' }) },
+    ],
+    [
+      'nothing answers and a peer does not answer',
+      'wait',
+      '-',
+      { cluster: down, peers: peers(empty, { kind: 'no-answer', detail: 'refused' }) },
+    ],
+    [
+      'nothing answers and this pod decided the same bootstrap before (re-run)',
+      'start',
+      'new',
+      { cluster: down, marker: { initialCluster, token } },
+    ],
+    [
+      'nothing answers and the marker names another bootstrap',
+      'ask-peers',
+      '-',
+      { cluster: down, marker: { initialCluster, token: 'old' } },
+    ],
     ['nothing answers and this pod is not an initial member', 'wait', '-', { cluster: down, self: { name: 'etcd-3', peerURL: url(3) } }],
-    ['nothing answers and the initial cluster gives this name another URL', 'wait', '-', { cluster: down, self: { name: 'etcd-1', peerURL: url(7) } }],
-    ['a recovery of this cluster was ordered and nothing answers', 'start', 'existing', { cluster: down, dataDir: { kind: 'member', memberId: 'a1', clusterId: 'c1' }, recovery: { clusterId: 'c1' } }],
-    ['a recovery of another cluster was ordered and nothing answers', 'wait', '-', { cluster: down, dataDir: { kind: 'member', memberId: 'a1', clusterId: 'c1' }, recovery: { clusterId: 'c9' } }],
-    ['a recovery was ordered but the cluster answers and lists this member', 'start', 'existing', { dataDir: { kind: 'member', memberId: 'a1', clusterId: 'c1' }, recovery: { clusterId: 'c1' } }],
-    ['a recovery was ordered but the data dir is empty and nothing answers', 'ask-peers', '-', { cluster: down, recovery: { clusterId: 'c1' } }],
+    [
+      'nothing answers and the initial cluster gives this name another URL',
+      'wait',
+      '-',
+      { cluster: down, self: { name: 'etcd-1', peerURL: url(7) } },
+    ],
+    [
+      'a recovery of this cluster was ordered and nothing answers',
+      'start',
+      'existing',
+      { cluster: down, dataDir: { kind: 'member', memberId: 'a1', clusterId: 'c1' }, recovery: { clusterId: 'c1' } },
+    ],
+    [
+      'a recovery of another cluster was ordered and nothing answers',
+      'wait',
+      '-',
+      { cluster: down, dataDir: { kind: 'member', memberId: 'a1', clusterId: 'c1' }, recovery: { clusterId: 'c9' } },
+    ],
+    [
+      'a recovery was ordered but the cluster answers and lists this member',
+      'start',
+      'existing',
+      { dataDir: { kind: 'member', memberId: 'a1', clusterId: 'c1' }, recovery: { clusterId: 'c1' } },
+    ],
+    [
+      'a recovery was ordered but the data dir is empty and nothing answers',
+      'ask-peers',
+      '-',
+      { cluster: down, recovery: { clusterId: 'c1' } },
+    ],
   ])('when %s, then the step is %s %s', (_story, kind, state, over) => {
     const step = decidePrepare(facts(over));
     expect(step.kind).toBe(kind);
@@ -78,7 +187,11 @@ describe('decidePrepare', () => {
 
   it('when a recovery of its cluster was ordered and nothing answers, then it starts once with --force-new-cluster, and only then', () => {
     const held = { cluster: down, dataDir: { kind: 'member' as const, memberId: 'a1', clusterId: 'c1' } };
-    expect(decidePrepare(facts({ ...held, recovery: { clusterId: 'c1' } }))).toMatchObject({ kind: 'start', state: 'existing', once: ['--force-new-cluster'] });
+    expect(decidePrepare(facts({ ...held, recovery: { clusterId: 'c1' } }))).toMatchObject({
+      kind: 'start',
+      state: 'existing',
+      once: ['--force-new-cluster'],
+    });
     expect(decidePrepare(facts(held))).not.toHaveProperty('once');
     expect(decidePrepare(facts({ dataDir: held.dataDir, recovery: { clusterId: 'c1' } }))).not.toHaveProperty('once');
   });
@@ -93,7 +206,12 @@ describe('decidePrepare', () => {
   });
 
   it('when joining the live cluster, then --initial-cluster lists every member, this one by its name and unstarted ones by placeholders', () => {
-    const l = list([member(0), member(2), member(3, { name: '', clientURLs: [], started: false }), member(1, { name: '', clientURLs: [], started: false })]);
+    const l = list([
+      member(0),
+      member(2),
+      member(3, { name: '', clientURLs: [], started: false }),
+      member(1, { name: '', clientURLs: [], started: false }),
+    ]);
     expect(initialClusterFromList(l, { name: 'etcd-1', peerURL: url(1) })).toBe(
       `etcd-0=${url(0)},etcd-2=${url(2)},unstarted-2=${url(3)},etcd-1=${url(1)}`,
     );

@@ -43,12 +43,19 @@ describe('readDataDir', () => {
   it.each([
     ['missing', (d: string) => void d, { kind: 'empty' }],
     ['empty', (d: string) => fs.mkdirSync(d), { kind: 'empty' }],
-    ['only the bootstrap marker', (d: string) => (fs.mkdirSync(d), fs.writeFileSync(path.join(d, 'etcd-lifecycle-agent-bootstrap.json'), '{}')), { kind: 'empty' }],
+    [
+      'only the bootstrap marker',
+      (d: string) => (fs.mkdirSync(d), fs.writeFileSync(path.join(d, 'etcd-lifecycle-agent-bootstrap.json'), '{}')),
+      { kind: 'empty' },
+    ],
     [
       'a WAL',
       (d: string) => {
         fs.mkdirSync(path.join(d, 'member', 'wal'), { recursive: true });
-        fs.writeFileSync(path.join(d, 'member', 'wal', '0000000000000000-0000000000000000.wal'), walHead(0xbdae9bbc11dd390dn, 0xd1cfaf999eb97a2an));
+        fs.writeFileSync(
+          path.join(d, 'member', 'wal', '0000000000000000-0000000000000000.wal'),
+          walHead(0xbdae9bbc11dd390dn, 0xd1cfaf999eb97a2an),
+        );
       },
       { kind: 'member', memberId: 'bdae9bbc11dd390d', clusterId: 'd1cfaf999eb97a2a' },
     ],
@@ -72,10 +79,20 @@ describe('readDataDir', () => {
       },
       { kind: 'member', memberId: '5', clusterId: '7' },
     ],
-    ['a snapshot database without a WAL', (d: string) => (fs.mkdirSync(path.join(d, 'member', 'snap'), { recursive: true }), fs.writeFileSync(path.join(d, 'member', 'snap', 'db'), 'x')), { kind: 'unusable' }],
+    [
+      'a snapshot database without a WAL',
+      (d: string) => (
+        fs.mkdirSync(path.join(d, 'member', 'snap'), { recursive: true }),
+        fs.writeFileSync(path.join(d, 'member', 'snap', 'db'), 'x')
+      ),
+      { kind: 'unusable' },
+    ],
     [
       'a WAL file that is not one',
-      (d: string) => (fs.mkdirSync(path.join(d, 'member', 'wal'), { recursive: true }), fs.writeFileSync(path.join(d, 'member', 'wal', '0.wal'), 'garbage!garbage!')),
+      (d: string) => (
+        fs.mkdirSync(path.join(d, 'member', 'wal'), { recursive: true }),
+        fs.writeFileSync(path.join(d, 'member', 'wal', '0.wal'), 'garbage!garbage!')
+      ),
       { kind: 'unusable' },
     ],
   ])('when the data directory is %s, then it reads as %j', (_what, make, expected) => {
@@ -98,7 +115,10 @@ describe('moveAside', () => {
     const first = moveAside(d, at);
     fs.mkdirSync(d);
     const second = moveAside(d, at);
-    expect([path.basename(first), path.basename(second)]).toEqual(['default.etcd.removed-20261201T070000Z', 'default.etcd.removed-20261201T070000Z-1']);
+    expect([path.basename(first), path.basename(second)]).toEqual([
+      'default.etcd.removed-20261201T070000Z',
+      'default.etcd.removed-20261201T070000Z-1',
+    ]);
     expect(fs.readFileSync(path.join(first, 'a'), 'utf8')).toBe('1');
     expect(fs.existsSync(d)).toBe(false);
   });
@@ -107,7 +127,12 @@ describe('moveAside', () => {
 describe('flagsFileContent', () => {
   it("when sourced by sh, then etcd's arguments gain exactly the decided flags, quotes and all", () => {
     const file = path.join(dir, 'flags.sh');
-    const step = { kind: 'start' as const, state: 'existing' as const, initialCluster: "a=http://x:2380,b'c=http://y:2380", reason: "it's $(reboot) `x`" };
+    const step = {
+      kind: 'start' as const,
+      state: 'existing' as const,
+      initialCluster: "a=http://x:2380,b'c=http://y:2380",
+      reason: "it's $(reboot) `x`",
+    };
     fs.writeFileSync(file, flagsFileContent(step, 'tok en', 'a', new Date()));
     const out = execFileSync('/bin/sh', ['-c', `. "$0" && printf '%s\\n' "$@"`, file, '--name=a']).toString();
     expect(out.split('\n').filter(Boolean)).toEqual([
@@ -127,7 +152,13 @@ describe('prepare options', () => {
 
   it('when the template and data dir are set, then the peer URL comes from the template and the defaults fill the rest', () => {
     const o = loadPrepareOptions(base, []);
-    expect(o).toMatchObject({ self: { name: 'etcd-1', peerURL: 'http://etcd-1.svc:2380' }, dataDir, token: 'etcd-cluster', waitSeconds: 60, initial: [] });
+    expect(o).toMatchObject({
+      self: { name: 'etcd-1', peerURL: 'http://etcd-1.svc:2380' },
+      dataDir,
+      token: 'etcd-cluster',
+      waitSeconds: 60,
+      initial: [],
+    });
   });
 
   it('when a flag and its variable differ, then the flag wins', () => {
@@ -141,9 +172,19 @@ describe('prepare options', () => {
     ['no peer URL', { ETCD_AGENT_MEMBER_NAME: 'x', ETCD_AGENT_DATA_DIR: '/d' }, [], 'ETCD_AGENT_PEER_URL_TEMPLATE'],
     ['a data directory that is a file', { ...base, ETCD_AGENT_DATA_DIR: __filename }, [], 'ETCD_AGENT_DATA_DIR'],
     ['a data directory below a file', { ...base, ETCD_AGENT_DATA_DIR: path.join(__filename, 'default.etcd') }, [], 'ETCD_AGENT_DATA_DIR'],
-    ['a data directory whose volume is missing', { ...base, ETCD_AGENT_DATA_DIR: '/nonexistent-volume/default.etcd' }, [], 'ETCD_AGENT_DATA_DIR'],
+    [
+      'a data directory whose volume is missing',
+      { ...base, ETCD_AGENT_DATA_DIR: '/nonexistent-volume/default.etcd' },
+      [],
+      'ETCD_AGENT_DATA_DIR',
+    ],
     ['a flags file that is a directory', { ...base, ETCD_AGENT_PREPARE_FLAGS_FILE: os.tmpdir() }, [], 'ETCD_AGENT_PREPARE_FLAGS_FILE'],
-    ['a flags file below a file', { ...base, ETCD_AGENT_PREPARE_FLAGS_FILE: path.join(__filename, 'run', 'flags.sh') }, [], 'ETCD_AGENT_PREPARE_FLAGS_FILE'],
+    [
+      'a flags file below a file',
+      { ...base, ETCD_AGENT_PREPARE_FLAGS_FILE: path.join(__filename, 'run', 'flags.sh') },
+      [],
+      'ETCD_AGENT_PREPARE_FLAGS_FILE',
+    ],
     ['a bad wait', { ...base, ETCD_AGENT_PREPARE_WAIT_SECONDS: '0' }, [], 'ETCD_AGENT_PREPARE_WAIT_SECONDS'],
     ['an unknown flag', base, ['--colour'], 'argv'],
   ])('when given %s, then a ConfigError names %s', (_what, env, argv, variable) => {
@@ -156,7 +197,13 @@ describe('prepare options', () => {
   });
 
   it.each([
-    ['a=http://h:2380,b=http://i:2380', [{ name: 'a', peerURL: 'http://h:2380' }, { name: 'b', peerURL: 'http://i:2380' }]],
+    [
+      'a=http://h:2380,b=http://i:2380',
+      [
+        { name: 'a', peerURL: 'http://h:2380' },
+        { name: 'b', peerURL: 'http://i:2380' },
+      ],
+    ],
     ['a=http://h:2380,a=http://i:2380', 'twice'],
     ['a', 'name=peerURL'],
     ['a=http://h', 'port'],

@@ -8,7 +8,10 @@ import { allAnswer, describeAnswer, learner, list, member, probe, said, sent } f
 
 const d: MatchWanted = { id: 'd', peerURLs: [] };
 const withD = (dm: ReturnType<typeof member>): MemberList => list(member('a'), member('b'), member('c'), dm);
-const lag = (index: number) => (l: MemberList): ClusterProbe => probe(l, { a: ['a', 100], b: ['a', 100], c: ['a', 100], d: ['a', index] });
+const lag =
+  (index: number) =>
+  (l: MemberList): ClusterProbe =>
+    probe(l, { a: ['a', 100], b: ['a', 100], c: ['a', 100], d: ['a', index] });
 
 describe('decidePromote', () => {
   it.each<[string, string, MatchWanted, MemberList, (l: MemberList) => ClusterProbe | undefined, Sent]>([
@@ -16,13 +19,34 @@ describe('decidePromote', () => {
     ['the id is not hex', 'throws bad-request', { id: 'xyz', peerURLs: [] }, withD(learner('d')), () => undefined, sent()],
     ['the member is unstarted', 'answer in-progress d unstarted incomplete', d, withD(learner('d', false)), () => undefined, sent()],
     ['the member is a voter', 'answer already-member d voter complete', d, withD(member('d')), () => undefined, sent()],
-    ['the member is a voter this call promoted (its answer was lost)', 'answer promoted d voter complete', d, withD(member('d')), () => undefined, sent('promote')],
+    [
+      'the member is a voter this call promoted (its answer was lost)',
+      'answer promoted d voter complete',
+      d,
+      withD(member('d')),
+      () => undefined,
+      sent('promote'),
+    ],
     ['the member is a learner, not probed yet', 'probe', d, withD(learner('d')), () => undefined, sent()],
     ['the learner is at 89% of the leader index', 'answer in-progress d learner incomplete', d, withD(learner('d')), lag(89), sent()],
     ['the learner is at 90% of the leader index', 'promote d', d, withD(learner('d')), lag(90), sent()],
     ['the learner is in sync', 'promote d', d, withD(learner('d')), (l) => allAnswer(l), sent()],
-    ['the learner is in sync but two of three voters are silent', 'throws unavailable', d, withD(learner('d')), (l) => probe(l, { a: ['a', 100], d: ['a', 100] }), sent()],
-    ['no voter names a leader (etcd decides)', 'promote d', d, withD(learner('d')), (l) => probe(l, { a: ['0', 100], b: ['0', 100], c: ['0', 100], d: ['0', 1] }), sent()],
+    [
+      'the learner is in sync but two of three voters are silent',
+      'throws unavailable',
+      d,
+      withD(learner('d')),
+      (l) => probe(l, { a: ['a', 100], d: ['a', 100] }),
+      sent(),
+    ],
+    [
+      'no voter names a leader (etcd decides)',
+      'promote d',
+      d,
+      withD(learner('d')),
+      (l) => probe(l, { a: ['0', 100], b: ['0', 100], c: ['0', 100], d: ['0', 1] }),
+      sent(),
+    ],
   ])('when %s, then the promote decides: %s', (_what, decision, wanted, members, probed, sentSoFar) => {
     expect(said(() => decidePromote(wanted, members, probed(members), sentSoFar))).toBe(decision);
   });

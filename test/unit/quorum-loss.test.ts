@@ -14,7 +14,12 @@ describe('QuorumLossClock', () => {
     ['a gap longer than the rule split the stretch', [lost(0), lost(1000), lost(17_000), lost(18_000)], 18_500, 17_000],
     ['a gap just within the rule did not', [lost(0), lost(15_000), lost(16_000)], 16_500, 0],
     ['nobody has looked for longer than the rule since', [lost(0), lost(1000)], 16_001, undefined],
-    ['late looks that found no quorum are no evidence, and the gap around them counts', [lost(0), late(5000), late(10_000), late(16_000), lost(17_000)], 17_500, 17_000],
+    [
+      'late looks that found no quorum are no evidence, and the gap around them counts',
+      [lost(0), late(5000), late(10_000), late(16_000), lost(17_000)],
+      17_500,
+      17_000,
+    ],
     ['a sighting older than the last one is ignored (observations overlap)', [lost(1000), held(500), lost(2000)], 2500, 1000],
   ])('when %s, then the loss is seen since %s', (_story, sightings, now, expected) => {
     const clock = new QuorumLossClock(GAP);

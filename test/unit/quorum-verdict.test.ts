@@ -18,7 +18,8 @@ describe('quorumVerdict', () => {
     ['more answers than voters (a member counted twice) is capped', 'leader 3/3 need 2', { voters: 3, answering: 4, leader: true }],
   ])('when %s, then %s', (_what, expected, evidence) => {
     const verdict = quorumVerdict(evidence);
-    const said = verdict.kind === 'unknown' ? 'unknown' : `${verdict.kind} ${verdict.healthyVoters}/${verdict.voters} need ${verdict.required}`;
+    const said =
+      verdict.kind === 'unknown' ? 'unknown' : `${verdict.kind} ${verdict.healthyVoters}/${verdict.voters} need ${verdict.required}`;
     expect(said).toBe(expected);
   });
 });
@@ -39,7 +40,9 @@ describe('noQuorumError', () => {
 
   it('when an error is another unavailable, then isNoQuorum says no', () => {
     expect(isNoQuorum(noQuorumError({ voters: 3, healthyVoters: 1, required: 2 }, 'x'))).toBe(true);
-    expect(isNoQuorum(new AgentError('unavailable', 'no quorum: looks alike', { details: { voters: 3, healthyVoters: 1, required: 2 } }))).toBe(false);
+    expect(
+      isNoQuorum(new AgentError('unavailable', 'no quorum: looks alike', { details: { voters: 3, healthyVoters: 1, required: 2 } })),
+    ).toBe(false);
     expect(isNoQuorum(new Error('no quorum'))).toBe(false);
   });
 });

@@ -69,19 +69,22 @@ describe('checkVoterAdd', () => {
     [5, 3, 4, 'adding etcd-3 as a voter makes 6 voters with 3 healthy; quorum needs 4'],
     [7, 5, 5, undefined],
     [7, 4, 5, 'adding etcd-3 as a voter makes 8 voters with 4 healthy; quorum needs 5'],
-  ])('when %i voters with %i healthy get a voter, then quorum needs %i and the message is %s', (voters, healthyVoters, required, message) => {
-    const verdict = checkVoterAdd({ voters, healthyVoters, name: 'etcd-3' });
-    if (message === undefined) {
-      expect(verdict).toEqual({ safe: true });
-    } else {
-      expect(verdict).toEqual({
-        safe: false,
-        forceable: false,
-        message,
-        details: { voters, healthyVoters, required, votersAfter: voters + 1 },
-      });
-    }
-  });
+  ])(
+    'when %i voters with %i healthy get a voter, then quorum needs %i and the message is %s',
+    (voters, healthyVoters, required, message) => {
+      const verdict = checkVoterAdd({ voters, healthyVoters, name: 'etcd-3' });
+      if (message === undefined) {
+        expect(verdict).toEqual({ safe: true });
+      } else {
+        expect(verdict).toEqual({
+          safe: false,
+          forceable: false,
+          message,
+          details: { voters, healthyVoters, required, votersAfter: voters + 1 },
+        });
+      }
+    },
+  );
 });
 
 describe('checkRemoval', () => {
@@ -104,14 +107,11 @@ describe('checkRemoval', () => {
     [7, 5, true, undefined],
     [7, 4, true, 'removing etcd-1 leaves 3 healthy voters of 6; quorum needs 4'],
     [7, 4, false, undefined],
-  ])(
-    'when %i voters with %i healthy lose a voter (healthy: %s), then the message is %s',
-    (voters, healthyVoters, healthy, message) => {
-      const verdict = checkRemoval({ voters, healthyVoters, target: { name: 'etcd-1', isVoter: true, healthy } });
-      expect(verdict.safe ? undefined : verdict.message).toBe(message);
-      if (!verdict.safe) expect(verdict.forceable).toBe(true);
-    },
-  );
+  ])('when %i voters with %i healthy lose a voter (healthy: %s), then the message is %s', (voters, healthyVoters, healthy, message) => {
+    const verdict = checkRemoval({ voters, healthyVoters, target: { name: 'etcd-1', isVoter: true, healthy } });
+    expect(verdict.safe ? undefined : verdict.message).toBe(message);
+    if (!verdict.safe) expect(verdict.forceable).toBe(true);
+  });
 
   it('when removal is unsafe, then the details carry the counts before and after', () => {
     expect(checkRemoval({ voters: 3, healthyVoters: 2, target: { name: 'etcd-1', isVoter: true, healthy: true } })).toEqual({

@@ -3,11 +3,31 @@ import type { StatusProbe } from '../../agent/health/types';
 import type { Member, MemberStatus } from '../../agent/proto/types';
 
 function member(id: string, isLearner = false, started = true): Member {
-  return { id, name: started ? `etcd-${id}` : '', peerURLs: [`http://${id}:2380`], clientURLs: started ? [`http://${id}:2379`] : [], isLearner, started };
+  return {
+    id,
+    name: started ? `etcd-${id}` : '',
+    peerURLs: [`http://${id}:2380`],
+    clientURLs: started ? [`http://${id}:2379`] : [],
+    isLearner,
+    started,
+  };
 }
 
 function status(memberId: string): MemberStatus {
-  return { memberId, leaderId: 'a', raftTerm: 2, raftIndex: 9, raftAppliedIndex: 9, dbSizeBytes: 1, dbSizeInUseBytes: 1, revision: 1, isLearner: false, version: '3.6.16', errors: [], latencyMs: 1 };
+  return {
+    memberId,
+    leaderId: 'a',
+    raftTerm: 2,
+    raftIndex: 9,
+    raftAppliedIndex: 9,
+    dbSizeBytes: 1,
+    dbSizeInUseBytes: 1,
+    revision: 1,
+    isLearner: false,
+    version: '3.6.16',
+    errors: [],
+    latencyMs: 1,
+  };
 }
 
 /** What the first round saw of one member: its answer, a failure, never sent for lack of time, or not asked at all. */
@@ -30,42 +50,80 @@ describe('urlsToAskAgain: whom a health observation asks a second time', () => {
     ['no member list known: nobody', undefined, []],
     [
       'a quorum answered, one voter silent: nobody (the verdict stands, the observation ends)',
-      [['a', false, true, 'answered'], ['b', false, true, 'answered'], ['c', false, true, 'silent']],
+      [
+        ['a', false, true, 'answered'],
+        ['b', false, true, 'answered'],
+        ['c', false, true, 'silent'],
+      ],
       [],
     ],
     [
       'one of three answered: both silent voters',
-      [['a', false, true, 'answered'], ['b', false, true, 'silent'], ['c', false, true, 'silent']],
+      [
+        ['a', false, true, 'answered'],
+        ['b', false, true, 'silent'],
+        ['c', false, true, 'silent'],
+      ],
       ['http://b:2379', 'http://c:2379'],
     ],
     [
       'nobody answered: every voter',
-      [['a', false, true, 'silent'], ['b', false, true, 'silent'], ['c', false, true, 'silent']],
+      [
+        ['a', false, true, 'silent'],
+        ['b', false, true, 'silent'],
+        ['c', false, true, 'silent'],
+      ],
       ['http://a:2379', 'http://b:2379', 'http://c:2379'],
     ],
     [
       'a learner answering does not count toward the quorum, and a silent learner is not asked again',
-      [['a', false, true, 'answered'], ['b', false, true, 'silent'], ['c', false, true, 'silent'], ['d', true, true, 'answered'], ['e', true, true, 'silent']],
+      [
+        ['a', false, true, 'answered'],
+        ['b', false, true, 'silent'],
+        ['c', false, true, 'silent'],
+        ['d', true, true, 'answered'],
+        ['e', true, true, 'silent'],
+      ],
       ['http://b:2379', 'http://c:2379'],
     ],
     [
       'a voter never sent for lack of time is not asked again',
-      [['a', false, true, 'answered'], ['b', false, true, 'not-sent'], ['c', false, true, 'silent']],
+      [
+        ['a', false, true, 'answered'],
+        ['b', false, true, 'not-sent'],
+        ['c', false, true, 'silent'],
+      ],
       ['http://c:2379'],
     ],
     [
       'an unstarted voter (no client URL) counts as a voter but cannot be asked',
-      [['a', false, true, 'answered'], ['b', false, false, 'not-asked'], ['c', false, true, 'silent']],
+      [
+        ['a', false, true, 'answered'],
+        ['b', false, false, 'not-asked'],
+        ['c', false, true, 'silent'],
+      ],
       ['http://c:2379'],
     ],
     [
       'two of five answered: the three silent ones',
-      [['a', false, true, 'answered'], ['b', false, true, 'answered'], ['c', false, true, 'silent'], ['d', false, true, 'silent'], ['e', false, true, 'silent']],
+      [
+        ['a', false, true, 'answered'],
+        ['b', false, true, 'answered'],
+        ['c', false, true, 'silent'],
+        ['d', false, true, 'silent'],
+        ['e', false, true, 'silent'],
+      ],
       ['http://c:2379', 'http://d:2379', 'http://e:2379'],
     ],
     [
       'three of five answered: nobody',
-      [['a', false, true, 'answered'], ['b', false, true, 'answered'], ['c', false, true, 'answered'], ['d', false, true, 'silent'], ['e', false, true, 'silent']],
+      [
+        ['a', false, true, 'answered'],
+        ['b', false, true, 'answered'],
+        ['c', false, true, 'answered'],
+        ['d', false, true, 'silent'],
+        ['e', false, true, 'silent'],
+      ],
       [],
     ],
   ])('%s', (_name, rows, expected) => {

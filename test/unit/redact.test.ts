@@ -5,10 +5,19 @@ describe('redact', () => {
   it.each([
     [{ authorization: 'Bearer abc' }, { authorization: '[redacted]' }],
     [{ headers: { Authorization: 'x', accept: 'y' } }, { headers: { Authorization: '[redacted]', accept: 'y' } }],
-    [{ password: 'p', etcdPassword: 'p', passwordFile: '/f' }, { password: '[redacted]', etcdPassword: '[redacted]', passwordFile: '[redacted]' }],
-    [{ privateKey: 'k', private_key: 'k', clientSecret: 's', cookie: 'c' }, { privateKey: '[redacted]', private_key: '[redacted]', clientSecret: '[redacted]', cookie: '[redacted]' }],
+    [
+      { password: 'p', etcdPassword: 'p', passwordFile: '/f' },
+      { password: '[redacted]', etcdPassword: '[redacted]', passwordFile: '[redacted]' },
+    ],
+    [
+      { privateKey: 'k', private_key: 'k', clientSecret: 's', cookie: 'c' },
+      { privateKey: '[redacted]', private_key: '[redacted]', clientSecret: '[redacted]', cookie: '[redacted]' },
+    ],
     [{ list: [{ token: 't' }] }, { list: [{ token: '[redacted]' }] }],
-    [{ name: 'etcd-0', peerURLs: ['http://a:2380'] }, { name: 'etcd-0', peerURLs: ['http://a:2380'] }],
+    [
+      { name: 'etcd-0', peerURLs: ['http://a:2380'] },
+      { name: 'etcd-0', peerURLs: ['http://a:2380'] },
+    ],
   ])('when a field is named like a secret, then its value is replaced: %p', (input, expected) => {
     expect(redact(input)).toEqual(expected);
   });
@@ -43,7 +52,11 @@ describe('redact', () => {
       },
     });
     const logger = createLogger({ stream, level: 'debug' });
-    logger.info('calling with Bearer tok-123', { authorization: 'Bearer tok-123', nested: { password: 'pw-456' }, url: 'https://a:pw-789@h' });
+    logger.info('calling with Bearer tok-123', {
+      authorization: 'Bearer tok-123',
+      nested: { password: 'pw-456' },
+      url: 'https://a:pw-789@h',
+    });
     logger.error(new Error('password: pw-000'));
     expect(text).toContain('[redacted]');
     for (const secret of ['tok-123', 'pw-456', 'pw-789', 'pw-000']) expect(text).not.toContain(secret);

@@ -28,10 +28,45 @@ describe('revision history: which revision was current when', () => {
   });
 
   it.each<[string, Array<[number, number]>, number, number | undefined]>([
-    ['a lower revision later (a lagging member) is ignored', [[0, 100], [5, 90], [10, 120]], 6, 100],
-    ['a sample older than the last one is ignored', [[10, 100], [5, 50]], 6, undefined],
-    ['a zero revision (no header) is ignored', [[0, 0], [5, 10]], 2, undefined],
-    ['samples within a second keep the first of that second', [[0, 100], [1, 101], [1.2, 102], [1.5, 103]], 1.4, 101],
+    [
+      'a lower revision later (a lagging member) is ignored',
+      [
+        [0, 100],
+        [5, 90],
+        [10, 120],
+      ],
+      6,
+      100,
+    ],
+    [
+      'a sample older than the last one is ignored',
+      [
+        [10, 100],
+        [5, 50],
+      ],
+      6,
+      undefined,
+    ],
+    [
+      'a zero revision (no header) is ignored',
+      [
+        [0, 0],
+        [5, 10],
+      ],
+      2,
+      undefined,
+    ],
+    [
+      'samples within a second keep the first of that second',
+      [
+        [0, 100],
+        [1, 101],
+        [1.2, 102],
+        [1.5, 103],
+      ],
+      1.4,
+      101,
+    ],
   ])('when %s, then it is as the table says', (_what, samples, seconds, revision) => {
     expect(history(samples).revisionAt(s(seconds))).toBe(revision);
   });

@@ -6,7 +6,11 @@ describe('settledWithin', () => {
 
   it.each<[string, (resolve: () => void, reject: (e: Error) => void) => void, number]>([
     ['the work ends first', (resolve) => setTimeout(resolve, 20), 20],
-    ["the work fails first (its error is its owner's, not the waiter's)", (_resolve, reject) => setTimeout(() => reject(new Error('failed')), 20), 20],
+    [
+      "the work fails first (its error is its owner's, not the waiter's)",
+      (_resolve, reject) => setTimeout(() => reject(new Error('failed')), 20),
+      20,
+    ],
     ['the work outlasts the wait', () => undefined, 100],
   ])('when %s, then it returns at that moment, and no timer of its own is left', async (_case, work, endsAt) => {
     const start = Date.now();

@@ -39,37 +39,40 @@ describe('SharedObservation', () => {
     it.each<[string, number]>([
       ['quick (a twentieth of the max age)', 50],
       ['slow (over half the max age, as with a silent member)', 520],
-    ])('when callers keep asking every 50 ms and an observation is %s, then once warm no caller waits and none is served stale', async (_what, takesMs) => {
-      let calls = 0;
-      const maxAgeMs = 1000;
-      const shared = new SharedObservation(maxAgeMs, async () => {
-        calls++;
-        await delay(takesMs);
-        return calls;
-      });
-      const first = shared.get();
-      await jest.advanceTimersByTimeAsync(takesMs);
-      await first;
+    ])(
+      'when callers keep asking every 50 ms and an observation is %s, then once warm no caller waits and none is served stale',
+      async (_what, takesMs) => {
+        let calls = 0;
+        const maxAgeMs = 1000;
+        const shared = new SharedObservation(maxAgeMs, async () => {
+          calls++;
+          await delay(takesMs);
+          return calls;
+        });
+        const first = shared.get();
+        await jest.advanceTimersByTimeAsync(takesMs);
+        await first;
 
-      const waited: number[] = [];
-      for (let i = 0; i < 200; i++) {
-        const arrival = performance.now();
-        const answered = { yet: false };
-        const asked = shared.get(arrival).finally(() => (answered.yet = true));
-        // Without the clock moving, only an observation that had already finished can answer.
-        await jest.advanceTimersByTimeAsync(0);
-        if (!answered.yet && i >= 40) waited.push(i); // the first 2 s warm up: the first refresh follows the first observation
-        await jest.advanceTimersByTimeAsync(50);
-        while (!answered.yet) await jest.advanceTimersByTimeAsync(10);
-        const got = await asked;
-        expect(got).toBeDefined();
-        expect(arrival - (got?.startedAt ?? -Infinity)).toBeLessThanOrEqual(maxAgeMs);
-      }
+        const waited: number[] = [];
+        for (let i = 0; i < 200; i++) {
+          const arrival = performance.now();
+          const answered = { yet: false };
+          const asked = shared.get(arrival).finally(() => (answered.yet = true));
+          // Without the clock moving, only an observation that had already finished can answer.
+          await jest.advanceTimersByTimeAsync(0);
+          if (!answered.yet && i >= 40) waited.push(i); // the first 2 s warm up: the first refresh follows the first observation
+          await jest.advanceTimersByTimeAsync(50);
+          while (!answered.yet) await jest.advanceTimersByTimeAsync(10);
+          const got = await asked;
+          expect(got).toBeDefined();
+          expect(arrival - (got?.startedAt ?? -Infinity)).toBeLessThanOrEqual(maxAgeMs);
+        }
 
-      expect(waited).toEqual([]);
-      // Load follows the max age, not the 20 callers a second.
-      expect(calls).toBeLessThanOrEqual(Math.ceil((200 * 50) / (maxAgeMs - takesMs - 50 - takesMs / 10 - 150)) + 3);
-    });
+        expect(waited).toEqual([]);
+        // Load follows the max age, not the 20 callers a second.
+        expect(calls).toBeLessThanOrEqual(Math.ceil((200 * 50) / (maxAgeMs - takesMs - 50 - takesMs / 10 - 150)) + 3);
+      },
+    );
   });
 
   it('when a finished observation is younger than the max age, then it is served without a new one', async () => {

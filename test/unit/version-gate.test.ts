@@ -66,7 +66,12 @@ describe('gateRefusal: the one line the start script gives an etcd the gate refu
       "etcd 3.7.3 cannot replay the 3 requests etcd 3.5 left in this member's write-ahead log: run etcd 3.6 until it takes a snapshot (restart it once with --snapshot-count=1), then upgrade",
     ],
     ['3.6 data with 3 requests of 3.5 in its log', V36, '3.6.16', undefined],
-    ['3.5 data with 3 requests of 3.5 in its log', V35, '3.7.3', 'etcd 3.7.3 cannot run data written by 3.5: upgrade one minor version at a time (3.6 first)'],
+    [
+      '3.5 data with 3 requests of 3.5 in its log',
+      V35,
+      '3.7.3',
+      'etcd 3.7.3 cannot run data written by 3.5: upgrade one minor version at a time (3.6 first)',
+    ],
   ])('when %s meets etcd %s, then the start script says %s', (_what, versions, etcd, refusal) => {
     const gate = versionGate(versions, 3);
     if (gate === undefined) throw new Error('no gate');
@@ -106,10 +111,22 @@ describe('isV2Request: what etcd 3.7 cannot replay', () => {
   const ascii = (text: string): number[] => [...Buffer.from(text)];
 
   it.each<[string, number[], boolean]>([
-    ["a v2 request (3.5's publish: ID, method PUT, path)", [...varint(1, 7), ...bytes(2, ascii('PUT')), ...bytes(3, ascii('/0/members/1/attributes'))], true],
+    [
+      "a v2 request (3.5's publish: ID, method PUT, path)",
+      [...varint(1, 7), ...bytes(2, ascii('PUT')), ...bytes(3, ascii('/0/members/1/attributes'))],
+      true,
+    ],
     ['a v2 request with method QGET', [...varint(1, 7), ...bytes(2, ascii('QGET'))], true],
-    ['an InternalRaftRequest with a put (field 4)', [...varint(1, 7), ...bytes(4, [...bytes(1, ascii('k')), ...bytes(2, ascii('v'))])], false],
-    ['an InternalRaftRequest carrying a v2 request in field 2', [...varint(1, 7), ...bytes(2, [...varint(1, 7), ...bytes(2, ascii('PUT'))])], false],
+    [
+      'an InternalRaftRequest with a put (field 4)',
+      [...varint(1, 7), ...bytes(4, [...bytes(1, ascii('k')), ...bytes(2, ascii('v'))])],
+      false,
+    ],
+    [
+      'an InternalRaftRequest carrying a v2 request in field 2',
+      [...varint(1, 7), ...bytes(2, [...varint(1, 7), ...bytes(2, ascii('PUT'))])],
+      false,
+    ],
     ['a field 2 of other text', [...varint(1, 7), ...bytes(2, ascii('put'))], false],
     ['no protobuf at all', [0xff, 0xff, 0xff], false],
     ['nothing', [], false],

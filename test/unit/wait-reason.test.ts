@@ -5,12 +5,25 @@ import { member } from '../helpers/membership-fixtures';
 const a = member('a');
 const b = member('b');
 const defragmenting = (m = a): Wait => ({ member: m, reason: { kind: 'defragmenting' } });
-const catchingUp = (applied: number, m = a): Wait => ({ member: m, reason: { kind: 'catching-up', appliedIndex: applied, catchUpIndex: 100 } });
+const catchingUp = (applied: number, m = a): Wait => ({
+  member: m,
+  reason: { kind: 'catching-up', appliedIndex: applied, catchUpIndex: 100 },
+});
 
 describe('why a defragmentation run waits', () => {
   it.each<[string, Wait, number, string]>([
-    ['a member is defragmenting now', defragmenting(), DEFRAG_MEMBER_TIMEOUT_MS, 'etcd-a (a) is being defragmented now (etcd_disk_defrag_inflight 1)'],
-    ['the member just done is catching up', catchingUp(80), DEFRAG_CATCH_UP_MAX_MS, 'etcd-a (a) is applying what it missed while it was defragmented (80 of 100)'],
+    [
+      'a member is defragmenting now',
+      defragmenting(),
+      DEFRAG_MEMBER_TIMEOUT_MS,
+      'etcd-a (a) is being defragmented now (etcd_disk_defrag_inflight 1)',
+    ],
+    [
+      'the member just done is catching up',
+      catchingUp(80),
+      DEFRAG_CATCH_UP_MAX_MS,
+      'etcd-a (a) is applying what it missed while it was defragmented (80 of 100)',
+    ],
   ])('when %s, then the wait lasts up to its kind’s limit and says so', (_what, wait, limit, words) => {
     expect(waitLimitMs(wait.reason)).toBe(limit);
     expect(describeWait(wait)).toBe(words);

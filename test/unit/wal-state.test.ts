@@ -27,7 +27,9 @@ function varint(n: bigint | number): Buffer {
 function message(fields: Array<[number, number | bigint | Buffer]>): Buffer {
   return Buffer.concat(
     fields.map(([field, value]) =>
-      Buffer.isBuffer(value) ? Buffer.concat([varint((field << 3) | 2), varint(value.length), value]) : Buffer.concat([varint(field << 3), varint(value)]),
+      Buffer.isBuffer(value)
+        ? Buffer.concat([varint((field << 3) | 2), varint(value.length), value])
+        : Buffer.concat([varint(field << 3), varint(value)]),
     ),
   );
 }
@@ -39,30 +41,68 @@ class Segment {
 
   constructor(startCrc = 0) {
     this.digest = startCrc;
-    this.frame(message([[1, TYPE.crc], [2, startCrc]]));
+    this.frame(
+      message([
+        [1, TYPE.crc],
+        [2, startCrc],
+      ]),
+    );
   }
 
   record(type: number, data: Buffer, crc?: number): this {
     this.digest = crc32c(this.digest, data);
-    this.frame(message([[1, type], [2, crc ?? this.digest], [3, data]]));
+    this.frame(
+      message([
+        [1, type],
+        [2, crc ?? this.digest],
+        [3, data],
+      ]),
+    );
     return this;
   }
 
   metadata(member: bigint, cluster: bigint): this {
-    return this.record(TYPE.metadata, message([[1, member], [2, cluster]]));
+    return this.record(
+      TYPE.metadata,
+      message([
+        [1, member],
+        [2, cluster],
+      ]),
+    );
   }
 
   state(term: number, vote: number, commit: number): this {
-    return this.record(TYPE.state, message([[1, term], [2, vote], [3, commit]]));
+    return this.record(
+      TYPE.state,
+      message([
+        [1, term],
+        [2, vote],
+        [3, commit],
+      ]),
+    );
   }
 
   entries(term: number, from: number, to: number): this {
-    for (let i = from; i <= to; i++) this.record(TYPE.entry, message([[2, term], [3, i], [4, Buffer.from(`put ${i}`)]]));
+    for (let i = from; i <= to; i++)
+      this.record(
+        TYPE.entry,
+        message([
+          [2, term],
+          [3, i],
+          [4, Buffer.from(`put ${i}`)],
+        ]),
+      );
     return this;
   }
 
   snapshot(index: number, term: number): this {
-    return this.record(TYPE.snapshot, message([[1, index], [2, term]]));
+    return this.record(
+      TYPE.snapshot,
+      message([
+        [1, index],
+        [2, term],
+      ]),
+    );
   }
 
   bytes(tail = Buffer.alloc(0)): Buffer {
@@ -104,7 +144,21 @@ describe('walStateOf', () => {
     ],
     [
       'a record whose CRC does not match: read up to it, never past it',
-      () => new Segment().metadata(MEMBER, CLUSTER).state(2, 1, 3).entries(2, 1, 3).record(TYPE.state, message([[1, 9], [3, 99]]), 12345).entries(9, 4, 5).bytes(),
+      () =>
+        new Segment()
+          .metadata(MEMBER, CLUSTER)
+          .state(2, 1, 3)
+          .entries(2, 1, 3)
+          .record(
+            TYPE.state,
+            message([
+              [1, 9],
+              [3, 99],
+            ]),
+            12345,
+          )
+          .entries(9, 4, 5)
+          .bytes(),
       { term: 2, commit: 3, lastIndex: 3, lastTerm: 2 },
     ],
     [
@@ -147,10 +201,20 @@ describe('readWalState', () => {
   it('when the data directory has several segments, then the newest is read (each begins with the current HardState)', () => {
     const wal = path.join(dir, 'member', 'wal');
     fs.mkdirSync(wal, { recursive: true });
-    fs.writeFileSync(path.join(wal, '0000000000000000-0000000000000000.wal'), new Segment().metadata(MEMBER, CLUSTER).state(2, 1, 10).entries(2, 1, 10).bytes());
-    fs.writeFileSync(path.join(wal, '0000000000000001-000000000000000b.wal'), new Segment(77).metadata(MEMBER, CLUSTER).state(2, 1, 10).entries(2, 11, 20).state(2, 1, 19).bytes(Buffer.alloc(512)));
+    fs.writeFileSync(
+      path.join(wal, '0000000000000000-0000000000000000.wal'),
+      new Segment().metadata(MEMBER, CLUSTER).state(2, 1, 10).entries(2, 1, 10).bytes(),
+    );
+    fs.writeFileSync(
+      path.join(wal, '0000000000000001-000000000000000b.wal'),
+      new Segment(77).metadata(MEMBER, CLUSTER).state(2, 1, 10).entries(2, 11, 20).state(2, 1, 19).bytes(Buffer.alloc(512)),
+    );
     fs.writeFileSync(path.join(wal, 'not-a-segment.tmp'), 'x');
-    expect(readWalState(dir)).toMatchObject({ commit: 19, lastIndex: 20, segment: path.join(wal, '0000000000000001-000000000000000b.wal') });
+    expect(readWalState(dir)).toMatchObject({
+      commit: 19,
+      lastIndex: 20,
+      segment: path.join(wal, '0000000000000001-000000000000000b.wal'),
+    });
   });
 
   it('when the data directory has no WAL, then it answers undefined', () => {
