@@ -1,6 +1,8 @@
 /**
  * The `kube-inject` command: its flags, the file or standard input it reads, and its exit code
- * (0 done, 2 usage, 1 unreadable or invalid YAML); the injection itself is kube-inject.ts's.
+ * (0 done, 2 usage, 1 unreadable or invalid YAML); the injection itself is kube-inject.ts's. A value
+ * of the input that Pod Security "restricted" refuses is a warning on stderr, one line each, and the
+ * YAML is printed all the same (exit 0).
  */
 import { readFile as readFileFromDisk } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
@@ -83,7 +85,10 @@ export async function runKubeInject(argv: string[], io: KubeInjectIo): Promise<n
     return 1;
   }
   try {
-    io.stdout(kubeInject(text, options));
+    const warnings: string[] = [];
+    const output = kubeInject(text, options, (line) => warnings.push(line));
+    for (const line of warnings) io.stderr(`${PROGRAM} kube-inject: warning: ${source}: ${line}\n`);
+    io.stdout(output);
   } catch (error) {
     if (error instanceof KubeInjectUsageError) return usageError(io, `${source}: ${error.message}`);
     io.stderr(`${PROGRAM} kube-inject: ${source}: ${firstLine(errorMessage(error))}\n`);

@@ -31,7 +31,11 @@ export const KUBE_INJECT_USAGE: CommandUsage = {
     },
     { flag: '--host-network-listen IP', default: '127.0.0.1', meaning: 'the address the agent listens on in a hostNetwork: true pod' },
   ],
-  notes: ['exit codes: 0 printed, 1 the file cannot be read or is not valid YAML, 2 usage'],
+  notes: [
+    'Every injected pod runs as non-root (etcd\'s user, else 65532) with the settings Pod Security "restricted" asks for; ' +
+      'a value of the input that "restricted" refuses (hostNetwork: true, runAsUser: 0, privileged: true …) is kept and named on stderr, one warning each.',
+    'exit codes: 0 printed (warnings too), 1 the file cannot be read or is not valid YAML, 2 usage',
+  ],
 };
 
 /** What kube-inject may be told; everything but the image is optional. */

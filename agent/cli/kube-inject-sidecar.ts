@@ -4,6 +4,7 @@
  */
 import type { ListenPlan } from './kube-inject-host-network';
 import type { ResolvedInjectOptions } from './kube-inject-options';
+import { DEFAULT_RUN_AS } from './kube-inject-restricted';
 
 /** Name of the injected container; a pod that has a container of this name counts as injected. */
 export const SIDECAR_NAME = 'etcd-lifecycle-agent';
@@ -85,7 +86,9 @@ export function sidecarContainer(
     readinessProbe: probe('/readyz'),
     securityContext: {
       runAsNonRoot: true,
-      runAsUser: 65532,
+      runAsUser: DEFAULT_RUN_AS,
+      // Else a kubelet runs it with gid 0.
+      runAsGroup: DEFAULT_RUN_AS,
       readOnlyRootFilesystem: true,
       allowPrivilegeEscalation: false,
       capabilities: { drop: ['ALL'] },

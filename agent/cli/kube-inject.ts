@@ -23,6 +23,12 @@
  * downward API, so an agent whose pod is moved to the node's network later sees it
  * (agent/config/host-network.ts) and does not run without a token.
  *
+ * Every pod it injects is made to pass Pod Security "restricted" as far as its input allows: it runs
+ * as non-root (etcd's user, else 65532) with `fsGroup` for etcd's volume, the runtime's default
+ * seccomp profile, no privilege escalation and no capabilities (kube-inject-restricted.ts). A value
+ * of the input that "restricted" refuses (`hostNetwork: true`, `runAsUser: 0`, `privileged: true`
+ * …) is kept, and named in one warning per field.
+ *
  * This file edits the YAML; the command around it is kube-inject-command.ts, the sidecar container
  * kube-inject-sidecar.ts, the options and their check kube-inject-options.ts.
  */
@@ -31,15 +37,18 @@ import { listenPlan } from './kube-inject-host-network';
 import { InjectOptions, ResolvedInjectOptions, resolveInjectOptions } from './kube-inject-options';
 import { etcdProbes } from './kube-inject-etcd-probes';
 import { injectPrepare } from './kube-inject-prepare';
+import { etcdRunAs, restrictContainers, restrictedFindings, restrictPod } from './kube-inject-restricted';
 import { PodSite, SIDECAR_NAME, sidecarContainer, TOKEN_VOLUME } from './kube-inject-sidecar';
 import { envValue, seqAt, stringsOf } from './yaml-nodes';
 
 /**
  * Returns `yamlText` with the agent sidecar added to each StatefulSet's pod template and each Pod,
  * also inside a `kind: List` or across `---` documents; other kinds pass through unchanged.
+ * `warn` is given one line for each value of an injected pod that Pod Security "restricted" refuses
+ * (`StatefulSet demo/etcd: spec.template.spec.hostNetwork is true: …`).
  * Throws an Error with a one-line message when the YAML does not parse or an option is invalid.
  */
-export function kubeInject(yamlText: string, options: Partial<InjectOptions> = {}): string {
+export function kubeInject(yamlText: string, options: Partial<InjectOptions> = {}, warn: (line: string) => void = () => undefined): string {
   const resolved = resolveInjectOptions(options);
   const docs = parseAllDocuments(yamlText);
   if (!Array.isArray(docs) || docs.length === 0) return yamlText;
@@ -50,7 +59,7 @@ export function kubeInject(yamlText: string, options: Partial<InjectOptions> = {
 
   let changed = false;
   for (const doc of docs) {
-    if (injectResource(doc, doc.contents, resolved)) changed = true;
+    if (injectResource(doc, doc.contents, resolved, warn)) changed = true;
   }
   // Unchanged input is returned as it came, so a second run cannot even re-format it.
   if (!changed) return yamlText;
@@ -59,7 +68,7 @@ export function kubeInject(yamlText: string, options: Partial<InjectOptions> = {
 }
 
 /** Injects into one resource (recursing into lists); true when it changed anything. */
-function injectResource(doc: Document, node: unknown, options: ResolvedInjectOptions): boolean {
+function injectResource(doc: Document, node: unknown, options: ResolvedInjectOptions, warn: (line: string) => void): boolean {
   if (!isMap(node)) return false;
   const kind = node.get('kind');
   if (kind === 'StatefulSet') {
@@ -70,7 +79,7 @@ function injectResource(doc: Document, node: unknown, options: ResolvedInjectOpt
       serviceName: stringAt(node, ['spec', 'serviceName']),
       resource: resourceName(node),
     };
-    return injectPod(doc, podSpec, site, options);
+    return injectPod(doc, podSpec, site, options, warn, 'spec.template.spec');
   }
   if (kind === 'Pod') {
     const podSpec = node.get('spec');
@@ -80,22 +89,32 @@ function injectResource(doc: Document, node: unknown, options: ResolvedInjectOpt
       serviceName: stringAt(podSpec, ['subdomain']),
       resource: resourceName(node),
     };
-    return injectPod(doc, podSpec, site, options);
+    return injectPod(doc, podSpec, site, options, warn, 'spec');
   }
   if (typeof kind === 'string' && kind.endsWith('List')) {
     const items = node.get('items');
     if (!isSeq(items)) return false;
     let changed = false;
     for (const item of items.items) {
-      if (injectResource(doc, item, options)) changed = true;
+      if (injectResource(doc, item, options, warn)) changed = true;
     }
     return changed;
   }
   return false;
 }
 
-/** Adds the sidecar (and etcd's readiness probe, and the token volume) to one pod spec. */
-function injectPod(doc: Document, podSpec: YAMLMap, site: PodSite, options: ResolvedInjectOptions): boolean {
+/**
+ * Adds the sidecar (and etcd's readiness probe, and the token volume) to one pod spec, at `at` in its
+ * resource (`spec.template.spec`), and makes the pod restricted as far as its input allows.
+ */
+function injectPod(
+  doc: Document,
+  podSpec: YAMLMap,
+  site: PodSite,
+  options: ResolvedInjectOptions,
+  warn: (line: string) => void,
+  at: string,
+): boolean {
   const containers = podSpec.get('containers');
   if (!isSeq(containers)) return false;
   if (hasContainerNamed(containers, SIDECAR_NAME) || hasContainerNamed(podSpec.get('initContainers'), SIDECAR_NAME)) {
@@ -104,6 +123,14 @@ function injectPod(doc: Document, podSpec: YAMLMap, site: PodSite, options: Reso
 
   const listen = listenPlan(podSpec.get('hostNetwork') === true, site.resource, options);
   const etcd = findEtcdContainer(containers);
+  const input = podSpec.toJSON() as Record<string, unknown>;
+  for (const finding of restrictedFindings(input)) {
+    warn(
+      `${site.resource}: ${at}.${finding.field} is ${finding.value}: Pod Security "restricted" refuses this pod (kept as the input sets it)`,
+    );
+  }
+  const runAs = etcdRunAs(input, etcd?.toJSON() as Record<string, unknown> | undefined);
+  restrictPod(doc, podSpec, runAs);
   const schemes = {
     client: etcd !== undefined && usesHttps(etcd, 'listen-client-urls') ? 'https' : 'http',
     peer: etcd !== undefined && usesHttps(etcd, 'listen-peer-urls') ? 'https' : 'http',
@@ -124,6 +151,7 @@ function injectPod(doc: Document, podSpec: YAMLMap, site: PodSite, options: Reso
         agentEnv: sidecarSpec.env,
         agentMounts: sidecarSpec.volumeMounts ?? [],
         resources: sidecarSpec.resources,
+        runAs,
       },
       sidecar,
     );
@@ -150,6 +178,7 @@ function injectPod(doc: Document, podSpec: YAMLMap, site: PodSite, options: Reso
     const secret = { secretName: options.tokenSecret, items: [{ key: 'token', path: 'token' }] };
     seqAt(podSpec, 'volumes').add(doc.createNode({ name: TOKEN_VOLUME, secret }));
   }
+  restrictContainers(doc, podSpec);
   return true;
 }
 

@@ -1,7 +1,7 @@
 /**
  * The files through which the sidecar restarts its pod's etcd and prepares it again, without the
  * pod being deleted: they live beside prepare's flags file, in the emptyDir the etcd container's
- * start script (kube-inject-prepare.ts `etcdStartScript`) reads. The script runs etcd as its child
+ * start script (start-script.ts `etcdStartScript`) reads. The script runs etcd as its child
  * and looks for:
  * - `etcd-restart`: stop etcd (SIGTERM) and go round again;
  * - `etcd-hold`: while it exists, do not start etcd; say so in `etcd-state` (`held <nonce>`);

@@ -12,6 +12,7 @@ import { unusableDirectory, unwritableFile } from '../config/paths';
 import { settingsOptions } from '../config/settings';
 import type { CommandUsage } from '../lib/usage';
 import { peerUrlFromTemplate, validatePeerUrl } from '../proto/urls';
+import { TAKEOVER_HINT, unusableEntry } from './data-access';
 import type { InitialMember } from './decide';
 
 /** Where the etcd container's command sources its start flags from, unless told otherwise. */
@@ -156,7 +157,13 @@ export function loadPrepareOptions(env: NodeJS.ProcessEnv, argv: readonly string
   const flagsFile = path.resolve(raw('flags-file') ?? DEFAULT_FLAGS_FILE);
   // Checked now, so a path that cannot serve is one line and exit 2, not a failure half-way through.
   const dirProblem = unusableDirectory(path.resolve(dataDir), sidecar);
-  if (dirProblem !== undefined) throw new ConfigError(VARIABLES['data-dir'], `${dataDir} ${dirProblem}`);
+  if (dirProblem !== undefined) {
+    const hint = dirProblem.includes('permission denied') ? `; ${TAKEOVER_HINT}` : '';
+    throw new ConfigError(VARIABLES['data-dir'], `${dataDir} ${dirProblem}${hint}`);
+  }
+  // The init container runs as etcd's user: every file etcd will open must be usable by it.
+  const entryProblem = sidecar ? undefined : unusableEntry(path.resolve(dataDir));
+  if (entryProblem !== undefined) throw new ConfigError(VARIABLES['data-dir'], entryProblem);
   const flagsProblem = unwritableFile(flagsFile);
   if (flagsProblem !== undefined) throw new ConfigError(VARIABLES['flags-file'], `${flagsFile} ${flagsProblem}`);
   return {

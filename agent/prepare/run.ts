@@ -24,12 +24,14 @@ import type { Logger } from '../observability/logger';
 import { createMetrics } from '../observability/metrics';
 import { isAgentError } from '../proto/errors';
 import { askPeers, AnswerServer, serveAnswer } from './answer-server';
+import { cleanUpAsides } from './aside-cleanup';
 import { asideTarget, moveAside, readDataDir } from '../etcd-data/data-dir';
 import type { EtcdStartControl } from './etcd-control';
 import { BootstrapPlan, decidePrepare, initialClusterOf, PrepareFacts, PrepareStep } from './decide';
 import { linger } from './linger';
 import type { PrepareOptions } from './options';
 import { readMarker, StartStep, writeStart } from './start-files';
+import { installStartScript } from './start-script';
 
 /** Pause between passes while waiting. */
 const PASS_PAUSE_MS = 500;
@@ -45,6 +47,9 @@ const MOVE_ASIDE_WAIT_MS = 5000;
 /** Runs prepare to its end; resolves to the exit code (0 flags written, 1 not decided in time). */
 export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<number> {
   const { config } = opts;
+  // First, whatever is decided: the etcd container's command runs this script (start-script.ts), and
+  // each start of the pod brings the one of the agent's image it runs.
+  installStartScript(opts.flagsFile, opts.dataDir);
   const cluster = new EtcdCluster(connectionOptions(config, logger));
   // Without a quorum the member list read answers at once, naming the figures: the reason prepare waits.
   // An init container is in no hurry: its look at the voters gives each Status at least
@@ -67,7 +72,11 @@ export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<
       return undefined;
     });
     const outcome = await preparePasses(opts, { cluster, membership, gate, logger }, { until: Date.now() + opts.waitSeconds * 1000 });
-    if (outcome.prepared) return 0;
+    if (outcome.prepared) {
+      // Once etcd's start is decided: copies moved aside at earlier starts that are no longer needed go.
+      await cleanUpAsides(opts, cluster, logger);
+      return 0;
+    }
     logger.error('prepare cannot decide safely yet; exiting so the init container runs it again', {
       member: opts.self.name,
       reason: outcome.reason,

@@ -30,7 +30,7 @@ export function markerPath(dataDir: string): string {
 /**
  * The start flags, one `set -- "$@" '<flag>'` line each, after the version gate's lines when the data
  * directory records versions (version-gate.ts `gateLines`): kube-inject's start script reads them as
- * data (kube-inject-prepare.ts `etcdStartScript`), and a shell that sources the file gets the same
+ * data (start-script.ts `etcdStartScript`), and a shell that sources the file gets the same
  * arguments (the last flag wins in etcd) and reads the gate as comments.
  */
 export function flagsFileContent(step: StartStep, token: string, name: string, at: Date, gate?: VersionGate): string {

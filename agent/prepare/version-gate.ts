@@ -112,10 +112,10 @@ export const GATE_PREFIX = '#etcd-version-';
  * The gate as data lines of the flags file, which kube-inject's start script reads (never runs):
  * `#etcd-version-gate <oldest rank> <newest rank>` (rank: major × 10000 + minor) and the two
  * refusals, `#etcd-version-too-old <line>` and `#etcd-version-too-new <line>`, in which the script
- * puts the version `"$0" --version` prints in place of `{version}`. A shell that sources the file
+ * puts the version `<etcd binary> --version` prints in place of `{version}`. A shell that sources the file
  * reads them as comments. The script prints the refusal on stderr, writes it to `etcd-start-note`
  * beside the flags file (for the sidecar's health) and to the termination log, and exits 1
- * (kube-inject-prepare.ts `etcdStartScript`).
+ * (start-script.ts `etcdStartScript`).
  */
 export function gateLines(gate: VersionGate): string[] {
   return [

@@ -22,6 +22,7 @@ const VERSION_DEPENDENT = [
   'membership-quorum.test.ts',
   'maintenance-defrag.test.ts',
   'prepare.test.ts',
+  'prepare-takeover.test.ts',
   'health.test.ts',
   'health-learner.test.ts',
   'etcd-data-dir-facts.test.ts',

@@ -3,10 +3,10 @@
  * run them: each pod has its own loopback address (127.x.y.z, as a pod has its
  * own IP), the same ports as every other pod, a volume (its data directory),
  * and an emptyDir (the flags file). Starting a pod runs `prepare` (the init
- * container, the built agent as a child process) and then etcd through the
- * same `sh -c '. flags && exec etcd "$@"'` script kube-inject writes; the
- * sidecar is a real agent, in this process, whose auto-promotion promotes the
- * pod's learner.
+ * container, the built agent as a child process) and then etcd as the etcd
+ * container's command does, `sh etcd-start <etcd> <args>`, with the start
+ * script prepare installed beside the flags file; the sidecar is a real agent,
+ * in this process, whose auto-promotion promotes the pod's learner.
  */
 import { ChildProcess, execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -14,10 +14,10 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { RunningAgent, startAgent } from '../../agent/agent';
-import { etcdStartScript } from '../../agent/cli/kube-inject-prepare';
 import { loadConfig } from '../../agent/config/config';
 import { flagLine } from '../../agent/prepare/etcd-control';
 import { loadPrepareOptions } from '../../agent/prepare/options';
+import { installStartScript, startScriptPath } from '../../agent/prepare/start-script';
 import { createLogger } from '../../agent/observability/logger';
 import { createMetrics } from '../../agent/observability/metrics';
 import { findEtcd, findEtcdctl } from '../../scripts/local-cluster';
@@ -29,6 +29,8 @@ import { eventually } from './eventually';
 
 /** Debian's static busybox (package busybox-static), which the agent's image copies into the pod as etcd's shell. */
 export const BUSYBOX = '/bin/busybox';
+/** util-linux's setpriv, which runs a process as another user (and with a parent-death signal). */
+const SETPRIV = '/usr/bin/setpriv';
 
 /** One pod: its stable identity and, while they run, its processes. */
 export interface Pod {
@@ -47,6 +49,12 @@ export interface Pod {
   agentRuns: ChildAgent[];
   /** Play the kubelet: start the etcd container again when its script exits unasked. */
   restartOnExit?: boolean;
+}
+
+/** A user and group to run a pod's containers as, as a pod's `runAsUser`, `runAsGroup` and `fsGroup` (the same group) do. */
+export interface RunAs {
+  uid: number;
+  gid: number;
 }
 
 /** What one run of prepare did. */
@@ -134,7 +142,15 @@ export class PodSet {
    */
   prepare(
     name: string,
-    opts: { killOn?: (line: LogLine) => boolean; crashAt?: string; waitSeconds?: number; endpoints?: number; keepRun?: boolean } = {},
+    opts: {
+      killOn?: (line: LogLine) => boolean;
+      crashAt?: string;
+      waitSeconds?: number;
+      endpoints?: number;
+      keepRun?: boolean;
+      /** Run as this user and group (setpriv), as a pod's securityContext does; the test runs as root. */
+      as?: RunAs;
+    } = {},
   ): Promise<PrepareRun> {
     const pod = this.pod(name);
     if (opts.keepRun !== true) fs.rmSync(path.dirname(pod.flagsFile), { recursive: true, force: true });
@@ -155,7 +171,8 @@ export class PodSet {
       ...(opts.crashAt === undefined ? {} : { ETCD_AGENT_CRASH_POINTS: opts.crashAt }),
     };
     const [node, argv] = binCommand(this.main, ['prepare']);
-    const child = spawn(node, argv, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const [cmd, words] = opts.as === undefined ? [node, argv] : [SETPRIV, [...this.asUser(name, opts.as), '--', node, ...argv]];
+    const child = spawn(cmd, words, { env, stdio: ['ignore', 'pipe', 'pipe'] });
     const run: PrepareRun = { code: null, signal: null, lines: [], stderr: '' };
     let buffer = '';
     child.stdout.setEncoding('utf8');
@@ -194,11 +211,12 @@ export class PodSet {
   }
 
   /**
-   * Starts pod `name`'s etcd container: the start script kube-inject writes (Debian's static busybox
-   * when it is installed, as in the pod, else /bin/sh), which runs etcd as its child. With
-   * `restartOnExit` set on the pod, a script that exits unasked is started again, as the kubelet does.
+   * Starts pod `name`'s etcd container: the start script prepare installed (installed here as prepare
+   * does when the test wrote the flags by hand), run by Debian's static busybox as in the pod, which
+   * runs etcd as its child. With `restartOnExit` set on the pod, a script that exits unasked is
+   * started again, as the kubelet does.
    */
-  startEtcd(name: string): void {
+  startEtcd(name: string, opts: { as?: RunAs } = {}): void {
     const pod = this.pod(name);
     if (pod.etcd !== undefined) throw new Error(`${name}'s etcd already runs`);
     const args = [
@@ -226,13 +244,20 @@ export class PodSet {
     const log = fs.openSync(path.join(this.root, name, 'etcd.log'), 'a');
     try {
       // As the harness does: with setpriv, the kernel kills etcd when its parent (the script) dies, even
-      // by SIGKILL. A wrapper (run by the same busybox) notes each start's arguments (etcdStarts).
+      // by SIGKILL. etcd's binary, as the script is given it, is a wrapper (run by the same busybox)
+      // that notes each start's arguments (etcdStarts) and passes the script's `--version` on.
       const setpriv = ['/usr/bin/setpriv', '/bin/setpriv'].find((f) => fs.existsSync(f));
-      const etcd = setpriv === undefined ? this.etcdBin : `${setpriv} --pdeathsig=KILL -- ${this.etcdBin}`;
+      const etcdBin = opts.as === undefined ? this.etcdBin : this.reachableEtcd();
+      const etcd = setpriv === undefined ? etcdBin : `${setpriv} --pdeathsig=KILL -- ${etcdBin}`;
       const wrapper = path.join(this.root, name, 'etcd-wrapper.sh');
-      fs.writeFileSync(wrapper, `echo "$*" >> ${path.join(this.root, name, 'etcd-starts.log')}\nexec ${etcd} "$@"\n`);
-      const argv = [shell, '-c', etcdStartScript(pod.flagsFile, `${shell} ${wrapper}`, pod.dataDir), this.etcdBin, ...args];
-      const [cmd, ...rest] = setpriv === undefined ? argv : [setpriv, '--pdeathsig=KILL', '--', ...argv];
+      const starts = path.join(this.root, name, 'etcd-starts.log');
+      fs.writeFileSync(wrapper, `#!${shell}\n[ "$1" = --version ] || echo "$*" >> ${starts}\nexec ${etcd} "$@"\n`, { mode: 0o755 });
+      const script = fs.existsSync(startScriptPath(pod.flagsFile))
+        ? startScriptPath(pod.flagsFile)
+        : installStartScript(pod.flagsFile, pod.dataDir);
+      const argv = [shell, script, wrapper, ...args];
+      const user = opts.as === undefined ? [] : this.asUser(name, opts.as);
+      const [cmd, ...rest] = setpriv === undefined ? argv : [setpriv, ...user, '--pdeathsig=KILL', '--', ...argv];
       // Nothing of the machine's environment, as in the pod, but its CPU limit's GOMAXPROCS (etcd-environment.js).
       const env = process.env.GOMAXPROCS === undefined ? {} : { GOMAXPROCS: process.env.GOMAXPROCS };
       const child = spawn(cmd, rest, { env, stdio: ['ignore', log, log], detached: true });
@@ -250,6 +275,31 @@ export class PodSet {
     } finally {
       fs.closeSync(log);
     }
+  }
+
+  /**
+   * setpriv's flags that run a process as `as` (its group also its only supplementary group, as a
+   * pod's fsGroup), after making what the harness keeps for pod `name` reachable to that user: the
+   * temporary root (made 0700), the pod's directory and the wrapper's log of starts in it.
+   */
+  private asUser(name: string, as: RunAs): string[] {
+    fs.chmodSync(this.root, 0o755);
+    fs.mkdirSync(path.join(this.root, name), { recursive: true });
+    fs.chownSync(path.join(this.root, name), as.uid, as.gid);
+    const starts = path.join(this.root, name, 'etcd-starts.log');
+    if (fs.existsSync(starts)) fs.chownSync(starts, as.uid, as.gid);
+    return [`--reuid=${as.uid}`, `--regid=${as.gid}`, `--groups=${as.gid}`];
+  }
+
+  /** etcd's binary copied where any user may run it (the build cache may sit in root's home). */
+  private reachableEtcd(): string {
+    const copy = path.join(this.root, 'bin', 'etcd');
+    if (!fs.existsSync(copy)) {
+      fs.mkdirSync(path.dirname(copy), { recursive: true, mode: 0o755 });
+      fs.copyFileSync(this.etcdBin, copy);
+      fs.chmodSync(copy, 0o755);
+    }
+    return copy;
   }
 
   /** Stops pod `name`'s etcd container (SIGTERM to the script, or SIGKILL to all of it when `kill`) and waits for it to exit; no restart follows. */

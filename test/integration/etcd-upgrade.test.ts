@@ -27,11 +27,11 @@ import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { etcdStartScript } from '../../agent/cli/kube-inject-prepare';
 import { readDataVersions } from '../../agent/etcd-data/data-dir';
 import type { DataVersions } from '../../agent/etcd-data/data-dir';
 import { gateLines, gateRefusal, versionGate } from '../../agent/prepare/version-gate';
 import { flagLine } from '../../agent/prepare/etcd-control';
+import { installStartScript, startScriptPath } from '../../agent/prepare/start-script';
 import { scanWal } from '../../agent/etcd-data/wal-scan';
 import { binCommand } from '../../scripts/bin-command';
 import { etcdInstallOf, type EtcdInstall } from '../../scripts/etcd-version';
@@ -514,17 +514,22 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
       const note = path.join(dir, 'etcd-start-note');
       fs.writeFileSync(file, [...gateLines(gate), flagLine('--initial-cluster-token=started'), ''].join('\n'));
       const installs = [etcdInstallOf('3.4'), v35, v36, v37];
+      const script = installStartScript(file, path.join(dir, 'data'));
       for (const shell of [[BUSYBOX, 'sh'], ['/bin/sh']]) {
         for (const install of installs) {
           const want = gateRefusal(gate, install.version);
+          // etcd's binary for the script: the real etcd when asked its version, `echo would start` for the start itself.
+          const binary = path.join(dir, `etcd-${install.version}`);
+          fs.writeFileSync(binary, `#!/bin/sh\n[ "$1" = --version ] && exec ${install.etcd} --version\necho would start "$@"\n`, {
+            mode: 0o755,
+          });
           let out: string;
           try {
-            // The whole start script, with `echo would start` for etcd's binary ($0 is the real etcd, which it asks its version).
-            out = execFileSync(
-              shell[0],
-              [...shell.slice(1), '-c', etcdStartScript(file, 'echo would start', path.join(dir, 'data')), install.etcd, '--x'],
-              { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] },
-            );
+            // The whole start script, as installed, run as the etcd container's command runs it.
+            out = execFileSync(shell[0], [...shell.slice(1), script, binary, '--x'], {
+              encoding: 'utf8',
+              stdio: ['ignore', 'pipe', 'pipe'],
+            });
           } catch (err) {
             const failed = err as { status: number; stderr: string };
             expect([shell[0], install.version, failed.status, failed.stderr]).toEqual([
@@ -591,12 +596,22 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     return { code, prepared, output, ms: Date.now() - started };
   }
 
-  /** The etcd container's command in kube-inject's pods: busybox sh running kube-inject's start script (etcd as its child, with the flags and version gate prepare wrote). */
+  /**
+   * The etcd container's command in kube-inject's pods: busybox sh running the start script prepare
+   * installed beside the flags file, etcd's binary its first argument (etcd as its child, with the
+   * flags and version gate prepare wrote). The cluster puts etcd's path and arguments after these
+   * words; the first word drops that path for a wrapper of it.
+   */
   function startScript(name: string, etcd: EtcdInstall): string[] {
     // etcd runs as the script's child: with setpriv, the kernel kills it when the script dies, as the harness's own etcd.
     const setpriv = ['/usr/bin/setpriv', '/bin/setpriv'].find((f) => fs.existsSync(f));
-    const binary = setpriv === undefined ? etcd.etcd : `${setpriv} --pdeathsig=KILL -- ${etcd.etcd}`;
-    return [BUSYBOX, 'sh', '-c', etcdStartScript(flagsFile(name), binary, cluster.member(name).dataDir)];
+    const binary = path.join(runDir, name, `etcd-${etcd.version}`);
+    const exec = setpriv === undefined ? etcd.etcd : `${setpriv} --pdeathsig=KILL -- ${etcd.etcd}`;
+    fs.writeFileSync(binary, `#!${BUSYBOX} sh\nexec ${exec} "$@"\n`, { mode: 0o755 });
+    const script = startScriptPath(flagsFile(name));
+    if (!fs.existsSync(script)) throw new Error(`${script} is missing: prepare installs it, and every start here follows a prepare`);
+    // `sh -c CMD etcd ARGS…`: etcd's path is $0 and is dropped; exec keeps the pid the cluster watches.
+    return [BUSYBOX, 'sh', '-c', `exec ${BUSYBOX} sh ${script} ${binary} "$@"`];
   }
 
   /**

@@ -206,6 +206,14 @@ describe('deploy/ rendered by kubectl kustomize', () => {
     expect(probes.filter(([, p]) => typeof (p as Json).timeoutSeconds !== 'number').map(([where]) => where)).toEqual([]);
   });
 
+  it("when the StatefulSet flavour is rendered, then a pod scaled away loses its PVC and a deleted StatefulSet's PVCs stay", () => {
+    // The schema (Kubernetes 1.27's OpenAPI) types both fields as strings; the API server takes only these two values.
+    expect(at(one(flavours.statefulset, 'StatefulSet'), 'spec', 'persistentVolumeClaimRetentionPolicy')).toEqual({
+      whenScaled: 'Delete',
+      whenDeleted: 'Retain',
+    });
+  });
+
   it('when the PrometheusRule is rendered, then it carries deploy/prometheus/rules.yaml unchanged', () => {
     const rules = parse(fs.readFileSync(path.join(DEPLOY, 'prometheus', 'rules.yaml'), 'utf8')) as Json;
     for (const name of ['statefulset', 'kubeblocks'] as const) {

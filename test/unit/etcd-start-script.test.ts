@@ -1,14 +1,16 @@
 /**
- * kube-inject's etcd start script, run for real: under Debian's static busybox copied as `sh` with no
- * PATH and no other file (as in the etcd container, whose image has no shell and no tools), and under
- * dash (any POSIX sh). etcd is played by a small script that notes its arguments and its signals.
+ * The etcd start script prepare installs (prepare/start-script.ts), run for real as the etcd
+ * container's command runs it (`sh etcd-start <etcd's binary> <etcd's arguments>`): under Debian's
+ * static busybox copied as `sh` with no PATH and no other file (as in the etcd container, whose image
+ * has no shell and no tools), and under dash (any POSIX sh). etcd is played by a small script that
+ * notes its arguments and its signals.
  */
 import { ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { etcdStartScript } from '../../agent/cli/kube-inject-prepare';
 import { flagLine } from '../../agent/prepare/etcd-control';
+import { etcdStartScript, installStartScript, startScriptPath } from '../../agent/prepare/start-script';
 import { BUSYBOX } from '../helpers/prepare-pods';
 
 jest.setTimeout(20_000);
@@ -71,13 +73,15 @@ describe.each(SHELLS)('the etcd start script under $name', (shell) => {
     fs.mkdirSync(data, { recursive: true });
     fs.writeFileSync(path.join(data, 'wal'), 'x');
     sh = shell.setup(dir);
-    // The fake etcd: notes its arguments; exits 7 on SIGTERM, or with the code in `exit-code` when that appears.
+    // The fake etcd: notes its arguments; on SIGTERM it exits with the code in `term-code`, or, when
+    // there is none, dies of the signal as etcd does once it has shut down (it re-raises it: status
+    // 143); unasked it exits with the code in `exit-code` when that appears.
     fs.writeFileSync(
       file('etcd'),
       [
         `#!${sh}`,
         // The trap first: a test that sees the start may signal at once.
-        `trap 'echo TERM >> ${file('signals')}; exit 7' TERM`,
+        `trap 'echo TERM >> ${file('signals')}; if [ -e ${file('term-code')} ]; then read -r c < ${file('term-code')}; exit "$c"; fi; trap - TERM; kill -TERM $$' TERM`,
         `echo "$*" >> ${file('starts')}`,
         `while [ ! -e ${file('exit-code')} ] && [ -e ${run} ]; do sleep 0.05; done`,
         `read -r c < ${file('exit-code')}; exit "$c"`,
@@ -102,8 +106,10 @@ describe.each(SHELLS)('the etcd start script under $name', (shell) => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  function start(): void {
-    const child = spawn(sh, ['-c', etcdStartScript(file('etcd-flags.sh'), file('etcd'), data), file('etcd'), '--name=a', '--data-dir=x'], {
+  /** Runs the script as the etcd container's command does: installed beside the flags file, etcd's binary its first argument. */
+  function start(args = [file('etcd'), '--name=a', '--data-dir=x']): void {
+    const installed = installStartScript(file('etcd-flags.sh'), data);
+    const child = spawn(sh, [installed, ...args], {
       env: shell.env,
       stdio: ['ignore', 'ignore', 'pipe'],
       detached: true,
@@ -175,22 +181,85 @@ describe.each(SHELLS)('the etcd start script under $name', (shell) => {
     await until('the running state', () => /^running \d+$/.test(state()));
   });
 
-  it("when the container is stopped (SIGTERM to the script), then etcd gets SIGTERM and the script exits with etcd's status", async () => {
+  it.each<{ signal: NodeJS.Signals; etcd: string; code: number }>([
+    { signal: 'SIGTERM', etcd: 'dying of SIGTERM (status 143, as etcd does)', code: 0 },
+    { signal: 'SIGTERM', etcd: 'exit 0', code: 0 },
+    { signal: 'SIGINT', etcd: 'dying of SIGTERM (status 143, as etcd does)', code: 0 },
+    { signal: 'SIGTERM', etcd: 'exit 2 (a crash while it stops)', code: 2 },
+  ])(
+    'when the container is stopped ($signal to the script) and etcd then ends by $etcd, then etcd got SIGTERM and the script exits $code',
+    async ({ signal, etcd, code }) => {
+      const exit = /^exit (\d+)/.exec(etcd)?.[1];
+      if (exit !== undefined) fs.writeFileSync(file('term-code'), `${exit}\n`);
+      start();
+      await until('the first start', () => starts().length === 1);
+      await until('the running state', () => /^running \d+$/.test(state()));
+      script?.kill(signal);
+      expect(await exited).toBe(code);
+      expect(read('signals')).toBe('TERM\n');
+      expect(starts()).toHaveLength(1);
+    },
+  );
+
+  it('when the container is stopped while etcd is held, then the script exits 0 without starting etcd', async () => {
     start();
     await until('the first start', () => starts().length === 1);
+    fs.writeFileSync(file('etcd-hold'), 'n1\n');
+    fs.writeFileSync(file('etcd-restart'), 'n1\n');
+    await until('held', () => state() === 'held n1');
     script?.kill('SIGTERM');
-    expect(await exited).toBe(7);
-    expect(read('signals')).toBe('TERM\n');
+    expect(await exited).toBe(0);
+    expect(starts()).toHaveLength(1);
   });
 
-  it("when etcd exits unasked, then the script exits with etcd's status (the kubelet restarts the container)", async () => {
-    start();
-    await until('the first start', () => starts().length === 1);
-    // Renamed into place: the fake etcd reads the file as soon as it exists, and a file written in
-    // place could be read empty (`exit ""`, status 2).
-    fs.writeFileSync(file('exit-code.tmp'), '3\n');
-    fs.renameSync(file('exit-code.tmp'), file('exit-code'));
-    expect(await exited).toBe(3);
-    expect(starts()).toHaveLength(1);
+  it.each([3, 0, 143])(
+    "when etcd exits %i unasked, then the script exits with etcd's status (the kubelet restarts the container)",
+    async (code) => {
+      start();
+      await until('the first start', () => starts().length === 1);
+      // Renamed into place: the fake etcd reads the file as soon as it exists, and a file written in
+      // place could be read empty (`exit ""`, status 2).
+      fs.writeFileSync(file('exit-code.tmp'), `${code}\n`);
+      fs.renameSync(file('exit-code.tmp'), file('exit-code'));
+      expect(await exited).toBe(code);
+      expect(starts()).toHaveLength(1);
+    },
+  );
+
+  it('when it is given no etcd binary, then it starts nothing and exits 2 saying what it needs', async () => {
+    start([]);
+    expect(await exited).toBe(2);
+    expect(stderr).toContain("the first argument must be etcd's binary");
+    expect(starts()).toEqual([]);
+  });
+});
+
+describe('installing the start script', () => {
+  let dir: string;
+  beforeEach(() => (dir = fs.mkdtempSync(path.join(os.tmpdir(), 'start-install-'))));
+  afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('when prepare installs it, then it is etcd-start beside the flags file, mode 0755, the rendered script, and nothing else is left there', () => {
+    const flags = path.join(dir, 'run', 'etcd-flags.sh');
+    const data = path.join(dir, 'volume', 'default.etcd');
+    const old = process.umask(0o077);
+    try {
+      expect(installStartScript(flags, data)).toBe(path.join(dir, 'run', 'etcd-start'));
+    } finally {
+      process.umask(old);
+    }
+    expect(startScriptPath(flags)).toBe(path.join(dir, 'run', 'etcd-start'));
+    expect(fs.statSync(startScriptPath(flags)).mode & 0o7777).toBe(0o755);
+    expect(fs.readFileSync(startScriptPath(flags), 'utf8')).toBe(etcdStartScript(flags, data));
+    expect(fs.readdirSync(path.join(dir, 'run'))).toEqual(['etcd-start']);
+  });
+
+  it('when it is installed again over an older script, then the file is replaced whole (a new inode), not rewritten in place', () => {
+    const flags = path.join(dir, 'etcd-flags.sh');
+    fs.writeFileSync(startScriptPath(flags), 'echo old\n');
+    const before = fs.statSync(startScriptPath(flags)).ino;
+    installStartScript(flags, path.join(dir, 'data'));
+    expect(fs.statSync(startScriptPath(flags)).ino).not.toBe(before);
+    expect(fs.readFileSync(startScriptPath(flags), 'utf8')).toBe(etcdStartScript(flags, path.join(dir, 'data')));
   });
 });

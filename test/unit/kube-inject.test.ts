@@ -1,18 +1,20 @@
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import path, { join } from 'node:path';
 import { parseAllDocuments, stringify } from 'yaml';
 import { kubeInject } from '../../agent/cli/kube-inject';
 import { runKubeInject } from '../../agent/cli/kube-inject-command';
 import { SIDECAR_NAME, TOKEN_MOUNT_PATH } from '../../agent/cli/kube-inject-sidecar';
 import {
-  etcdStartScript,
+  etcdStartCommand,
   FLAGS_FILE,
   PREPARE_NAME,
   START_MOUNT_PATH,
   START_NOTE_FILE,
+  START_SCRIPT,
   START_VOLUME,
   STATIC_SHELL,
 } from '../../agent/cli/kube-inject-prepare';
+import { startScriptPath } from '../../agent/prepare/start-script';
 import { kubeInjectHarness } from '../helpers/kube-inject-io';
 
 const ROOT = join(__dirname, '..', '..');
@@ -68,9 +70,44 @@ const INJECTED_PROBES = {
   livenessProbe: ['/livez', '/health?serializable=true'],
 };
 
-/** Undoes what kube-inject adds, in place: the sidecar, its token volume, etcd's probes. */
+/** The pod-level securityContext kube-inject fills in where the input names nothing (kube-inject-restricted.ts). */
+const RESTRICTED_POD: Json = {
+  runAsNonRoot: true,
+  runAsUser: 65532,
+  runAsGroup: 65532,
+  fsGroup: 65532,
+  fsGroupChangePolicy: 'OnRootMismatch',
+  seccompProfile: { type: 'RuntimeDefault' },
+};
+
+/** Drops from `owner.securityContext` the fields equal to RESTRICTED_POD, and the map itself when that empties it. */
+function stripPodRestricted(owner: Json): void {
+  const sc = owner.securityContext;
+  if (!isObject(sc)) return;
+  for (const [key, value] of Object.entries(RESTRICTED_POD)) if (JSON.stringify(sc[key]) === JSON.stringify(value)) delete sc[key];
+  if (Object.keys(sc).length === 0) delete owner.securityContext;
+}
+
+/** Drops from a container's securityContext the `allowPrivilegeEscalation: false` and the `ALL` kube-inject adds, and what that empties. */
+function stripContainerRestricted(container: Json): void {
+  const sc = container.securityContext;
+  if (!isObject(sc)) return;
+  if (sc.allowPrivilegeEscalation === false) delete sc.allowPrivilegeEscalation;
+  const caps = sc.capabilities;
+  if (isObject(caps) && Array.isArray(caps.drop)) {
+    caps.drop = (caps.drop as unknown[]).filter((c) => c !== 'ALL');
+    if ((caps.drop as unknown[]).length === 0) delete caps.drop;
+    if (Object.keys(caps).length === 0) delete sc.capabilities;
+  }
+  if (Object.keys(sc).length === 0) delete container.securityContext;
+}
+
+/** Undoes what kube-inject adds, in place: the sidecar, its token volume, etcd's probes, the restricted settings. */
 function stripInjection(resources: unknown[]): unknown[] {
   for (const podSpec of podSpecs(resources)) {
+    // Both sides: what the input already had equal to these counts as kept (kube-inject-restricted.test.ts checks the rest).
+    stripPodRestricted(podSpec);
+    for (const c of [...containers(podSpec), ...((podSpec.initContainers as Json[] | undefined) ?? [])]) stripContainerRestricted(c);
     podSpec.containers = containers(podSpec).filter((c) => c.name !== SIDECAR_NAME);
     for (const container of containers(podSpec)) {
       for (const [key, paths] of Object.entries(INJECTED_PROBES)) {
@@ -89,7 +126,7 @@ function stripInjection(resources: unknown[]): unknown[] {
     }
     for (const container of containers(podSpec)) {
       const command = container.command as string[] | undefined;
-      if (command?.[0] === STATIC_SHELL) container.command = command.slice(3);
+      if (command?.[0] === STATIC_SHELL) container.command = command.slice(2);
       if (Array.isArray(container.volumeMounts)) {
         container.volumeMounts = (container.volumeMounts as Json[]).filter((m) => m.name !== START_VOLUME);
       }
@@ -202,10 +239,11 @@ describe('the injected sidecar', () => {
   const spec = podSpecs(parse(kubeInject(fixture('statefulset.yaml'))))[0];
   const sidecar = sidecarOf(spec);
 
-  it("when injected with prepare, then the sidecar runs as etcd's user (root in etcd's images, no capability), reads etcd's data read-only and writes only the start directory", () => {
+  it("when injected with prepare, then the sidecar runs as etcd's user and group (65532 where the manifest names none, no capability), reads etcd's data read-only and writes only the start directory", () => {
     expect(sidecar.securityContext).toMatchObject({
-      runAsNonRoot: false,
-      runAsUser: 0,
+      runAsNonRoot: true,
+      runAsUser: 65532,
+      runAsGroup: 65532,
       capabilities: { drop: ['ALL'] },
       readOnlyRootFilesystem: true,
       allowPrivilegeEscalation: false,
@@ -220,19 +258,27 @@ describe('the injected sidecar', () => {
   });
 
   it.each([
-    ['the etcd container', 'containers[0]', 1001, 1001],
-    ['the pod', 'pod', 1001, undefined],
-  ])("when %s names etcd's user, then the sidecar and prepare run as that user, non-root", (_where, at, uid, gid) => {
-    const doc = parse(fixture('statefulset.yaml'))[0] as Json;
-    const pod = ((doc.spec as Json).template as Json).spec as Json;
-    const security = { runAsUser: uid, ...(gid === undefined ? {} : { runAsGroup: gid }) };
-    if (at === 'pod') pod.securityContext = security;
-    else ((pod.containers as Json[])[0] as Json).securityContext = security;
-    const injected = podSpecs(parse(kubeInject(stringify(doc))))[0];
-    const expected = { runAsUser: uid, ...(gid === undefined ? {} : { runAsGroup: gid }) };
-    expect(sidecarOf(injected).securityContext).toMatchObject({ ...expected, runAsNonRoot: true });
-    expect(((injected.initContainers as Json[]).find((c) => c.name === PREPARE_NAME) as Json).securityContext).toMatchObject(expected);
-  });
+    ['the etcd container', 'containers[0]', 1001, 1002, 1002],
+    ['the pod', 'pod', 1001, undefined, 1001],
+  ])(
+    "when %s names etcd's user, then the sidecar and prepare run as that user, non-root, and its group (else the uid's number)",
+    (_where, at, uid, gid, group) => {
+      const doc = parse(fixture('statefulset.yaml'))[0] as Json;
+      const pod = ((doc.spec as Json).template as Json).spec as Json;
+      const security = { runAsUser: uid, ...(gid === undefined ? {} : { runAsGroup: gid }) };
+      if (at === 'pod') pod.securityContext = security;
+      else ((pod.containers as Json[])[0] as Json).securityContext = security;
+      const injected = podSpecs(parse(kubeInject(stringify(doc))))[0];
+      const expected = { runAsUser: uid, runAsGroup: group };
+      expect(sidecarOf(injected).securityContext).toMatchObject({ ...expected, runAsNonRoot: true });
+      expect(((injected.initContainers as Json[]).find((c) => c.name === PREPARE_NAME) as Json).securityContext).toMatchObject({
+        ...expected,
+        runAsNonRoot: true,
+      });
+      // etcd's volume belongs to etcd's group.
+      expect(injected.securityContext).toMatchObject({ fsGroup: group, fsGroupChangePolicy: 'OnRootMismatch' });
+    },
+  );
 
   it('when injected where prepare cannot be (no Service to derive peer URLs from), then it serves the lifecycle port with hardened defaults, non-root', () => {
     const plain = sidecarOf(podSpecs(parse(kubeInject(fixture('pod.yaml'))))[0]);
@@ -318,17 +364,15 @@ describe('the injected prepare step', () => {
     expect(withToken.volumes).toContainEqual(expect.objectContaining({ name: 'etcd-lifecycle-agent-token' }));
   });
 
-  it("when injected, then etcd's command runs the start script, which reads the flags file and runs the same binary with the same arguments", () => {
-    expect(etcd.command).toEqual([
-      STATIC_SHELL,
-      '-c',
-      etcdStartScript(FLAGS_FILE, '/usr/local/bin/etcd', '/var/run/etcd/default.etcd'),
-      '/usr/local/bin/etcd',
-    ]);
-    expect((etcd.command as string[])[2]).toContain(`for f in ${FLAGS_FILE} $o; do`);
-    expect((etcd.command as string[])[2]).toContain('exec /usr/local/bin/etcd "$@"');
+  it("when injected, then etcd's command is one line: the static shell running the start program prepare installs, with etcd's binary and its arguments as they were", () => {
+    expect(etcd.command).toEqual([STATIC_SHELL, START_SCRIPT, '/usr/local/bin/etcd']);
+    expect(START_SCRIPT).toBe(`${START_MOUNT_PATH}/etcd-start`);
+    expect(kubeInject(fixture('statefulset.yaml'))).toContain(`command: [${STATIC_SHELL}, ${START_SCRIPT}, /usr/local/bin/etcd]\n`);
+    expect(etcd.args).toEqual((containers(podSpecs(parse(fixture('statefulset.yaml')))[0]).find((c) => c.name === 'etcd') as Json).args);
     expect(etcd.volumeMounts).toContainEqual({ name: START_VOLUME, mountPath: START_MOUNT_PATH });
     expect(spec.volumes).toContainEqual({ name: START_VOLUME, emptyDir: {} });
+    // prepare installs the script beside the flags file it writes.
+    expect(path.dirname(FLAGS_FILE)).toBe(START_MOUNT_PATH);
   });
 
   it("when injected, then the sidecar reads the note etcd's command leaves when it refuses to start etcd (the start volume, writable for the recovery's control files)", () => {
@@ -384,6 +428,39 @@ describe('deploy/', () => {
     const plain = readFileSync(join(ROOT, 'deploy', 'statefulset.yaml'), 'utf8');
     const withAgent = readFileSync(join(ROOT, 'deploy', 'statefulset-with-agent.yaml'), 'utf8');
     expect(kubeInject(plain)).toBe(withAgent);
+  });
+
+  it("when the kit, kube-inject's output and the KubeBlocks definition are read, then the first two start etcd with one command over the same paths, and no manifest carries a copy of the start script", () => {
+    const kit = podSpecs(parse(readFileSync(join(ROOT, 'deploy', 'statefulset-with-agent.yaml'), 'utf8')))[0];
+    const injected = podSpecs(parse(kubeInject(fixture('statefulset.yaml'))))[0];
+    for (const pod of [kit, injected]) {
+      const etcd = containers(pod).find((c) => c.name === 'etcd') as Json;
+      const init = (pod.initContainers as Json[]).find((c) => c.name === PREPARE_NAME) as Json;
+      expect(etcd.command).toEqual(etcdStartCommand(['/usr/local/bin/etcd']));
+      expect(etcd.command).toEqual([STATIC_SHELL, START_SCRIPT, '/usr/local/bin/etcd']);
+      // prepare installs the script beside the flags file it is told of, for the data directory etcd is given.
+      expect(startScriptPath(envOf(init).ETCD_AGENT_PREPARE_FLAGS_FILE as string)).toBe(START_SCRIPT);
+      expect(etcd.args).toContain(`--data-dir=${envOf(init).ETCD_AGENT_DATA_DIR as string}`);
+      expect(init.command).toEqual(['/bin/sh', '-c', `cp /bin/busybox ${STATIC_SHELL} && exec etcd-lifecycle-agent prepare`]);
+      for (const c of [etcd, init, sidecarOf(pod)]) {
+        expect(c.volumeMounts).toContainEqual({ name: START_VOLUME, mountPath: START_MOUNT_PATH });
+      }
+    }
+    // The KubeBlocks definition starts etcd with the addon's own script (etcd reads its --config-file,
+    // which would ignore prepare's flags; KubeBlocks' memberJoin action joins the member): no prepare.
+    const [cmpd] = parse(readFileSync(join(ROOT, 'deploy', 'kubeblocks-componentdefinition.yaml'), 'utf8')) as Json[];
+    const runtime = (cmpd.spec as Json).runtime as Json;
+    expect(JSON.stringify(runtime)).not.toContain(START_MOUNT_PATH);
+    expect((runtime.initContainers as Json[]).map((c) => c.name)).not.toContain(PREPARE_NAME);
+    expect(((runtime.containers as Json[]).find((c) => c.name === 'etcd') as Json).command).toEqual([
+      '/bin/bash',
+      '-c',
+      expect.stringContaining('/scripts/start.sh'),
+    ]);
+    // A line of the script itself appears in no manifest.
+    for (const file of ['statefulset.yaml', 'statefulset-with-agent.yaml', 'kubeblocks-componentdefinition.yaml']) {
+      expect([file, readFileSync(join(ROOT, 'deploy', file), 'utf8').includes('etcd-restart')]).toEqual([file, false]);
+    }
   });
 
   it('when the KubeBlocks ComponentDefinition is read, then its four lifecycle actions are HTTP actions', () => {
