@@ -5,14 +5,15 @@
  *
  * Invariant: a run acts only with one of the two; `run.mode` says which, and `run.recorder` records
  * its steps where that right lets them be seen (steps.ts). Another agent's defragmentation holding
- * the lock is `RunningElsewhere`, which the service answers `in-progress` there.
+ * the lock is `RunningElsewhere`, which the service answers `in-progress` there; another agent being
+ * the NOSPACE runner is `NotTheRunner`, which the service hands a client's call on to (hand-on.ts).
  */
 import { DEFRAG_STEP_TIMEOUT_MS, LOCK_MAX_WAIT_MS } from '../config/timings';
 import type { HeldLock } from '../etcd/held-lock';
 import { Deadline } from '../lib/deadline';
 import { noSpaceRunner } from '../membership/nospace-runner';
 import { AgentError, isAgentError } from '../proto/errors';
-import type { MemberList, OperationRecord } from '../proto/types';
+import type { Member, MemberList, OperationRecord } from '../proto/types';
 import type { DefragRun, RunDeps } from './defrag-run';
 import { LocalSteps, LockSteps } from './steps';
 
@@ -21,6 +22,20 @@ export class RunningElsewhere extends Error {
   constructor(readonly record: OperationRecord) {
     super(`agent ${record.agent} is defragmenting the cluster (${record.step})`);
     this.name = 'RunningElsewhere';
+  }
+}
+
+/**
+ * Under NOSPACE another agent is the runner: the `busy` refusal, with the runner's member, so that the
+ * service can hand a client's call on to that agent (hand-on.ts); undefined when no voter is started.
+ */
+export class NotTheRunner extends AgentError {
+  constructor(
+    message: string,
+    details: Record<string, unknown>,
+    readonly runner: Member | undefined,
+  ) {
+    super('busy', message, { details });
   }
 }
 
@@ -64,13 +79,13 @@ async function takeNoSpaceRight(run: DefragRun, deps: RunDeps, list: MemberList,
   const runner = noSpaceRunner(list.members);
   if (runner?.name !== deps.config.memberName) {
     const who = runner === undefined ? 'no started voter' : runner.name;
-    throw new AgentError(
-      'busy',
+    throw new NotTheRunner(
       `etcd's NOSPACE alarm is raised, so the cluster lock cannot be written; while it lasts only the agent of the started voter with the lowest id (${who}) defragments. ` +
         (runner === undefined
           ? ''
           : `Call that agent (kubectl exec ${runner.name} -c etcd-lifecycle-agent -- etcd-lifecycle-agent defragment)`),
-      { details: { alarm: 'NOSPACE', reason: 'nospace-runner', runner: runner?.name } },
+      { alarm: 'NOSPACE', reason: 'nospace-runner', runner: runner?.name },
+      runner,
     );
   }
   const holder = await deps.lock.holder(deadline);

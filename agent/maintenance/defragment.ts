@@ -13,6 +13,7 @@
  *   grant). Then only the agent of the started voter with the lowest id runs (membership/
  *   nospace-runner.ts says why that is exclusive), and only once no lock taken before the alarm is
  *   held. When the alarm is gone (this run disarmed it) and work is left, the run takes the lock.
+ *   A caller's call to another agent is handed on to the runner's (hand-on.ts), never run there.
  *
  * Whatever holds the right, one more guard comes right before every Defragment RPC: every member's
  * own `etcd_disk_defrag_inflight` gauge is 0. It covers what no lock can: a Defragment that outlived
@@ -41,7 +42,7 @@ import { takeLock, takeRight } from './defrag-right';
 import { newDefragRun, runSnapshot, runView, type DefragRun, type RunDeps, type RunOptions } from './defrag-run';
 import { compact, disarmNoSpace, moveLeaderOff, waitFor } from './defrag-steps';
 
-export { RunningElsewhere } from './defrag-right';
+export { NotTheRunner, RunningElsewhere } from './defrag-right';
 export type { RunDeps, RunOptions } from './defrag-run';
 
 /** One run, as the service holds it: started when made, `result` settles when it ends. */

@@ -3,8 +3,9 @@
  * One run at a time in this agent (a call while one runs joins it, whatever its options); a call
  * waits for the run at most its deadline and answers 202 `in-progress` meanwhile, the run going on
  * (defragment.ts says why a run outlives a call). Another agent's run holding the lock is answered
- * `in-progress` too, naming it. Every answer is counted like an action's
- * (`etcd_agent_actions_total{action="defragment"}`).
+ * `in-progress` too, naming it. Under NOSPACE a caller's call to an agent that is not the runner is
+ * handed on to the runner's agent, whose answer it is (hand-on.ts). Every answer is counted like an
+ * action's (`etcd_agent_actions_total{action="defragment"}`).
  *
  * It also keeps what runs need between them: the revision history (a retention given as a duration),
  * and each member's backend quota for `etcd_agent_member_db_quota_bytes`, read again at a scrape at
@@ -20,9 +21,11 @@ import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
 import type { DefragmentResult, MaintenanceView } from '../proto/maintenance';
 import type { DefragmentRequest } from '../proto/requests';
+import { AgentError } from '../proto/errors';
 import type { Member, MemberStatus, OperationRecord } from '../proto/types';
 import { DEFRAG_METRICS_TIMEOUT_MS, QUOTA_REFRESH_MS } from '../config/timings';
-import { DefragmentRun, RunningElsewhere, type RunOptions } from './defragment';
+import { DefragmentRun, NotTheRunner, RunningElsewhere, type RunOptions } from './defragment';
+import { handOn, type HandOnCall } from './hand-on';
 import { RevisionHistory } from './revision-history';
 
 /** What the service is built from. */
@@ -38,6 +41,9 @@ export interface MaintenanceServiceDeps {
 export interface MaintenanceContext {
   requestId?: string;
 }
+
+/** A call's answer: this agent's result, or under NOSPACE the runner agent's answer, status and body as they came. */
+export type CallAnswer = { kind: 'result'; result: DefragmentResult } | { kind: 'handed-on'; status: number; text: string };
 
 /** How long `close` waits for a run to reach its next step. */
 const CLOSE_WAIT_MS = 1000;
@@ -65,24 +71,49 @@ export class MaintenanceService {
    * or `in-progress` with where it is. `untilDone` waits for the end instead (the schedule).
    */
   async defragment(req: DefragmentRequest, context: MaintenanceContext = {}, untilDone = false): Promise<DefragmentResult> {
+    const answer = await this.answer(req, context, untilDone);
+    if (answer.kind !== 'result') throw new Error('a defragmentation without a hand-on answered as handed on');
+    return answer.result;
+  }
+
+  /**
+   * A caller's POST /v1/maintenance/defragment: as `defragment`, except that under NOSPACE, on an agent
+   * other than the runner, the call is handed on to the runner's agent and its answer is this one
+   * (hand-on.ts); when it cannot be, the answer is the `busy` refusal, saying why in `details.handOn`.
+   */
+  call(req: DefragmentRequest, context: MaintenanceContext & HandOnCall): Promise<CallAnswer> {
+    return this.answer(req, context, false, context);
+  }
+
+  private async answer(req: DefragmentRequest, context: MaintenanceContext, untilDone: boolean, call?: HandOnCall): Promise<CallAnswer> {
     const started = performance.now();
     const { metrics } = this.deps;
     const observe = (outcome: string): void => {
       metrics.actionsTotal.inc({ action: 'defragment', outcome });
       metrics.actionDuration.observe({ action: 'defragment' }, (performance.now() - started) / 1000);
     };
+    const deadline = Deadline.in((req.timeoutSeconds ?? this.deps.config.timeoutSeconds) * 1000);
     try {
       if (this.closed) throw shuttingDownError();
       const run = this.current ?? this.start(req, context);
-      const result = untilDone
-        ? await run.result
-        : await this.within(run, Deadline.in((req.timeoutSeconds ?? this.deps.config.timeoutSeconds) * 1000));
+      const result = untilDone ? await run.result : await this.within(run, deadline);
       observe(result.outcome);
-      return result;
+      return { kind: 'result', result };
     } catch (err) {
       if (err instanceof RunningElsewhere) {
         observe('in-progress');
-        return elsewhere(err.record, started);
+        return { kind: 'result', result: elsewhere(err.record, started) };
+      }
+      if (err instanceof NotTheRunner && call !== undefined) {
+        const handed = await handOn(err, req, { ...call, requestId: context.requestId }, deadline, this.deps);
+        if (handed.kind === 'relay') {
+          observe(handed.outcome);
+          return { kind: 'handed-on', status: handed.status, text: handed.text };
+        }
+        observe('busy');
+        throw new AgentError('busy', `${err.message.trimEnd().replace(/\.?$/, '.')} It was not handed on: ${handed.why}`, {
+          details: { ...err.details, handOn: handed.why },
+        });
       }
       observe(toAgentError(err).code);
       throw err;

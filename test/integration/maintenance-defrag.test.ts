@@ -10,6 +10,9 @@
  * sizes, the longest write gap through the member being defragmented and, through the others,
  * while it was (for the former leader that is the figure the move of leadership is for).
  */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import type { RunningAgent } from '../../agent/agent';
 import { HttpClient } from '../../scripts/bench/http';
 import {
@@ -22,9 +25,9 @@ import {
   type Interval,
 } from '../../scripts/defrag-watch';
 import { ChildAgent, MAIN_JS } from '../helpers/child-agent';
-import { eventually, fillUntilNoSpace, startTestCluster, type LocalEtcdCluster } from '../helpers/etcd-cluster';
+import { eventually, fillUntilNoSpace, freePort, startTestCluster, type LocalEtcdCluster } from '../helpers/etcd-cluster';
 import { patience } from '../helpers/eventually';
-import type { Answer } from '../helpers/http-call';
+import { call, type Answer } from '../helpers/http-call';
 import { get, leaderOf, post, startMemberAgent, until } from '../helpers/membership';
 import { describeOnFirstVersion } from '../helpers/version-scope';
 
@@ -445,23 +448,51 @@ describeOnFirstVersion('a rolling defragmentation of a 3-member cluster under a 
 describe('NOSPACE cleared by one call', () => {
   let cluster: LocalEtcdCluster;
   const agents = new Map<string, RunningAgent>();
+  let tokenDir: string;
+  /** Every agent's token, as one Secret gives it to every pod: agents hand calls on to each other with it. */
+  const TOKEN = 'nospace-token';
+  const withToken = { Authorization: `Bearer ${TOKEN}` };
 
   beforeAll(async () => {
     cluster = await startTestCluster(3, { extraArgs: ['--quota-backend-bytes=8000000'] });
-    // When the fill stops, the members' databases differ by a value's pages or two (7.8 and 9.0 MB,
-    // say): one may lie under the default limit, 90 % of the quota (7.2 MB). The run then rightly
-    // counts it as having room: it disarms before that member's turn and goes on under the lock (mode
-    // `lock`), or leaves it alone where etcd 3.4 shows no fragmentation. Here each is over the limit.
-    for (const m of cluster.members)
-      agents.set(m.name, await startMemberAgent(cluster, m.name, { ETCD_AGENT_DEFRAG_QUOTA_MARGIN: '0.35' }));
+    tokenDir = fs.mkdtempSync(path.join(os.tmpdir(), 'defrag-token-'));
+    fs.writeFileSync(path.join(tokenDir, 'token'), `${TOKEN}\n`);
+    // Every agent listens on the same port, as in pods: the runner's agent on its peer URL's host
+    // (127.0.0.1), the others each on a loopback address of its own. An agent reaches another at the
+    // host of that member's peer URL and its own port.
+    const runnerName = lowestId(await cluster.listMembers()).name;
+    for (let attempt = 0; ; attempt++) {
+      const port = await freePort();
+      try {
+        for (const [i, m] of cluster.members.entries()) {
+          const host = m.name === runnerName ? '127.0.0.1' : `127.77.0.${i + 2}`;
+          // When the fill stops, the members' databases differ by a value's pages or two (7.8 and 9.0 MB,
+          // say): one may lie under the default limit, 90 % of the quota (7.2 MB). The run then rightly
+          // counts it as having room: it disarms before that member's turn and goes on under the lock (mode
+          // `lock`), or leaves it alone where etcd 3.4 shows no fragmentation. Here each is over the limit.
+          const env = {
+            ETCD_AGENT_DEFRAG_QUOTA_MARGIN: '0.35',
+            ETCD_AGENT_LISTEN: `${host}:${port}`,
+            ETCD_AGENT_TOKEN_FILE: path.join(tokenDir, 'token'),
+          };
+          agents.set(m.name, await startMemberAgent(cluster, m.name, env));
+        }
+        break;
+      } catch (err) {
+        for (const agent of agents.values()) await agent.stop(2000);
+        agents.clear();
+        if (attempt >= 2) throw err;
+      }
+    }
   }, 30_000);
 
   afterAll(async () => {
     for (const agent of agents.values()) await agent.stop(2000);
     await cluster?.destroy();
+    if (tokenDir !== undefined) fs.rmSync(tokenDir, { recursive: true, force: true });
   });
 
-  it('when the cluster is filled with churn until NOSPACE, then the runner compacts, defragments member by member, disarms the alarm, and writes work again', async () => {
+  it('when the cluster is filled with churn until NOSPACE and an agent other than the runner is called, then it hands the call on: the runner compacts, defragments member by member, disarms the alarm, and writes work again', async () => {
     const client = new HttpClient(cluster.members[0].clientURL);
     let i = 0;
     const refused = await fillUntilNoSpace(async (_key, value) => {
@@ -475,7 +506,7 @@ describe('NOSPACE cleared by one call', () => {
     client.close();
     expect(String(refused)).toMatch(/database space exceeded/);
     const listed = await cluster.listMembers();
-    const runnerMember = [...listed].sort((a, b) => (BigInt(`0x${a.id}`) < BigInt(`0x${b.id}`) ? -1 : 1))[0];
+    const runnerMember = lowestId(listed);
     const other = listed.find((m) => m.id !== runnerMember.id) as { name: string };
 
     // Health says what is happening and who clears it; a leave says to call this.
@@ -487,22 +518,36 @@ describe('NOSPACE cleared by one call', () => {
     ).json;
     expect(health.alarms.map((a: { alarm: string }) => a.alarm)).toContain('NOSPACE');
     expect(health.errors.join(' ')).toContain(`POST /v1/maintenance/defragment to the agent of ${runnerMember.name}`);
-    const leave = await post(agents.get(other.name) as RunningAgent, '/v1/members/leave', { name: 'etcd-9' });
+    const otherAgent = agents.get(other.name) as RunningAgent;
+    const postAs = (agent: RunningAgent, route: string, body: object, headers: Record<string, string> = {}): Promise<Answer> =>
+      call(agent.listening.url, { method: 'POST', path: route, body, headers: { ...withToken, ...headers }, timeoutMs: 70_000 });
+    const leave = await postAs(otherAgent, '/v1/members/leave', { name: 'etcd-9' });
     // etcd-9 is absent: nothing to remove, no lock needed. A join needs the lock, which etcd refuses.
     expect(leave.status).toBe(200);
-    const join = await post(agents.get(other.name) as RunningAgent, '/v1/members/join', {
+    const join = await postAs(otherAgent, '/v1/members/join', {
       name: 'etcd-9',
       peerURLs: ['http://127.0.0.1:9'],
     });
     expect(join.status).toBe(503);
     expect(join.json.error.details.remedy.join(' ')).toContain('POST /v1/maintenance/defragment');
 
-    // Another agent refuses: under NOSPACE only the runner's agent defragments.
-    const elsewhere = await post(agents.get(other.name) as RunningAgent, DEFRAG, { ...SMALL, compact: { retainRevisions: 2 } });
-    expect(elsewhere.status).toBe(409);
-    expect(elsewhere.json.error).toMatchObject({
+    // A call that was handed on already is not handed on again: under NOSPACE only the runner's agent
+    // defragments, so another agent that cannot hand a call on refuses it, naming the runner.
+    const handedOnce = await postAs(
+      otherAgent,
+      DEFRAG,
+      { ...SMALL, compact: { retainRevisions: 2 } },
+      { 'X-Etcd-Agent-Handed-On-By': 'etcd-x' },
+    );
+    expect(handedOnce.status).toBe(409);
+    expect(handedOnce.json.error).toMatchObject({
       code: 'busy',
-      details: { alarm: 'NOSPACE', reason: 'nospace-runner', runner: runnerMember.name },
+      details: {
+        alarm: 'NOSPACE',
+        reason: 'nospace-runner',
+        runner: runnerMember.name,
+        handOn: expect.stringContaining('handed on already'),
+      },
     });
 
     const leaderBefore = (await leaderOf(cluster)).name;
@@ -511,7 +556,8 @@ describe('NOSPACE cleared by one call', () => {
     let reply: Answer;
     let answeredAt = 0;
     try {
-      reply = await post(agents.get(runnerMember.name) as RunningAgent, DEFRAG, {
+      // Sent to an agent that is not the runner: it hands the call on, and answers as the runner does.
+      reply = await postAs(otherAgent, DEFRAG, {
         ...SMALL,
         compact: { retainRevisions: 2 },
         timeoutSeconds: 60,
@@ -526,7 +572,14 @@ describe('NOSPACE cleared by one call', () => {
       await load.stop();
     }
     expectStatus(reply, 200);
-    expect(reply.json).toMatchObject({ outcome: 'defragmented', run: { mode: 'nospace' }, alarm: { noSpace: true, disarmed: true } });
+    expect(reply.json).toMatchObject({
+      outcome: 'defragmented',
+      run: { mode: 'nospace', agent: runnerMember.name },
+      alarm: { noSpace: true, disarmed: true },
+    });
+    // One answer: the runner's, with the id of the call that was made.
+    expect(reply.json.requestId).toBe(reply.headers['x-request-id']);
+    expect((await get(otherAgent, '/metrics')).text).toContain('etcd_agent_actions_total{action="defragment",outcome="defragmented"} 1');
     expect(reply.json.members.map((m: { name: string }) => m.name).sort()).toEqual(['etcd-0', 'etcd-1', 'etcd-2']);
     expect(reply.json.members.at(-1)).toMatchObject({ name: leaderBefore, wasLeader: true });
     const intervals = intervalsOf(cluster, since);
@@ -559,6 +612,11 @@ describe('NOSPACE cleared by one call', () => {
     process.stdout.write(`defrag figures ${JSON.stringify(line)}\n`);
   });
 });
+
+/** The member with the lowest id (numerically, as etcd's uint64): the NOSPACE runner while every member is a started voter. */
+function lowestId<M extends { id: string }>(members: readonly M[]): M {
+  return [...members].sort((a, b) => (BigInt(`0x${a.id}`) < BigInt(`0x${b.id}`) ? -1 : 1))[0];
+}
 
 // The quorum arithmetic of a one-member cluster is the agent's own: on the first version.
 describeOnFirstVersion('a cluster that would lose its quorum', () => {
