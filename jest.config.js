@@ -8,6 +8,10 @@ const { integrationProjects } = require('./test/helpers/etcd-versions');
  *   covers (test/helpers/etcd-versions.js: every file on the first, the version-dependent ones on the
  *   others); its globalSetup makes the one build of dist/ that every suite spawning the agent uses
  *   (test/helpers/built-agent.ts) and finds each version's etcd.
+ * - kube: the kit's stories on a real one-node Kubernetes (test/kube), run as root, one file at a
+ *   time (its runner is serial); its globalSetup builds the images and starts the cluster
+ *   (scripts/image.sh, scripts/kube.sh up), its globalTeardown removes the cluster and fails the run
+ *   if anything is left. scripts/test.sh runs it as a stage of its own, after the integration tests.
  */
 const common = {
   // jest's node environment, saying which handles a file left open (handle-environment.js).
@@ -37,5 +41,16 @@ module.exports = {
   reporters: ['default', '<rootDir>/test/helpers/summary-reporter.js'],
   // Longest files first, also on a fresh clone, where jest has no durations of its own yet.
   testSequencer: '<rootDir>/test/helpers/test-sequencer.js',
-  projects: [{ ...common, displayName: 'unit', roots: ['<rootDir>/test/unit'] }, ...integrationProjects(common)],
+  projects: [
+    { ...common, displayName: 'unit', roots: ['<rootDir>/test/unit'] },
+    ...integrationProjects(common),
+    {
+      ...common,
+      displayName: 'kube',
+      roots: ['<rootDir>/test/kube'],
+      runner: '<rootDir>/test/kube/helpers/serial-runner.js',
+      globalSetup: '<rootDir>/test/kube/helpers/global-setup.ts',
+      globalTeardown: '<rootDir>/test/kube/helpers/global-teardown.ts',
+    },
+  ],
 };

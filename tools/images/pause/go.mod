@@ -1,0 +1,3 @@
+module etcd-lifecycle-agent/tools/images/pause
+
+go 1.22
