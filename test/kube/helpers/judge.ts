@@ -66,11 +66,11 @@ export function overlapping(intervals: Interval[]): Array<[Interval, Interval]> 
 
 /**
  * When each member was surely not answering. A failed etcd status call to a pod says that pod's
- * etcd gave no answer from the moment it was sent to the moment it failed (at once for a refused
- * connection; a timeout for a pod whose network is gone). It speaks for the member only until a
- * newer pod of the same name was seen: from then on the member may answer there. A run of such
- * failures of one pod name, no answer of that name in between, is one silence, from the first
- * failure's send to the end of the last one's evidence. Silences that start before `after` (a member
+ * etcd was not answering when the failure came back: a member that stops may still answer another
+ * caller's call sent a moment before, so the silence is counted from the failure, not from the send.
+ * It speaks for the member only until a newer pod of the same name was seen: from then on the member
+ * may answer there. A run of such failures of one pod name, no answer of that name in between, is
+ * one silence, from the first failure to the end of the last one's evidence. Silences that start before `after` (a member
  * not up yet at the start) are left out.
  */
 export function silentIntervals(records: EtcdRecord[], pods: PodRecord[], after: number): Interval[] {
@@ -100,7 +100,7 @@ export function silentIntervals(records: EtcdRecord[], pods: PodRecord[], after:
       }
       const to = Math.min(r.at, supersededAt(r.podUid));
       if (to < r.sentAt) continue;
-      run = run === undefined ? { name, from: r.sentAt, to } : { name, from: run.from, to: Math.max(run.to, to) };
+      run = run === undefined ? { name, from: Math.min(r.at, to), to } : { name, from: run.from, to: Math.max(run.to, to) };
     }
     close();
   }
