@@ -44,10 +44,12 @@ describe('alert rules', () => {
     expect(code).toBe(0);
   });
 
-  it('when the rules are listed, then they are the nine the operator needs', () => {
+  it('when the rules are listed, then they are the eleven the operator needs', () => {
     expect([...alerts].sort()).toEqual([
       'EtcdAgentDown',
       'EtcdAgentObservationUnknown',
+      'EtcdBackupStale',
+      'EtcdBackupUnverified',
       'EtcdDatabaseNearQuota',
       'EtcdLearnerNotPromoted',
       'EtcdMembershipCallsFailing',
