@@ -6,6 +6,8 @@
 import type { RequestListener } from 'node:http';
 import type { Config } from './config/config';
 import type { Deadline } from './lib/deadline';
+import { BackupSchedule } from './backup/schedule';
+import { BackupService } from './backup/service';
 import { EtcdCluster } from './etcd/cluster-client';
 import { connectionOptions } from './etcd/connection-options';
 import { HealthObserver } from './health/observer';
@@ -73,6 +75,18 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
     await schedule?.stop();
     await maintenance.close();
   });
+  // Backups (docs/operations/backups.md, ETCD_AGENT_BACKUP_*): under the same cluster lock, into the configured store.
+  const backups = new BackupService({ cluster, config, logger, metrics, lock: membership.lock });
+  const backupSchedule =
+    config.backupSchedule === undefined && config.backupVerifySchedule === undefined
+      ? undefined
+      : new BackupSchedule({ backup: config.backupSchedule, verify: config.backupVerifySchedule, service: backups, logger, metrics });
+  backupSchedule?.start();
+  void backups.refresh();
+  stoppers.push(async () => {
+    await backupSchedule?.stop();
+    await backups.close();
+  });
   stoppers.push(() => membership.close());
   // Health (docs/api.md §4): shared bounded-age observations, with the membership changes in flight and this agent's run.
   const operations = (d: Deadline): Promise<OperationRecord[]> => membership.operationRecords(d);
@@ -101,6 +115,7 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
       maintenance,
       health: observer,
       recovery,
+      backups,
     });
     return slow;
   });

@@ -50,6 +50,24 @@ export function summarize(cmd: Pick<ParsedCommand, 'command' | 'name'>, body: Re
     }
     case 'defragment':
       return summarizeDefragment(body);
+    case 'backup': {
+      const manifest = record(body.manifest);
+      if (body.outcome !== 'created') return `${outcome}: call again`;
+      const v = record(body.verification);
+      const verdict =
+        v.ok === true
+          ? `verified: ${str(v.keys)} keys at revision ${str(v.revision)}`
+          : v.ok === false
+            ? `verification FAILED (${str(v.check)}): ${str(v.error)}`
+            : 'not verified';
+      return `${str(manifest.name)}: ${str(manifest.sizeBytes)} bytes from ${str(record(manifest.member).name)} at revision ${str(manifest.revision)}, ${verdict}`;
+    }
+    case 'backups': {
+      const list = Array.isArray(body.backups) ? body.backups.map(record) : [];
+      return list.length === 0
+        ? 'no backups'
+        : list.map((b) => `${str(b.name)} ${str(b.state)} ${str(record(b.manifest).sizeBytes)} bytes`).join('\n');
+    }
     case 'members':
       return summarizeMembers(body);
     case 'health':

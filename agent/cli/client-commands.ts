@@ -11,7 +11,8 @@ import type { CommandUsage, UsageOption } from '../lib/usage';
 export const DEFAULT_AGENT_URL = 'http://127.0.0.1:3501';
 
 /** A client command's name. */
-export type Command = 'join' | 'leave' | 'promote' | 'members' | 'health' | 'transfer-leader' | 'defragment' | 'recovery' | 'recover';
+export type Command =
+  'join' | 'leave' | 'promote' | 'members' | 'health' | 'transfer-leader' | 'defragment' | 'backup' | 'backups' | 'recovery' | 'recover';
 
 /** True when `name` is one of the client commands. */
 export function isClientCommand(name: string | undefined): name is Command {
@@ -30,7 +31,17 @@ export interface CommandSpec {
 
 /** The options only some commands take. */
 export type CommandOption =
-  'peer-url' | 'wait' | 'force' | 'to' | 'compact-retain' | 'no-compact' | 'min-fragmentation' | 'min-db-size' | 'from' | 'cluster-id';
+  | 'peer-url'
+  | 'wait'
+  | 'force'
+  | 'to'
+  | 'compact-retain'
+  | 'no-compact'
+  | 'min-fragmentation'
+  | 'min-db-size'
+  | 'no-verify'
+  | 'from'
+  | 'cluster-id';
 /** Every option some command takes and another does not. */
 export const COMMAND_OPTIONS: readonly CommandOption[] = [
   'peer-url',
@@ -41,6 +52,7 @@ export const COMMAND_OPTIONS: readonly CommandOption[] = [
   'no-compact',
   'min-fragmentation',
   'min-db-size',
+  'no-verify',
   'from',
   'cluster-id',
 ];
@@ -160,6 +172,28 @@ export const COMMAND_SPECS: Readonly<Record<Command, CommandSpec>> = {
       ],
     },
   },
+  backup: {
+    named: false,
+    options: ['no-verify'],
+    usage: {
+      synopsis: '[--no-verify] | --to -',
+      summary:
+        "take a backup into the agent's store (ETCD_AGENT_BACKUP_STORE) and verify it; with --to -, stream one snapshot to stdout instead, without an agent (exit 3: still running)",
+      details: [
+        'POST /v1/backups: a snapshot of a healthy voter, a follower first, under the cluster lock, streamed into the store; its manifest is written once it is whole; then it is read back, checked and restored into a scratch directory.',
+        "With --to -, nothing is called: the snapshot comes straight from etcd, through the agent's own settings (ETCD_AGENT_ENDPOINTS, TLS, authentication), for a backup tool that stores it (KubeBlocks' datasafed).",
+      ],
+      options: [
+        { flag: '--no-verify', meaning: 'do not verify it right after (the verification schedule still will)' },
+        { flag: '--to -', meaning: "stream the snapshot to stdout (etcd's snapshot format, as etcdutl snapshot restore reads it)" },
+      ],
+    },
+  },
+  backups: {
+    named: false,
+    options: [],
+    usage: { synopsis: '', summary: "the store's backups, newest first, with their verification state", options: [] },
+  },
   recovery: {
     named: false,
     options: [],
@@ -208,6 +242,8 @@ export const CLIENT_COMMANDS: readonly Command[] = [
   'health',
   'transfer-leader',
   'defragment',
+  'backup',
+  'backups',
   'recovery',
   'recover',
 ];

@@ -19,6 +19,8 @@ export interface ParsedCommand {
   compact?: Retention | false;
   minFragmentation?: number;
   minDbSizeBytes?: number;
+  /** backup: no verification right after. */
+  noVerify: boolean;
   /** recover: the member to recover from and the cluster id it must have (both as GET /v1/recovery shows them). */
   from?: string;
   clusterId?: string;
@@ -99,6 +101,7 @@ export function parseCommand(command: Command, argv: string[], env: NodeJS.Proce
         'no-compact': { type: 'boolean' },
         'min-fragmentation': { type: 'string' },
         'min-db-size': { type: 'string' },
+        'no-verify': { type: 'boolean' },
         from: { type: 'string' },
         'cluster-id': { type: 'string' },
       },
@@ -144,6 +147,7 @@ export function parseCommand(command: Command, argv: string[], env: NodeJS.Proce
     peerURLs: values['peer-url'] ?? [],
     wait: values.wait === true,
     force: values.force === true,
+    noVerify: values['no-verify'] === true,
     to: values.to,
     from: values.from,
     clusterId: values['cluster-id'],

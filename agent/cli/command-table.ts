@@ -35,7 +35,10 @@ export const COMMANDS: readonly CommandEntry[] = [
   { usage: KUBE_INJECT_USAGE, run: async (argv, io) => (await import('./kube-inject-command')).runKubeInject(argv, io) },
   ...CLIENT_COMMANDS.map((command) => ({
     usage: clientUsage(command),
-    run: (argv: string[], io: MainIo) => runCommand(command, argv, io),
+    run: (argv: string[], io: MainIo) =>
+      command === 'backup' && argv.includes('--to')
+        ? import('./backup-to').then((m) => m.runBackupTo(argv, io))
+        : runCommand(command, argv, io),
   })),
 ];
 

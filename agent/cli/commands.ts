@@ -63,6 +63,10 @@ export function requestFor(cmd: ParsedCommand): { method: 'GET' | 'POST'; path: 
           ...deadline,
         },
       };
+    case 'backup':
+      return { method: 'POST', path: '/v1/backups', body: { ...(cmd.noVerify ? { verify: false } : {}), ...deadline } };
+    case 'backups':
+      return { method: 'GET', path: '/v1/backups' };
     case 'members':
       return { method: 'GET', path: '/v1/members' };
     case 'recovery':

@@ -3,6 +3,7 @@
  * the value, or throws a ConfigError naming the variable it came from, so that a bad value stops
  * start-up with one line naming its variable (exit code 2).
  */
+import { parseLocation, type StoreLocation } from '../proto/store-location';
 import * as os from 'node:os';
 import { parseCron, type CronSchedule } from '../lib/cron';
 import { unreadableFile } from './paths';
@@ -171,4 +172,36 @@ export const retention: Parser<Retention | undefined> = (value, variable) => {
   } catch {
     throw new ConfigError(variable, `"${value}" is neither a number of revisions (e.g. 10000) nor a duration (e.g. 90s, 30m, 6h, 2d)`);
   }
+};
+
+/** An optional whole number from `min` to `max`. */
+export function optionalInteger(min: number, max: number): Parser<number | undefined> {
+  const parse = integer(min, max);
+  return (value, variable, env) => (value === undefined ? undefined : parse(value, variable, env));
+}
+
+/** An optional duration (`90s`, `30m`, `6h`, `7d`), in seconds. */
+export const durationSeconds: Parser<number | undefined> = (value, variable) => {
+  if (value === undefined) return undefined;
+  const match = /^(\d{1,9})([smhd])$/.exec(value.trim());
+  if (match === null || Number(match[1]) < 1) throw new ConfigError(variable, `"${value}" is not a duration (e.g. 90s, 30m, 6h, 7d)`);
+  return Number(match[1]) * { s: 1, m: 60, h: 3600, d: 86_400 }[match[2] as 's' | 'm' | 'h' | 'd'];
+};
+
+/** A backup store URL (proto/store-location.ts). */
+export const storeLocation: Parser<StoreLocation | undefined> = (value, variable) => {
+  if (value === undefined) return undefined;
+  try {
+    return parseLocation(value, variable);
+  } catch (err) {
+    throw new ConfigError(variable, err instanceof Error ? err.message.replace(`${variable}: `, '') : String(err));
+  }
+};
+
+/** A program: an absolute path, or a bare name looked up on PATH. */
+export const program: Parser<string | undefined> = (value, variable) => {
+  if (value === undefined) return undefined;
+  if (!/^(\/[^\s]*|[A-Za-z0-9._-]+)$/.test(value))
+    throw new ConfigError(variable, `"${value}" must be an absolute path or a program name on PATH`);
+  return value;
 };

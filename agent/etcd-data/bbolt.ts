@@ -52,6 +52,24 @@ export function readBboltValue(file: string, bucket: string, key: string): Buffe
   }
 }
 
+/**
+ * Visits every key and value of the top-level bucket `bucket` of `file` in key order (bucket entries
+ * inside it are skipped); false when the bucket is absent. Throws as `readBboltValue` does.
+ */
+export function forEachBboltEntry(file: string, bucket: string, visit: (key: Buffer, value: Buffer) => void): boolean {
+  const fd = fs.openSync(file, 'r');
+  try {
+    const reader = new PageReader(fd, fs.fstatSync(fd).size, file);
+    const root = reader.rootBucket();
+    const bucketValue = reader.lookup({ root, inline: undefined }, Buffer.from(bucket), true);
+    if (bucketValue === undefined) return false;
+    reader.walk(reader.bucketAt(bucketValue), visit);
+    return true;
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
 /** Where a bucket's tree starts: a page id, or (for a small bucket) its page inline. */
 interface BucketRoot {
   root: bigint;
@@ -119,6 +137,19 @@ class PageReader {
       return undefined;
     }
     throw new Error(`${this.file}: the tree is deeper than ${MAX_DEPTH} pages`);
+  }
+
+  /** Visits the non-bucket leaf elements under `from` in key order. */
+  walk(from: BucketRoot, visit: (key: Buffer, value: Buffer) => void, depth = 0, page = from.inline ?? this.page(from.root)): void {
+    if (depth > MAX_DEPTH) throw new Error(`${this.file}: the tree is deeper than ${MAX_DEPTH} pages`);
+    const flags = page.bytes.readUInt16LE(8);
+    const count = page.bytes.readUInt16LE(10);
+    for (let i = 0; i < count; i++) {
+      if ((flags & BRANCH) !== 0) this.walk(from, visit, depth + 1, this.page(this.element(page, i).readBigUInt64LE(8)));
+      else if ((flags & LEAF) === 0) throw new Error(`${this.file}: ${page.where} is neither a branch nor a leaf page (flags ${flags})`);
+      else if ((this.element(page, i).readUInt32LE(0) & BUCKET_LEAF) === 0)
+        visit(this.elementKey(page, i, true), this.elementValue(page, i));
+    }
   }
 
   private page(id: bigint): Page {

@@ -22,6 +22,7 @@ import { MemberStatusCalls, type StatusListener } from './member-status';
 import { MembershipRpcs, type ChangeListener } from './membership-rpcs';
 import { GuardedRpc, permissionRefusal } from './permission-refusal';
 import type { Unpin } from './retiring-clients';
+import { openSnapshot, type SnapshotStream } from './snapshot-stream';
 import { Alarm, toAlarms, wireId } from './wire';
 
 export type { ChangeKind, ChangeListener } from './membership-rpcs';
@@ -230,6 +231,13 @@ export class EtcdCluster {
         },
       );
     }
+  }
+
+  /** The Snapshot RPC of the member at `clientURL`, as a byte stream (snapshot-stream.ts); `signal` cancels it. */
+  snapshot(clientURL: string, signal: AbortSignal): Promise<SnapshotStream> {
+    return openSnapshot(this.calls.client(clientURL), signal).catch((err: unknown) => {
+      throw toAgentError(err);
+    });
   }
 
   /**

@@ -13,7 +13,8 @@
  *   not-nospace-runner NOSPACE is raised and another agent is the one that runs then
  *   failed             anything else (etcd unreachable, a deadline), with its message
  */
-import { nextAfter, type CronSchedule } from '../lib/cron';
+import type { CronSchedule } from '../lib/cron';
+import { CronTimer } from '../lib/cron-timer';
 import { toAgentError } from '../etcd/errors';
 import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
@@ -22,11 +23,6 @@ import type { MaintenanceService } from './service';
 
 /** Why a scheduled run did not defragment (the `reason` label). */
 export type SkipReason = 'nothing-to-do' | 'unhealthy' | 'unsafe' | 'running-elsewhere' | 'busy' | 'not-nospace-runner' | 'failed';
-
-/** The longest a single timer waits (Node's limit is 2^31 − 1 ms); a later time is reached in several waits. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
-/** A timer that fires within this of its time has reached it (a timer and the wall clock drift by milliseconds); one firing earlier ends a part of a split wait. */
-const EARLY_FIRE_MS = 1000;
 
 /** Why a scheduled run's answer (or failure) is a skip; undefined when it defragmented. Pure. */
 export function skipReason(outcome: DefragmentResult | unknown): SkipReason | undefined {
@@ -48,28 +44,30 @@ function isResult(value: unknown): value is DefragmentResult {
 
 /** The schedule's timer; `start` once, `stop` on shutdown. */
 export class DefragSchedule {
-  private timer?: NodeJS.Timeout;
-  private stopped = false;
-  private running?: Promise<void>;
+  private readonly timer: CronTimer;
 
   constructor(
     private readonly deps: { schedule: CronSchedule; service: MaintenanceService; logger: Logger; metrics: Metrics; now?: () => number },
-  ) {}
+  ) {
+    this.timer = new CronTimer(
+      deps.schedule,
+      (at) => this.fire(at),
+      () => this.now(),
+    );
+  }
 
   /** Starts waiting for the first time the schedule names. */
   start(): void {
-    this.arm();
+    this.timer.start();
     this.deps.logger.info('defragmentation schedule on', {
       schedule: this.deps.schedule.source,
-      next: this.next()?.toISOString() ?? 'never',
+      next: this.timer.next()?.toISOString() ?? 'never',
     });
   }
 
   /** Stops the timer; a run in flight is the service's to stop. */
   async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    await this.running?.catch(() => undefined);
+    await this.timer.stop();
   }
 
   /** Runs once now, as the timer does, and resolves when the run has ended (for tests and the timer). */
@@ -103,24 +101,5 @@ export class DefragSchedule {
 
   private now(): number {
     return (this.deps.now ?? Date.now)();
-  }
-
-  private next(): Date | undefined {
-    return nextAfter(this.deps.schedule, new Date(this.now()));
-  }
-
-  private arm(): void {
-    if (this.stopped) return;
-    const next = this.next();
-    if (next === undefined) return;
-    const wait = Math.min(MAX_TIMER_MS, Math.max(0, next.getTime() - this.now()));
-    this.timer = setTimeout(() => {
-      if (this.now() < next.getTime() - EARLY_FIRE_MS) return this.arm(); // a long wait, split in parts
-      this.running = this.fire(next).finally(() => {
-        this.running = undefined;
-        this.arm();
-      });
-    }, wait);
-    this.timer.unref();
   }
 }

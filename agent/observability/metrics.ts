@@ -8,6 +8,7 @@
  * the observation is `unknown` (health/health-metrics.ts): a slow agent must not look like quorum loss.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { createBackupMetrics, type BackupMetrics } from './backup-metrics';
 import { BUILD_INFO } from './build-info';
 
 /** Every metric the agent exposes, bound to one registry. */
@@ -44,6 +45,7 @@ export interface Metrics {
   defragRunning: Gauge;
   defragScheduleSkips: Counter<'reason'>;
   applyNudges: Counter<'result'>;
+  backup: BackupMetrics;
   /**
    * Registers what brings gauges up to date when a scrape reads them (the health observer does, so
    * a scrape shows a fresh observation, never a stale "healthy"; the maintenance service refreshes
@@ -252,6 +254,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       labelNames: ['result'] as const,
       registers,
     }),
+    backup: createBackupMetrics(registry),
     onScrape: (refresh) => {
       refreshers.add(refresh);
       return () => {

@@ -68,7 +68,7 @@ export interface MemberRef {
 export type ActionName = 'memberJoin' | 'memberLeave' | 'memberPromote' | 'leaderTransfer';
 
 /** What holds the cluster lock: a membership action, or a maintenance run (POST /v1/maintenance/defragment). */
-export type OperationAction = ActionName | 'defragment';
+export type OperationAction = ActionName | 'defragment' | 'backup';
 
 /** Outcomes of a successful mutating call (docs/api.md §4). */
 export type Outcome =

@@ -5,6 +5,7 @@
  */
 import type { RequestListener } from 'node:http';
 import type { Config } from '../config/config';
+import type { BackupService } from '../backup/service';
 import type { HealthObserver } from '../health/observer';
 import type { MaintenanceService } from '../maintenance/service';
 import type { MembershipService } from '../membership/service';
@@ -12,6 +13,7 @@ import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
 import { createApp } from './app';
 import { availableRouter } from './available-routes';
+import { backupRouter } from './backup-routes';
 import { healthRouter } from './health-routes';
 import { kbAgentErrorHandler, kbAgentRouter } from './kbagent-routes';
 import type { RecoveryService } from '../recovery/service';
@@ -30,11 +32,12 @@ export interface ExpressAppDeps {
   maintenance: MaintenanceService;
   health: HealthObserver;
   recovery: RecoveryService;
+  backups: BackupService;
 }
 
 /** Builds the app: methods, query strings and charsets are checked before any route sees them (request-guard.ts). */
 export function expressApp(deps: ExpressAppDeps): RequestListener {
-  const { config, logger, metrics, membership, maintenance, health, recovery } = deps;
+  const { config, logger, metrics, membership, maintenance, health, recovery, backups } = deps;
   return createApp({
     config,
     logger,
@@ -43,6 +46,8 @@ export function expressApp(deps: ExpressAppDeps): RequestListener {
       requestGuard(),
       v1Router(membership),
       maintenanceRouter(maintenance),
+      // Backups into the configured store: take, list, verify.
+      backupRouter(backups),
       healthRouter(health),
       // When the quorum is lost for good: the plan, the act, and this agent's own member.
       recoveryRouter(recovery, config),

@@ -4,7 +4,8 @@
 // 3.6,3.4,3.5,3.7). Each version is its own jest project, "integration <version>", so one pool of
 // workers runs them all, longest first, and the summary reporter prints a line per version.
 // A file belongs here when what it proves could differ between etcd versions: membership, prepare,
-// health and learners, NOSPACE, the data-directory facts, TLS, etcd auth, fault injection, kbagent.
+// health and learners, NOSPACE, the data-directory facts, TLS, etcd auth, fault injection, kbagent,
+// backups (etcd's Snapshot RPC and its restore tool).
 // Inside such a file, a case that proves only the agent's own logic runs on the first version alone
 // (version-scope.ts). Not here, as nothing in them differs by version: the concurrency of agents
 // (membership-concurrency), the agent SIGKILLed mid-change (membership-crash; fault-injection kills it
@@ -32,6 +33,7 @@ const VERSION_DEPENDENT = [
   'fault-injection.test.ts',
   'any-member.test.ts',
   'kbagent-conformance.test.ts',
+  'backup.test.ts',
 ];
 
 // The quick loop (`bash scripts/test.sh --quick`, ETCD_TEST_QUICK=1): the files that cover the HTTP

@@ -37,6 +37,13 @@ describe('CLI argument parsing (docs/api.md §7)', () => {
     ],
     ['defragment', ['--no-compact', '--wait'], { method: 'POST', path: '/v1/maintenance/defragment', body: { compact: false } }],
     ['defragment', ['--compact-retain', 'none'], { method: 'POST', path: '/v1/maintenance/defragment', body: { compact: false } }],
+    ['backup', [], { method: 'POST', path: '/v1/backups', body: {} }],
+    [
+      'backup',
+      ['--no-verify', '--timeout-seconds', '60'],
+      { method: 'POST', path: '/v1/backups', body: { verify: false, timeoutSeconds: 60 } },
+    ],
+    ['backups', [], { method: 'GET', path: '/v1/backups' }],
   ] as const)('when %s %j is parsed, then it calls %j', (command, argv, expected) => {
     expect(requestFor(parseCommand(command, [...argv]))).toEqual(expected);
   });
@@ -60,6 +67,9 @@ describe('CLI argument parsing (docs/api.md §7)', () => {
     ['defragment', ['--min-db-size', '1e6'], /whole number of bytes/],
     ['defragment', ['etcd-0'], /takes no argument/],
     ['join', ['etcd-3', '--compact-retain', '10'], /does not take --compact-retain/],
+    ['backup', ['etcd-0'], /takes no argument/],
+    ['backups', ['--no-verify'], /does not take --no-verify/],
+    ['defragment', ['--no-verify'], /does not take --no-verify/],
   ] as const)('when %s %j is parsed, then it is a usage error (%s)', (command, argv, message) => {
     expect(() => parseCommand(command, [...argv])).toThrow(UsageError);
     expect(() => parseCommand(command, [...argv])).toThrow(message);

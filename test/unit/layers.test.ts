@@ -19,6 +19,7 @@ const RANKS: Readonly<Record<string, number>> = {
   membership: 6,
   health: 7,
   maintenance: 8,
+  backup: 8.5,
   prepare: 9,
   recovery: 10,
   server: 11,

@@ -1,0 +1,203 @@
+/**
+ * Takes one backup of the cluster, straight through:
+ *   1. take the membership lock (one backup at a time in the cluster, and no membership change
+ *      under it); another agent's backup holding it is "in progress elsewhere";
+ *   2. for a scheduled slot, stop if a backup of this slot is already in the store (another agent
+ *      had it and was quicker): one backup per slot, however many agents have the schedule;
+ *   3. abort unfinished uploads of killed runs (nobody else uploads while the lock is held);
+ *   4. pick the member: a healthy voter, a follower first (source-decision.ts);
+ *   5. stream its Snapshot RPC through a sha256 into the store (never all in memory, never a file);
+ *   6. write the manifest beside it: only now is it a backup.
+ * A failure at any step throws an AgentError naming the step (`details.step`), and leaves at most a
+ * snapshot object without a manifest, never listed, removed by retention later.
+ */
+import { createHash } from 'node:crypto';
+import { Transform } from 'node:stream';
+import type { EtcdCluster } from '../etcd/cluster-client';
+import { toAgentError } from '../etcd/errors';
+import type { HeldLock } from '../etcd/held-lock';
+import type { MembershipLock } from '../etcd/lock';
+import { Deadline } from '../lib/deadline';
+import type { Logger } from '../observability/logger';
+import type { Manifest } from '../proto/backup';
+import { AgentError, isAgentError } from '../proto/errors';
+import type { OperationRecord } from '../proto/types';
+import { manifestBytes, manifestKey, newBackupName, readBackups, snapshotKey } from './layout';
+import { decideSource, type StatusAnswer } from './source-decision';
+import type { BackupStore } from './store';
+
+/** What a backup needs. */
+export interface TakeDeps {
+  cluster: EtcdCluster;
+  lock: MembershipLock;
+  store: BackupStore;
+  logger: Logger;
+  /** This agent's member name, written into the manifest. */
+  agent: string;
+  /** How long each member's Status call may take. */
+  statusTimeoutMs: number;
+}
+
+/** One backup's options. */
+export interface TakeOptions {
+  /** For the lock and the member choice; the stream itself runs until it ends or `signal` aborts it. */
+  deadline: Deadline;
+  signal: AbortSignal;
+  /** The schedule's slot this run is for. */
+  slot?: Date;
+  requestId?: string;
+}
+
+/** The steps a failure is counted under (`etcd_agent_backup_failures_total{step}`). */
+export type BackupStep = 'lock' | 'snapshot' | 'upload' | 'manifest' | 'retention' | 'verify';
+
+/** How a backup call ended. */
+export type TakeOutcome =
+  | { kind: 'created'; manifest: Manifest; abortedUploads: string[] }
+  | { kind: 'slot-taken'; manifest: Manifest }
+  | { kind: 'elsewhere'; record: OperationRecord };
+
+/** Takes one backup (see the module comment). */
+export async function takeBackup(deps: TakeDeps, options: TakeOptions): Promise<TakeOutcome> {
+  const held = await lock(deps, options.deadline);
+  if (!(held instanceof Object && 'release' in held)) return held;
+  try {
+    const { store, logger } = deps;
+    const existing = await atStep('upload', () => readBackups(store));
+    const newest = existing.entries.at(-1);
+    if (options.slot !== undefined && newest !== undefined && Date.parse(newest.manifest.startedAt) >= options.slot.getTime()) {
+      return { kind: 'slot-taken', manifest: newest.manifest };
+    }
+    const abortedUploads = await atStep('upload', () => store.abortUnfinished('', new Date()));
+    if (abortedUploads.length > 0)
+      logger.info('aborted unfinished backup uploads', { uploads: abortedUploads, requestId: options.requestId });
+
+    const source = await atStep('snapshot', () => chooseSource(deps, options.deadline));
+    const startedAt = new Date();
+    const name = newBackupName(startedAt);
+    await held.setStep(`snapshot of ${source.member.name} into ${name}`, options.deadline.child());
+    logger.info('backup started', {
+      name,
+      member: source.member.name,
+      why: source.reason,
+      store: store.description,
+      requestId: options.requestId,
+    });
+    // The member's revision just before its backend is snapshotted: every write at or below it is in
+    // the snapshot (etcd commits its batch before it snapshots the backend); the verification reads
+    // the exact revision later.
+    const before = await atStep('snapshot', () => deps.cluster.memberStatus(source.clientURL, deps.statusTimeoutMs));
+    const snapshot = await atStep('snapshot', () => deps.cluster.snapshot(source.clientURL, options.signal));
+    const hash = createHash('sha256');
+    const tap = new Transform({
+      transform(chunk: Buffer, _encoding, done) {
+        hash.update(chunk);
+        done(null, chunk);
+      },
+    });
+    snapshot.bytes.on('error', (err) => tap.destroy(err));
+    snapshot.bytes.pipe(tap);
+    const { sizeBytes } = await atStep('upload', async () => {
+      try {
+        return await store.upload(snapshotKey(name), tap, options.signal);
+      } catch (err) {
+        // The stream's own failure (etcd went away mid-snapshot) is the snapshot's, not the store's.
+        if (snapshot.bytes.errored !== null) throw Object.assign(toAgentError(snapshot.bytes.errored), { step: 'snapshot' });
+        throw err;
+      }
+    });
+    await atStep('snapshot', () => snapshot.header);
+    const finishedAt = new Date();
+    const manifest: Manifest = {
+      format: 1,
+      name,
+      clusterId: source.clusterId,
+      revision: before.revision,
+      etcdVersion: before.version,
+      member: { id: source.member.id, name: source.member.name, clientURL: source.clientURL },
+      agent: deps.agent,
+      sizeBytes,
+      sha256: hash.digest('hex'),
+      startedAt: startedAt.toISOString(),
+      finishedAt: finishedAt.toISOString(),
+      durationMs: finishedAt.getTime() - startedAt.getTime(),
+    };
+    await atStep('manifest', () => store.put(manifestKey(name), manifestBytes(manifest)));
+    logger.info('backup written', {
+      name,
+      revision: manifest.revision,
+      sizeBytes,
+      durationMs: manifest.durationMs,
+      requestId: options.requestId,
+    });
+    return { kind: 'created', manifest, abortedUploads };
+  } finally {
+    await held.release();
+  }
+}
+
+/** The lock, or another agent's backup that holds it. */
+async function lock(deps: TakeDeps, deadline: Deadline): Promise<HeldLock | TakeOutcome> {
+  try {
+    return await deps.lock.acquire({ action: 'backup', member: { name: '', peerURLs: [] } }, deadline.child());
+  } catch (err) {
+    const operation = isAgentError(err, 'busy') ? (err.details?.operation as OperationRecord | undefined) : undefined;
+    if (operation?.action === 'backup') return { kind: 'elsewhere', record: operation };
+    throw withStep('lock', err);
+  }
+}
+
+/** The member to snapshot, from the member list and every member's Status; `unsafe` when none may be. */
+export async function chooseSource(deps: Pick<TakeDeps, 'cluster' | 'statusTimeoutMs'>, deadline: Deadline) {
+  const list = await deps.cluster.listMembers(deadline.child());
+  const answers = new Map<string, StatusAnswer>();
+  await Promise.all(
+    list.members
+      .filter((m) => m.clientURLs.length > 0)
+      .map(async (m) => {
+        try {
+          answers.set(m.id, {
+            status: await deps.cluster.memberStatus(m.clientURLs[0], Math.min(deps.statusTimeoutMs, deadline.remainingMs())),
+          });
+        } catch (err) {
+          answers.set(m.id, { error: toAgentError(err).message });
+        }
+      }),
+  );
+  const decision = decideSource(list.members, answers);
+  if (decision.kind === 'none') {
+    throw new AgentError(
+      'unsafe',
+      `no member to take a backup from: ${decision.reason} (${decision.members.map((m) => `${m.name}: ${m.why}`).join('; ')})`,
+      {
+        details: { reason: 'unhealthy', members: decision.members },
+      },
+    );
+  }
+  return { ...decision, clusterId: list.clusterId };
+}
+
+/** Runs `fn`, naming `step` in what it throws. */
+async function atStep<T>(step: BackupStep, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw withStep(step, err);
+  }
+}
+
+/** The AgentError of `err`, with `details.step` (kept when `err` names one already). */
+function withStep(step: BackupStep, err: unknown): AgentError {
+  const agentError = toAgentError(err);
+  const named = (err as { step?: BackupStep }).step ?? (agentError.details?.step as BackupStep | undefined) ?? step;
+  return new AgentError(agentError.code, agentError.message, {
+    retryable: agentError.retryable,
+    details: { ...agentError.details, step: named },
+    cause: err,
+  });
+}
+
+/** The step an error of `takeBackup` or of a verification names. */
+export function stepOf(err: unknown, fallback: BackupStep): BackupStep {
+  return (toAgentError(err).details?.step as BackupStep | undefined) ?? fallback;
+}
