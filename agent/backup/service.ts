@@ -62,7 +62,7 @@ export class BackupService {
         new AgentError('conflict', 'no backup store is configured: set ETCD_AGENT_BACKUP_STORE (docs/operations/backups.md)'),
       );
     }
-    this.storeOpened ??= openStore(location);
+    this.storeOpened ??= openStore(location, this.deps.config.backupStoreTimeoutSeconds);
     return this.storeOpened;
   }
 

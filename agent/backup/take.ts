@@ -17,6 +17,7 @@ import type { EtcdCluster } from '../etcd/cluster-client';
 import { toAgentError } from '../etcd/errors';
 import type { HeldLock } from '../etcd/held-lock';
 import type { MembershipLock } from '../etcd/lock';
+import { crashPoint } from '../lib/crash-point';
 import { Deadline } from '../lib/deadline';
 import type { Logger } from '../observability/logger';
 import type { Manifest } from '../proto/backup';
@@ -47,6 +48,9 @@ export interface TakeOptions {
   slot?: Date;
   requestId?: string;
 }
+
+/** Where the `backup-uploading` crash point is: past two 8 MiB parts of an S3 upload. */
+const CRASH_AFTER_BYTES = 16 * 1024 * 1024;
 
 /** The steps a failure is counted under (`etcd_agent_backup_failures_total{step}`). */
 export type BackupStep = 'lock' | 'snapshot' | 'upload' | 'manifest' | 'retention' | 'verify';
@@ -89,9 +93,13 @@ export async function takeBackup(deps: TakeDeps, options: TakeOptions): Promise<
     const before = await atStep('snapshot', () => deps.cluster.memberStatus(source.clientURL, deps.statusTimeoutMs));
     const snapshot = await atStep('snapshot', () => deps.cluster.snapshot(source.clientURL, options.signal));
     const hash = createHash('sha256');
+    let streamed = 0;
     const tap = new Transform({
       transform(chunk: Buffer, _encoding, done) {
         hash.update(chunk);
+        // Tests kill the agent here, once an upload is under way, to prove a killed upload is never listed.
+        if (streamed < CRASH_AFTER_BYTES && streamed + chunk.length >= CRASH_AFTER_BYTES) crashPoint('backup-uploading');
+        streamed += chunk.length;
         done(null, chunk);
       },
     });

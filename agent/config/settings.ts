@@ -239,6 +239,13 @@ export const SETTINGS = [
     doc: 'where backups go: `s3://bucket/prefix` (options `?endpoint=https://host:port&region=…&path-style=true`; credentials from the AWS SDK chain: `AWS_ACCESS_KEY_ID`, shared files, web identity) or a directory (`file:///backups`, `/backups`); none: no backups',
   }),
   row({
+    variable: 'ETCD_AGENT_BACKUP_STORE_TIMEOUT_SECONDS',
+    key: 'backupStoreTimeoutSeconds',
+    default: '60',
+    parse: integer(1, 3600),
+    doc: 'the longest one request to an S3 store may take, an 8 MiB part of an upload included, and the longest silence within a download; past it the call fails as `timeout`',
+  }),
+  row({
     variable: 'ETCD_AGENT_BACKUP_SCHEDULE',
     key: 'backupSchedule',
     parse: cronSchedule,

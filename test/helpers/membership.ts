@@ -5,7 +5,7 @@
  */
 import { RunningAgent, startAgent } from '../../agent/agent';
 import { loadConfig } from '../../agent/config/config';
-import { createLogger } from '../../agent/observability/logger';
+import { createLogger, type Logger } from '../../agent/observability/logger';
 import { createMetrics, Metrics } from '../../agent/observability/metrics';
 import type { LocalEtcdCluster } from './etcd-cluster';
 import { eventually } from './eventually';
@@ -16,6 +16,7 @@ export async function startMemberAgent(
   cluster: LocalEtcdCluster,
   memberName: string,
   env: Record<string, string> = {},
+  logger?: Logger,
 ): Promise<RunningAgent> {
   const own = cluster.members.find((m) => m.name === memberName);
   const { config } = loadConfig({
@@ -28,8 +29,8 @@ export async function startMemberAgent(
   });
   // MEMBERSHIP_TEST_LOG=debug shows the agent's own log lines, to see why a test failed.
   const level = process.env.MEMBERSHIP_TEST_LOG;
-  const logger = level === undefined ? createLogger({ silent: true }) : createLogger({ level, stream: process.stderr });
-  return startAgent(config, { logger, metrics: createMetrics({ defaultMetrics: false }) });
+  const quiet = level === undefined ? createLogger({ silent: true }) : createLogger({ level, stream: process.stderr });
+  return startAgent(config, { logger: logger ?? quiet, metrics: createMetrics({ defaultMetrics: false }) });
 }
 
 /** POSTs `body` as JSON to `path` of `agent` (loopback, so no token is needed). */

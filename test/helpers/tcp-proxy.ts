@@ -36,6 +36,11 @@ export class TcpProxy {
     this.frozen = true;
   }
 
+  /** Undoes `freeze` for new connections (those accepted while frozen stay silent). */
+  thaw(): void {
+    this.frozen = false;
+  }
+
   /** From now on requests still pass but no reply comes back: a request is carried out, its answer lost. */
   dropReplies(): void {
     this.replies = false;
