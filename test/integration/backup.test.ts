@@ -8,7 +8,10 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { spawn } from 'node:child_process';
 import type { RunningAgent } from '../../agent/agent';
+import { binCommand } from '../../scripts/bin-command';
+import { MAIN_JS } from '../helpers/built-agent';
 import type { BackupResult, Manifest } from '../../agent/proto/backup';
 import { lostWrites, restoredKeys, restoreToolPath, Writer } from '../helpers/backup-check';
 import { startTestCluster, type LocalEtcdCluster } from '../helpers/etcd-cluster';
@@ -100,6 +103,36 @@ describe('backups into a directory store', () => {
       expect(listed.backups).toHaveLength(2);
       expect(listed.backups[0].state).toBe('verified');
       expect(fs.readdirSync(store).sort()).toEqual(listed.backups.map((b) => b.name).sort());
+    },
+    STORY_MS,
+  );
+
+  it(
+    'when `backup --to -` runs beside a writer, then stdout is a whole snapshot a real etcd restores with every write acknowledged before it began',
+    async () => {
+      const writer = new Writer(cluster.clientURLs(), 'cli').start();
+      await writer.acknowledged(30);
+      const before = writer.acked.length;
+      const file = path.join(store, 'cli-snapshot.db');
+      const [node, argv] = binCommand(MAIN_JS, ['backup', '--to', '-']);
+      const child = spawn(node, argv, {
+        env: { PATH: process.env.PATH, ETCD_AGENT_ENDPOINTS: cluster.clientURLs().join(','), ETCD_AGENT_MEMBER_NAME: 'cli' },
+        stdio: ['ignore', fs.openSync(file, 'w'), 'pipe'],
+      });
+      let stderr = '';
+      child.stderr?.setEncoding('utf8').on('data', (s: string) => (stderr += s));
+      const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+      const acked = await writer.stop();
+      expect({ code, stderr: stderr.includes('"snapshot streamed"') }).toEqual({ code: 0, stderr: true });
+      const streamed = JSON.parse(stderr.split('\n').find((l) => l.includes('"snapshot streamed"')) as string) as {
+        revision: number;
+        sizeBytes: number;
+      };
+      expect(streamed.sizeBytes).toBe(fs.statSync(file).size);
+      const keys = await restoredKeys(file);
+      expect(lostWrites(acked.slice(0, before), streamed.revision, keys)).toEqual([]);
+      expect(acked.slice(0, before).every((w) => w.revision <= streamed.revision)).toBe(true);
+      fs.rmSync(file);
     },
     STORY_MS,
   );
