@@ -31,6 +31,8 @@ import { SHUTDOWN_BUDGET_MS, SHUTDOWN_CLOSE_RESERVE_MS } from './config/timings'
 export interface Agent extends Pick<ExpressApp.ExpressAppDeps, 'config' | 'logger' | 'metrics'> {
   /** The etcd cluster client every part of the agent calls through. */
   cluster: EtcdCluster;
+  /** The backup service (POST /v1/backups and the schedules). */
+  backups: BackupService;
   /** Every route: the fast ones (fast-routes.ts), the rest through the express app, built on first use. */
   app: RequestListener;
   /** Releases what the services hold (locks, timers), closes etcd connections, and waits for the calls in flight to answer. */
@@ -124,6 +126,7 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
     logger,
     metrics,
     cluster,
+    backups,
     app,
     close: async () => {
       for (const stop of stoppers) await stop();

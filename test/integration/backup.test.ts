@@ -10,6 +10,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import type { RunningAgent } from '../../agent/agent';
+import { BackupSchedule } from '../../agent/backup/schedule';
+import { createLogger } from '../../agent/observability/logger';
 import { binCommand } from '../../scripts/bin-command';
 import { MAIN_JS } from '../helpers/built-agent';
 import type { BackupResult, Manifest } from '../../agent/proto/backup';
@@ -133,6 +135,42 @@ describe('backups into a directory store', () => {
       expect(lostWrites(acked.slice(0, before), streamed.revision, keys)).toEqual([]);
       expect(acked.slice(0, before).every((w) => w.revision <= streamed.revision)).toBe(true);
       fs.rmSync(file);
+    },
+    STORY_MS,
+  );
+
+  it(
+    "when every agent's schedule fires for the same slot, then the slot gets exactly one backup",
+    async () => {
+      const counts = async (): Promise<Record<string, number>> => {
+        const sum: Record<string, number> = {};
+        for (const a of agents)
+          for (const v of (await a.metrics.backup.backups.get()).values)
+            sum[v.labels.outcome as string] = (sum[v.labels.outcome as string] ?? 0) + v.value;
+        return sum;
+      };
+      const before = await counts();
+      const slot = new Date();
+      await Promise.all(
+        agents.map((a) =>
+          new BackupSchedule({
+            backup: undefined,
+            service: a.backups,
+            logger: createLogger({ silent: true }),
+            metrics: a.metrics,
+          }).backupAt(slot),
+        ),
+      );
+      const after = await counts();
+      const made = (outcome: string): number => (after[outcome] ?? 0) - (before[outcome] ?? 0);
+      const listed = (await get(agents[0], '/v1/backups')).json as { backups: { manifest: Manifest }[] };
+      expect(listed.backups.filter((b) => Date.parse(b.manifest.startedAt) >= slot.getTime())).toHaveLength(1);
+      // One agent made it; each other one found it made (in the store) or under way (holding the lock).
+      expect({ created: made('created'), others: made('slot-taken') + made('in-progress'), failed: made('failed') }).toEqual({
+        created: 1,
+        others: 2,
+        failed: 0,
+      });
     },
     STORY_MS,
   );
