@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the agent, its tests and its quick start need on a fresh Debian
 # machine: etcd 3.4, busybox-static and Prometheus (promtool) from Debian's packages (when missing), etcd 3.5, 3.6 and
-# 3.7 and KubeBlocks' kbagent built from the Go module proxy when Go is here (scripts/etcd.sh,
-# scripts/kbagent.sh; nothing when already built),
+# 3.7, KubeBlocks' kbagent and the S3 server versitygw built from the Go module proxy when Go is here
+# (scripts/etcd.sh, scripts/kbagent.sh, scripts/versitygw.sh; nothing when already built),
 # the project's npm dependencies exactly as package-lock.json pins them (npm ci, its tree kept once
 # per machine), then builds dist/.
 set -euo pipefail
@@ -27,6 +27,8 @@ if command -v go >/dev/null 2>&1; then
   done
   # The kbagent end-to-end test runs the real kbagent (a first build takes about 4 min).
   bash scripts/kbagent.sh >/dev/null || echo "setup: kbagent could not be built (see above)" >&2
+  # The backup tests store into a real S3 server, versitygw (a first build takes about 2 min).
+  bash scripts/versitygw.sh >/dev/null || echo "setup: versitygw could not be built (see above)" >&2
 else
   echo "setup: no Go on this machine: etcd 3.5, 3.6 and 3.7 and kbagent are not built (the tests need them; the quick start runs Debian's 3.4)" >&2
 fi

@@ -36,6 +36,8 @@ export class DirStore implements BackupStore {
       return { sizeBytes: (await fsp.stat(file)).size };
     } catch (err) {
       await fsp.rm(partial, { force: true });
+      // The caller's signal is its deadline: its end is a timeout, whatever the stream says.
+      if (signal?.aborted === true) throw new StoreError('timeout', `${this.description}: writing ${key}: the call's deadline passed`, err);
       throw this.failure(err, `writing ${key}`);
     }
   }

@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { GetObjectCommand } from '@aws-sdk/client-s3';
 import { spawn } from 'node:child_process';
 import type { RunningAgent } from '../../agent/agent';
 import { BackupSchedule } from '../../agent/backup/schedule';
@@ -18,8 +19,57 @@ import type { BackupResult, Manifest } from '../../agent/proto/backup';
 import { lostWrites, restoredKeys, restoreToolPath, Writer } from '../helpers/backup-check';
 import { startTestCluster, type LocalEtcdCluster } from '../helpers/etcd-cluster';
 import { get, leaderOf, post, startMemberAgent } from '../helpers/membership';
+import { startS3Server, type S3Server } from '../helpers/s3-server';
 
 const STORY_MS = 180_000;
+
+/**
+ * A backup through agents[0] while a writer puts through every member: a verified follower snapshot
+ * whose object is the manifest's (size, sha256), and which a real etcd started on its restored data
+ * serves with every write acknowledged at or below its revision. `snapshotFile` fetches the object.
+ */
+async function backupUnderWriter(
+  cluster: LocalEtcdCluster,
+  agents: RunningAgent[],
+  snapshotFile: (name: string) => Promise<string>,
+): Promise<void> {
+  const leader = await leaderOf(cluster);
+  const writer = new Writer(cluster.clientURLs()).start();
+  await writer.acknowledged(50);
+  const answer = await post(agents[0], '/v1/backups', {});
+  await writer.acknowledged(writer.acked.length + 50);
+  const acked = await writer.stop();
+
+  expect(answer.status).toBe(200);
+  const result = answer.json as BackupResult;
+  const manifest = result.manifest as Manifest;
+  expect(result.outcome).toBe('created');
+  expect(manifest.member.name).not.toBe(leader.name);
+  expect(cluster.members.map((m) => m.name)).toContain(manifest.member.name);
+
+  const object = await snapshotFile(manifest.name);
+  const bytes = fs.readFileSync(object);
+  expect({ size: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') }).toEqual({
+    size: manifest.sizeBytes,
+    sha256: manifest.sha256,
+  });
+  expect(manifest.verification).toMatchObject({ ok: true });
+  if (manifest.verification?.ok !== true) throw new Error('not verified');
+  expect(manifest.verification.revision).toBeGreaterThanOrEqual(manifest.revision);
+
+  // Writes on both sides of the snapshot were acknowledged: the test proves something either way.
+  expect(acked.some((w) => w.revision <= manifest.revision)).toBe(true);
+  expect(acked.some((w) => w.revision > manifest.revision)).toBe(true);
+  const keys = await restoredKeys(object);
+  expect(lostWrites(acked, manifest.revision, keys)).toEqual([]);
+  expect(manifest.verification.keys).toBe(keys.size);
+
+  const listed = await get(agents[1], '/v1/backups');
+  expect(listed.status).toBe(200);
+  expect((listed.json as { backups: { name: string; state: string }[] }).backups).toEqual([
+    { name: manifest.name, state: 'verified', manifest },
+  ]);
+}
 
 describe('backups into a directory store', () => {
   let cluster: LocalEtcdCluster;
@@ -48,44 +98,7 @@ describe('backups into a directory store', () => {
 
   it(
     'when a backup is taken under a writer, then it is a verified follower snapshot holding every write acknowledged at or below its revision',
-    async () => {
-      const leader = await leaderOf(cluster);
-      const writer = new Writer(cluster.clientURLs()).start();
-      await writer.acknowledged(50);
-      const answer = await post(agents[0], '/v1/backups', {});
-      await writer.acknowledged(writer.acked.length + 50);
-      const acked = await writer.stop();
-
-      expect(answer.status).toBe(200);
-      const result = answer.json as BackupResult;
-      const manifest = result.manifest as Manifest;
-      expect(result.outcome).toBe('created');
-      expect(manifest.member.name).not.toBe(leader.name);
-      expect(cluster.members.map((m) => m.name)).toContain(manifest.member.name);
-
-      const object = path.join(store, manifest.name, 'snapshot.db');
-      const bytes = fs.readFileSync(object);
-      expect({ size: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') }).toEqual({
-        size: manifest.sizeBytes,
-        sha256: manifest.sha256,
-      });
-      expect(manifest.verification).toMatchObject({ ok: true });
-      if (manifest.verification?.ok !== true) throw new Error('not verified');
-      expect(manifest.verification.revision).toBeGreaterThanOrEqual(manifest.revision);
-
-      // Writes on both sides of the snapshot were acknowledged: the test proves something either way.
-      expect(acked.some((w) => w.revision <= manifest.revision)).toBe(true);
-      expect(acked.some((w) => w.revision > manifest.revision)).toBe(true);
-      const keys = await restoredKeys(object);
-      expect(lostWrites(acked, manifest.revision, keys)).toEqual([]);
-      expect(manifest.verification.keys).toBe(keys.size);
-
-      const listed = await get(agents[1], '/v1/backups');
-      expect(listed.status).toBe(200);
-      expect((listed.json as { backups: { name: string; state: string }[] }).backups).toEqual([
-        { name: manifest.name, state: 'verified', manifest },
-      ]);
-    },
+    () => backupUnderWriter(cluster, agents, async (name) => path.join(store, name, 'snapshot.db')),
     STORY_MS,
   );
 
@@ -172,6 +185,43 @@ describe('backups into a directory store', () => {
         failed: 0,
       });
     },
+    STORY_MS,
+  );
+});
+
+describe('backups into S3', () => {
+  let cluster: LocalEtcdCluster;
+  let s3: S3Server;
+  const agents: RunningAgent[] = [];
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'backup-s3-'));
+
+  beforeAll(async () => {
+    cluster = await startTestCluster(3);
+    s3 = await startS3Server();
+    // The AWS SDK reads its credentials from the process's environment, as a pod's agent would.
+    Object.assign(process.env, s3.env);
+    for (const m of cluster.members) {
+      agents.push(await startMemberAgent(cluster, m.name, { ETCD_AGENT_BACKUP_STORE: s3.location, ETCD_AGENT_ETCDUTL: restoreToolPath() }));
+    }
+  }, 60_000);
+
+  afterAll(async () => {
+    for (const a of agents) await a.stop();
+    for (const key of Object.keys(s3?.env ?? {})) delete process.env[key];
+    await s3?.close();
+    await cluster?.destroy();
+    fs.rmSync(scratch, { recursive: true, force: true });
+  });
+
+  it(
+    'when a backup is taken under a writer, then the object in the bucket is a verified follower snapshot holding every acknowledged write',
+    () =>
+      backupUnderWriter(cluster, agents, async (name) => {
+        const file = path.join(scratch, `${name}.db`);
+        const object = await s3.client().send(new GetObjectCommand({ Bucket: s3.bucket, Key: `cluster-a/${name}/snapshot.db` }));
+        fs.writeFileSync(file, await (object.Body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray());
+        return file;
+      }),
     STORY_MS,
   );
 });
