@@ -7,6 +7,7 @@ import { createReadStream, createWriteStream, promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { syncPath } from './download';
 import { StoreError, type BackupStore, type StoredObject } from './store';
 
 const PARTIAL = '.partial-';
@@ -25,14 +26,9 @@ export class DirStore implements BackupStore {
     const partial = `${file}${PARTIAL}${process.pid}-${++uploads}`;
     try {
       await pipeline(body, createWriteStream(partial, { mode: 0o600 }), signal === undefined ? {} : { signal });
-      const handle = await fsp.open(partial, 'r');
-      try {
-        await handle.sync();
-      } finally {
-        await handle.close();
-      }
+      await syncPath(partial);
       await fsp.rename(partial, file);
-      await syncDir(path.dirname(file));
+      await syncPath(path.dirname(file));
       return { sizeBytes: (await fsp.stat(file)).size };
     } catch (err) {
       await fsp.rm(partial, { force: true });
@@ -48,7 +44,7 @@ export class DirStore implements BackupStore {
     try {
       await fsp.writeFile(partial, body, { mode: 0o600, flush: true });
       await fsp.rename(partial, file);
-      await syncDir(path.dirname(file));
+      await syncPath(path.dirname(file));
     } catch (err) {
       await fsp.rm(partial, { force: true });
       throw this.failure(err, `writing ${key}`);
@@ -140,14 +136,5 @@ export class DirStore implements BackupStore {
     if (code === 'ENOENT') return new StoreError(doing === 'opening it' ? 'no-bucket' : 'not-found', message, err);
     if (code === 'EACCES' || code === 'EPERM') return new StoreError('credentials', message, err);
     return new StoreError('failed', message, err);
-  }
-}
-
-async function syncDir(dir: string): Promise<void> {
-  const handle = await fsp.open(dir, 'r');
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
   }
 }

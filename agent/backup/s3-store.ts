@@ -20,7 +20,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import { addAbortSignal, PassThrough, Readable } from 'node:stream';
-import { describeLocation, type S3Location } from './location';
+import { describeLocation, type S3Location } from '../proto/store-location';
 import { s3ErrorText, s3Failure } from './s3-errors';
 import { StoreError, type BackupStore, type StoredObject } from './store';
 

@@ -7,13 +7,12 @@
  * directory is removed whatever happens.
  */
 import { createHash } from 'node:crypto';
-import { createWriteStream, promises as fsp } from 'node:fs';
+import { promises as fsp } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { Transform } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import { readKeySpace } from '../etcd-data/key-space';
 import type { BackupEntry, Manifest, Verification } from '../proto/backup';
+import { downloadHashed } from './download';
 import { manifestBytes, manifestKey, snapshotKey } from './layout';
 import { restoreSnapshot, type RestoreTool } from './restore-tool';
 import type { BackupStore } from './store';
@@ -50,7 +49,7 @@ async function check(deps: VerifyDeps, manifest: Manifest, signal: AbortSignal |
   try {
     const file = path.join(scratch, 'snapshot.db');
     // A store that does not answer is no verdict on the backup: its StoreError goes to the caller.
-    const { sha256, size } = await download(deps.store, snapshotKey(manifest.name), file, signal);
+    const { sha256, size } = await downloadHashed(deps.store, snapshotKey(manifest.name), file, signal);
     if (size !== manifest.sizeBytes || sha256 !== manifest.sha256) {
       return failed(
         'sha256',
@@ -82,21 +81,6 @@ async function check(deps: VerifyDeps, manifest: Manifest, signal: AbortSignal |
   } finally {
     await fsp.rm(scratch, { recursive: true, force: true });
   }
-}
-
-/** Streams the object into `file`, hashing it on the way. */
-async function download(store: BackupStore, key: string, file: string, signal?: AbortSignal): Promise<{ sha256: string; size: number }> {
-  const hash = createHash('sha256');
-  let size = 0;
-  const tap = new Transform({
-    transform(chunk: Buffer, _encoding, done) {
-      hash.update(chunk);
-      size += chunk.length;
-      done(null, chunk);
-    },
-  });
-  await pipeline(await store.download(key, signal), tap, createWriteStream(file, { mode: 0o600 }), signal === undefined ? {} : { signal });
-  return { sha256: hash.digest('hex'), size };
 }
 
 /** Why etcd's trailing sha256 does not match the backend before it, or undefined when it does. */

@@ -1,7 +1,8 @@
 /**
  * The small read-only answer a waiting `prepare` gives the other initial
  * members' prepare steps: `GET /v1/prepare` → this pod's name, whether its
- * data directory is empty, and the bootstrap it has decided, if any. It is
+ * data directory is empty, the bootstrap it has decided, if any, and the
+ * restore it was asked for, if any (backup/restore-decision.ts). It is
  * served on the agent's own port, which is free while prepare runs (an init
  * container runs before the sidecar), and read by `askPeers`.
  *
@@ -11,6 +12,7 @@
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { request } from '../lib/http-request';
+import type { RestoreAsk } from '../backup/restore-decision';
 import type { BootstrapPlan, InitialMember, PeerAnswer } from './decide';
 import type { DataDirState } from '../etcd-data/data-dir';
 
@@ -22,6 +24,8 @@ export interface PrepareAnswer {
   name: string;
   dataDir: DataDirState['kind'];
   bootstrap: BootstrapPlan | null;
+  /** The restore this pod was asked for; absent from an older agent's answer, which counts as none. */
+  restore?: RestoreAsk | null;
 }
 
 /** A listening answer server. */
@@ -89,13 +93,23 @@ async function askOne(member: InitialMember, port: number, timeoutMs: number): P
 }
 
 /**
- * What a peer's `GET /v1/prepare` body says, for the bootstrap decision. Only a well-formed answer
- * from the member asked counts as "empty" or "bootstrap"; anything else counts against bootstrapping.
+ * What a peer's `GET /v1/prepare` body says, for the bootstrap and restore decisions. Only a
+ * well-formed answer from the member asked counts as "empty", "bootstrap" or "restore"; anything
+ * else counts against bootstrapping and restoring.
  */
 export function classifyAnswer(name: string, body: unknown): PeerAnswer {
   const answer = (typeof body === 'object' && body !== null ? body : {}) as Partial<PrepareAnswer>;
   if (answer.name !== name) return { kind: 'no-answer', detail: `the answer is not ${name}'s (${String(answer.name)})` };
   if (answer.dataDir !== 'empty') return { kind: 'has-data', detail: `its data directory is ${String(answer.dataDir)}` };
+  // Asked to restore, it never bootstraps `new` whatever marker it holds: the restore is its answer.
+  const restore: unknown = answer.restore;
+  if (restore !== undefined && restore !== null) {
+    const ask = restore as Partial<RestoreAsk>;
+    if (typeof ask.source !== 'string' || (ask.backup !== undefined && typeof ask.backup !== 'string')) {
+      return { kind: 'no-answer', detail: 'its restore is malformed' };
+    }
+    return { kind: 'restore', restore: { source: ask.source, ...(ask.backup === undefined ? {} : { backup: ask.backup }) } };
+  }
   const plan = answer.bootstrap;
   if (plan === null) return { kind: 'empty' };
   if (typeof plan === 'object' && plan !== undefined && typeof plan.initialCluster === 'string' && typeof plan.token === 'string') {

@@ -12,12 +12,17 @@
  *   reports an empty data directory (or that it decided `new` for the same
  *   initial cluster and token): never beside a cluster that is only down;
  * - a member is only ever added through the idempotent join, which matches
- *   this pod's peer URL first, so one pod never gets two members.
+ *   this pod's peer URL first, so one pod never gets two members;
+ * - a backup is restored only by the first initial member, only when no
+ *   cluster answers and every initial member reports an empty data directory
+ *   (backup/restore-decision.ts); while a restore is asked or a peer waits for
+ *   one, nobody decides `new`.
  */
 import { matchMember } from '../membership/match';
 import { normalizeUrl } from '../proto/urls';
 import type { Member, MemberList } from '../proto/types';
 import type { DataDirState } from '../etcd-data/data-dir';
+import { decideRestore, type RestoreAsk } from '../backup/restore-decision';
 
 /** A member of the initial set: `--initial-cluster` name and peer URL. */
 export interface InitialMember {
@@ -36,7 +41,9 @@ export type PeerAnswer =
   | { kind: 'empty' }
   | { kind: 'bootstrap'; plan: BootstrapPlan }
   | { kind: 'has-data'; detail: string }
-  | { kind: 'no-answer'; detail: string };
+  | { kind: 'no-answer'; detail: string }
+  /** Its data directory is empty and it was asked to restore this backup: it waits for the restore. */
+  | { kind: 'restore'; restore: RestoreAsk };
 
 /** Everything the decision depends on. */
 export interface PrepareFacts {
@@ -54,6 +61,8 @@ export interface PrepareFacts {
    * with `--force-new-cluster`, if nothing answers and its data is of `clusterId`.
    */
   recovery?: { clusterId: string };
+  /** The restore this pod was asked for (ETCD_AGENT_RESTORE_FROM): acted on only as restore-decision.ts says. */
+  restore?: RestoreAsk;
 }
 
 /** The one step to take next. */
@@ -63,6 +72,7 @@ export type PrepareStep =
   | { kind: 'join'; reason: string }
   | { kind: 'replace'; member: Member; reason: string }
   | { kind: 'ask-peers' }
+  | { kind: 'restore'; restore: RestoreAsk; reason: string }
   | { kind: 'wait'; reason: string };
 
 /** `name=url,…` of the initial set, as etcd's `--initial-cluster` takes it. */
@@ -168,6 +178,9 @@ function decideWithoutCluster(f: PrepareFacts): PrepareStep {
       reason: `no cluster answers (${unreachable}); the data directory holds member ${f.dataDir.memberId}: start as is`,
     };
   }
+  const restore = decideRestore({ self: f.self, initial: f.initial, asked: f.restore, peers: f.peers, unreachable });
+  if (restore.kind === 'restore' && f.restore !== undefined) return { kind: 'restore', restore: f.restore, reason: restore.reason };
+  if (restore.kind === 'wait' || restore.kind === 'ask-peers') return restore;
   const me = f.initial.find((m) => m.name === f.self.name);
   if (me === undefined) {
     return {
@@ -191,6 +204,7 @@ function decideWithoutCluster(f: PrepareFacts): PrepareStep {
       const answer = f.peers?.get(m.name) ?? { kind: 'no-answer', detail: 'not asked' };
       if (answer.kind === 'empty') return [];
       if (answer.kind === 'bootstrap') return samePlan(answer.plan, plan) ? [] : [`${m.name} (bootstrapping another initial cluster)`];
+      if (answer.kind === 'restore') return [`${m.name} (waiting for a restore)`];
       return [`${m.name} (${answer.detail})`];
     });
   if (against.length > 0) {

@@ -14,6 +14,9 @@ import type { CommandUsage } from '../lib/usage';
 import { peerUrlFromTemplate, validatePeerUrl } from '../proto/urls';
 import { TAKEOVER_HINT, unusableEntry } from './data-access';
 import type { InitialMember } from './decide';
+import { parseRestoreOptions, RESTORE_VARIABLES, type RestoreOptions } from './restore-options';
+
+export type { RestoreOptions } from './restore-options';
 
 /** Where the etcd container's command sources its start flags from, unless told otherwise. */
 export const DEFAULT_FLAGS_FILE = '/var/run/etcd-lifecycle-agent/etcd-flags.sh';
@@ -41,6 +44,8 @@ export interface PrepareOptions {
   token: string;
   /** How long prepare keeps trying before it exits non-zero (the init container then retries). */
   waitSeconds: number;
+  /** The restore asked for (ETCD_AGENT_RESTORE_FROM): done only as backup/restore-decision.ts says. */
+  restore?: RestoreOptions;
 }
 
 const VARIABLES = {
@@ -50,6 +55,7 @@ const VARIABLES = {
   'initial-cluster-token': 'ETCD_AGENT_INITIAL_CLUSTER_TOKEN',
   'peer-url': 'ETCD_AGENT_PEER_URL',
   'wait-seconds': 'ETCD_AGENT_PREPARE_WAIT_SECONDS',
+  ...RESTORE_VARIABLES,
 } as const;
 
 type Key = keyof typeof VARIABLES;
@@ -85,6 +91,25 @@ const OWN_OPTIONS: ReadonlyArray<{ key: Key; arg: string; default?: string; mean
     default: String(DEFAULT_WAIT_SECONDS),
     meaning: `how long to keep trying before exiting 1, 1-${MAX_WAIT_SECONDS} (the kubelet then runs it again)`,
   },
+  {
+    key: 'restore-from',
+    arg: 'STORE',
+    meaning:
+      'restore the cluster from a backup in this store (`s3://bucket/prefix?…`, `file:///dir`, `/dir`) when the data of every initial member is gone: the first initial member restores, the others join it; never while a cluster answers or any member has data',
+  },
+  {
+    key: 'restore-backup',
+    arg: 'NAME',
+    default: 'the newest verified backup',
+    meaning: 'the backup to restore, by name (with ETCD_AGENT_RESTORE_FROM)',
+  },
+  {
+    key: 'restore-unverified',
+    arg: '[true|false]',
+    default: 'false',
+    meaning:
+      'when no backup is verified, restore the newest unverified one (or the named one, unverified); a backup whose verification failed is never restored',
+  },
 ];
 
 /** The agent's settings prepare uses (the others are accepted too). */
@@ -101,6 +126,7 @@ const AGENT_SETTINGS_USED = [
   'ETCD_AGENT_ETCD_USERNAME',
   'ETCD_AGENT_ETCD_PASSWORD_FILE',
   'ETCD_AGENT_LOG_LEVEL',
+  'ETCD_AGENT_ETCDUTL',
 ];
 
 /** `etcd-lifecycle-agent prepare`: what its `--help` prints (usage.ts). */
@@ -112,6 +138,7 @@ export const PREPARE_USAGE: CommandUsage = {
     "It reads the data directory's WAL, the member list (through a quorum) and, only when nothing answers, the other initial members' prepare; " +
       'it joins this pod as a learner, or removes the member of a lost disk first, when that is what it takes. ' +
       'While it cannot decide safely it keeps trying and logs why (for a lost quorum, with the figures); its answer to the other initial members is served at ETCD_AGENT_LISTEN.',
+    'With ETCD_AGENT_RESTORE_FROM it restores a backup when no cluster answers and every initial member reports its data gone: the first initial member restores and starts alone, the others wait and join it as learners.',
   ],
   options: [
     ...OWN_OPTIONS.map((o) => ({ flag: `--${o.key} ${o.arg}`, variable: VARIABLES[o.key], default: o.default, meaning: o.meaning })),
@@ -130,10 +157,14 @@ export const PREPARE_USAGE: CommandUsage = {
  */
 export function loadPrepareOptions(env: NodeJS.ProcessEnv, argv: readonly string[], sidecar = false): PrepareOptions {
   const { config, rest } = loadConfig(env, argv);
+  // `--restore-unverified` alone means true, as the agent's boolean flags do (config.ts parseFlags).
+  const args = rest.map((a, i) =>
+    a === '--restore-unverified' && (rest[i + 1] === undefined || rest[i + 1].startsWith('--')) ? `${a}=true` : a,
+  );
   let values: Partial<Record<Key, string>>;
   try {
     values = parseArgs({
-      args: [...rest],
+      args,
       strict: true,
       allowPositionals: false,
       options: Object.fromEntries(Object.keys(VARIABLES).map((k) => [k, { type: 'string' as const }])),
@@ -174,7 +205,17 @@ export function loadPrepareOptions(env: NodeJS.ProcessEnv, argv: readonly string
     initial,
     token: raw('initial-cluster-token') ?? DEFAULT_TOKEN,
     waitSeconds: Number(waitText),
+    // The sidecar's prepare passes never restore (it mounts etcd's data read-only): it has no restore.
+    ...(sidecar ? {} : restoreOf(raw, config, initial)),
   };
+}
+
+function restoreOf(raw: (key: Key) => string | undefined, config: Config, initial: InitialMember[]): { restore?: RestoreOptions } {
+  const restore = parseRestoreOptions(
+    { from: raw('restore-from'), backup: raw('restore-backup'), unverified: raw('restore-unverified') },
+    { etcdutl: config.etcdutl, initialMembers: initial.length },
+  );
+  return restore === undefined ? {} : { restore };
 }
 
 function ownPeerUrl(config: Config, explicit: string | undefined): string {

@@ -11,8 +11,11 @@
  * gate on removals.
  *
  * Crash safety: every step is re-derived from what etcd and the disk say; the
- * files a start writes, and in which order, are in start-files.ts.
+ * files a start writes, and in which order, are in start-files.ts; a restore's
+ * own steps and what a crash in them leaves are in backup/restore.ts.
  */
+import { RestoreError } from '../backup/restore';
+import type { RestoreTool } from '../backup/restore-tool';
 import { crashPoint } from '../lib/crash-point';
 import { Deadline } from '../lib/deadline';
 import { pollUntil } from '../lib/poll';
@@ -31,6 +34,7 @@ import { BootstrapPlan, decidePrepare, initialClusterOf, PrepareFacts, PrepareSt
 import { linger } from './linger';
 import type { PrepareOptions } from './options';
 import { readMarker, StartStep, writeStart } from './start-files';
+import { actRestore, clearRestoreLeftover, restoreAnswer, restoreToolOf } from './restore-step';
 import { installStartScript } from './start-script';
 
 /** Pause between passes while waiting. */
@@ -47,6 +51,9 @@ const MOVE_ASIDE_WAIT_MS = 5000;
 /** Runs prepare to its end; resolves to the exit code (0 flags written, 1 not decided in time). */
 export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<number> {
   const { config } = opts;
+  // A restore asked for needs its tool: found (and its version asked) before anything is changed.
+  const restoreTool = await restoreToolOf(opts, logger);
+  if (restoreTool === 'bad') return 2;
   // First, whatever is decided: the etcd container's command runs this script (start-script.ts), and
   // each start of the pod brings the one of the agent's image it runs.
   installStartScript(opts.flagsFile, opts.dataDir);
@@ -64,6 +71,7 @@ export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<
       name: opts.self.name,
       dataDir: readDataDir(opts.dataDir).kind,
       bootstrap: readMarker(opts.dataDir) ?? null,
+      restore: restoreAnswer(opts),
     })).catch((err: unknown) => {
       logger.warn('cannot serve the prepare answer; the other initial members will not count this pod as empty', {
         listen: `${config.listen.host}:${config.listen.port}`,
@@ -71,7 +79,12 @@ export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<
       });
       return undefined;
     });
-    const outcome = await preparePasses(opts, { cluster, membership, gate, logger }, { until: Date.now() + opts.waitSeconds * 1000 });
+    await clearRestoreLeftover(opts, logger);
+    const outcome = await preparePasses(
+      opts,
+      { cluster, membership, gate, logger, ...(restoreTool === undefined ? {} : { restoreTool }) },
+      { until: Date.now() + opts.waitSeconds * 1000 },
+    );
     if (outcome.prepared) {
       // Once etcd's start is decided: copies moved aside at earlier starts that are no longer needed go.
       await cleanUpAsides(opts, cluster, logger);
@@ -81,6 +94,10 @@ export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<
       member: opts.self.name,
       reason: outcome.reason,
     });
+    return 1;
+  } catch (err) {
+    if (!(err instanceof RestoreError)) throw err;
+    logger.error('the restore failed; the data directory is as it was', { member: opts.self.name, step: err.step, reason: err.message });
     return 1;
   } finally {
     await server?.close();
@@ -96,6 +113,8 @@ export interface PrepareDeps {
   /** Answers the member list read at once without a quorum, with the figures (membership/quorum-gate.ts); else a plain read. */
   gate?: QuorumGate;
   logger: Logger;
+  /** The restore tool, found when a restore is asked for (init container only). */
+  restoreTool?: RestoreTool;
 }
 
 /** How far the passes went: flags written (`prepared`), or why not by `until`. */
@@ -120,8 +139,11 @@ export async function preparePasses(
   // A pass that acted goes on at once (its effect is read by the next pass); one that waits pauses.
   await pollUntil({ until: run.until, pauseMs: () => (reason !== '' ? PASS_PAUSE_MS : 0) }, async () => {
     let step = await nextStep(opts, deps.cluster, deps.gate, run);
-    if (run.sidecar === true && (step.kind === 'ask-peers' || (step.kind === 'start' && step.state === 'new'))) {
-      step = { kind: 'wait', reason: 'no cluster answers; a running pod never bootstraps a new cluster (only its init container may)' };
+    if (run.sidecar === true && (step.kind === 'ask-peers' || step.kind === 'restore' || (step.kind === 'start' && step.state === 'new'))) {
+      step = {
+        kind: 'wait',
+        reason: 'no cluster answers; a running pod never bootstraps or restores a new cluster (only its init container may)',
+      };
     }
     if (step.kind === 'start') {
       writeStart(opts, step, plan, run, logger);
@@ -133,7 +155,7 @@ export async function preparePasses(
       reason = step.reason;
     } else {
       logger.info('prepare step', { member: opts.self.name, step: step.kind, reason: 'reason' in step ? step.reason : '' });
-      reason = await act(step, opts, deps.membership, logger, mover(opts, run));
+      reason = await act(step, opts, deps, mover(opts, run));
     }
     if (reason !== '' && reason !== lastReason) logger.info('waiting', { member: opts.self.name, reason });
     lastReason = reason || lastReason;
@@ -157,6 +179,7 @@ async function nextStep(
     initial: opts.initial,
     token: opts.token,
     ...(run.recovery === undefined ? {} : { recovery: run.recovery }),
+    ...(opts.restore === undefined || run.sidecar === true ? {} : { restore: opts.restore }),
   };
   const step = decidePrepare(facts);
   if (step.kind !== 'ask-peers' || run.sidecar === true) return step;
@@ -194,13 +217,8 @@ function mover(
 }
 
 /** Takes one step; answers why to wait before the next pass, or '' to go on at once. */
-async function act(
-  step: PrepareStep,
-  opts: PrepareOptions,
-  membership: MembershipService,
-  logger: Logger,
-  move: () => Promise<string | undefined>,
-): Promise<string> {
+async function act(step: PrepareStep, opts: PrepareOptions, deps: PrepareDeps, move: () => Promise<string | undefined>): Promise<string> {
+  const { membership, logger } = deps;
   try {
     switch (step.kind) {
       case 'move-aside': {
@@ -229,6 +247,8 @@ async function act(
         crashPoint('prepare-joined');
         return '';
       }
+      case 'restore':
+        return await actRestore(opts, deps.restoreTool, logger);
       case 'replace': {
         const result = await membership.leave({ id: step.member.id }, { requestId: 'prepare' });
         logger.info('removed the member of the lost data directory', {
@@ -242,7 +262,8 @@ async function act(
         return '';
     }
   } catch (err) {
-    // Refusals time lifts (busy: another learner; unsafe: quorum or etcd's 5 s health rule) are waited out.
+    // Refusals time lifts (busy: another learner; unsafe: quorum or etcd's 5 s health rule) are waited
+    // out, as is a store that does not answer now.
     if (isAgentError(err) && err.retryable) return `${step.kind}: ${err.message}`;
     throw err;
   }

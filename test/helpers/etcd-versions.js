@@ -34,6 +34,7 @@ const VERSION_DEPENDENT = [
   'any-member.test.ts',
   'kbagent-conformance.test.ts',
   'backup.test.ts',
+  'restore.test.ts',
 ];
 
 // The quick loop (`bash scripts/test.sh --quick`, ETCD_TEST_QUICK=1): the files that cover the HTTP

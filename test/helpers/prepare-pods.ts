@@ -150,6 +150,8 @@ export class PodSet {
       keepRun?: boolean;
       /** Run as this user and group (setpriv), as a pod's securityContext does; the test runs as root. */
       as?: RunAs;
+      /** More of prepare's variables (a restore asked for), on top of the pod's own. */
+      env?: Record<string, string>;
     } = {},
   ): Promise<PrepareRun> {
     const pod = this.pod(name);
@@ -169,6 +171,7 @@ export class PodSet {
       ETCD_AGENT_LOG_LEVEL: 'info',
       // A crash point (agent/lib/crash-point.ts): prepare kills itself with SIGKILL exactly at that step.
       ...(opts.crashAt === undefined ? {} : { ETCD_AGENT_CRASH_POINTS: opts.crashAt }),
+      ...opts.env,
     };
     const [node, argv] = binCommand(this.main, ['prepare']);
     const [cmd, words] = opts.as === undefined ? [node, argv] : [SETPRIV, [...this.asUser(name, opts.as), '--', node, ...argv]];
@@ -199,7 +202,10 @@ export class PodSet {
   }
 
   /** Runs prepare until it exits 0, as the kubelet restarts a failing init container; answers every run. */
-  async prepareUntilReady(name: string, opts: { waitSeconds?: number; endpoints?: number; attempts?: number } = {}): Promise<PrepareRun[]> {
+  async prepareUntilReady(
+    name: string,
+    opts: { waitSeconds?: number; endpoints?: number; attempts?: number; env?: Record<string, string> } = {},
+  ): Promise<PrepareRun[]> {
     const runs: PrepareRun[] = [];
     for (let i = 0; i < (opts.attempts ?? 5); i++) {
       const run = await this.prepare(name, opts);

@@ -71,7 +71,9 @@ async function samples(record: (m: ReturnType<typeof createMetrics>) => void): P
   const text = await metrics.registry.metrics();
   return text
     .split('\n')
-    .filter((l) => l.startsWith('etcd_agent_') && !/^etcd_agent_(build_info|http|action|membership|status_rpcs|health_obs|defrag)/.test(l));
+    .filter(
+      (l) => l.startsWith('etcd_agent_') && !/^etcd_agent_(build_info|http|action|membership|status_rpcs|health_obs|defrag|backup)/.test(l),
+    );
 }
 
 describe('recordClusterHealth', () => {

@@ -1,0 +1,308 @@
+/**
+ * A restore from a backup by `prepare`, against real etcd processes standing in for a StatefulSet's
+ * pods (test/helpers/prepare-pods.ts): a 3-member cluster takes writes, a backup is made of it, every
+ * member's data is wiped, and the three pods' prepare run with the restore asked. Exactly one pod
+ * (the first initial member) restores; the others wait, then join it learner-first; every write
+ * acknowledged at or before the backup's revision is there. Then what must not restore: one member
+ * still holding data, a cluster that answers, a pod not asked beside one asked, a corrupted object;
+ * and a restore killed after each of its steps, run again.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { manifestBytes, manifestKey, newBackupName, snapshotKey } from '../../agent/backup/layout';
+import { restoreWorkDir } from '../../agent/backup/restore';
+import { etcd3 } from '../../agent/etcd/etcd3-module';
+import { EtcdCluster } from '../../agent/etcd/cluster-client';
+import { readDataDir } from '../../agent/etcd-data/data-dir';
+import { Deadline } from '../../agent/lib/deadline';
+import type { BackupResult, Manifest } from '../../agent/proto/backup';
+import { lostWrites, restoreToolPath, Writer, type AckedPut } from '../helpers/backup-check';
+import { eventually } from '../helpers/eventually';
+import type { LogLine } from '../helpers/child-agent';
+import { call } from '../helpers/http-call';
+import { PodSet, PrepareRun } from '../helpers/prepare-pods';
+import { startS3Server, type S3Server } from '../helpers/s3-server';
+import { itOnFirstVersion } from '../helpers/version-scope';
+
+jest.setTimeout(240_000);
+
+const INITIAL = ['etcd-0', 'etcd-1', 'etcd-2'];
+
+let pods: PodSet;
+let client: EtcdCluster;
+let storeDir: string;
+let good: Manifest;
+/** Every put the writer had acknowledged, with the revision etcd answered. */
+let acked: AckedPut[] = [];
+
+beforeAll(async () => {
+  pods = await PodSet.create(3, 3);
+  client = new EtcdCluster({ endpoints: pods.endpoints() });
+  storeDir = path.join(pods.root, 'backups');
+  fs.mkdirSync(storeDir, { mode: 0o700 });
+});
+
+afterAll(async () => {
+  client?.close();
+  await pods?.destroy();
+});
+
+/** prepare's variables that ask for a restore from the test's directory store. */
+function restoreEnv(extra: Record<string, string> = {}): Record<string, string> {
+  return { ETCD_AGENT_RESTORE_FROM: storeDir, ETCD_AGENT_ETCDUTL: restoreToolPath(), ...extra };
+}
+
+const stepsOf = (runs: PrepareRun[]): unknown[] =>
+  runs.flatMap((r) => r.lines.filter((l) => l.message === 'prepare step').map((l) => l.step));
+const linesOf = (runs: PrepareRun[], message: string): LogLine[] => runs.flatMap((r) => r.lines.filter((l) => l.message === message));
+const decided = (runs: PrepareRun[]): LogLine | undefined => linesOf(runs, 'prepared').at(-1);
+
+async function startPod(name: string): Promise<void> {
+  pods.startEtcd(name);
+  await eventually(async () => expect(await pods.healthy(name)).toBe(true), { within: 30_000, every: 100 });
+  await pods.startAgent(name);
+}
+
+async function stopAll(): Promise<void> {
+  for (const name of INITIAL) await pods.stopAgent(name);
+  await Promise.all(INITIAL.map((n) => pods.stopEtcd(n, true)));
+}
+
+function wipe(name: string): void {
+  fs.rmSync(pods.pod(name).dataDir, { recursive: true, force: true });
+}
+
+/** Waits until the cluster has exactly `names` as started voters and no learner. */
+async function votersAre(names: string[]): Promise<void> {
+  await eventually(
+    async () => {
+      const list = await client.listMembers(Deadline.in(3000));
+      expect(list.members.map((m) => `${m.name}${m.isLearner ? ' (learner)' : ''}`).sort()).toEqual([...names].sort());
+    },
+    { within: 60_000, every: 200 },
+  );
+}
+
+/** Every write acknowledged at or before `revision` reads back, with its value. */
+async function expectAckedUpTo(revision: number): Promise<void> {
+  expect(acked.filter((a) => a.revision <= revision).length).toBeGreaterThan(20);
+  const etcd = new (etcd3().Etcd3)({ hosts: pods.endpoints() });
+  try {
+    const read = await etcd.getAll().prefix('w/').strings();
+    expect(lostWrites(acked, revision, new Map(Object.entries(read)))).toEqual([]);
+  } finally {
+    etcd.close();
+  }
+}
+
+/** A backup taken by pod `name`'s sidecar process (POST /v1/backups), verified right after. */
+async function backUp(name: string): Promise<Manifest> {
+  const pod = pods.pod(name);
+  const answer = await call(pod.agentProcess?.url ?? '', {
+    method: 'POST',
+    path: '/v1/backups',
+    body: {},
+    localAddress: pod.host,
+    timeoutMs: 120_000,
+  });
+  expect(answer.status).toBe(200);
+  const result = answer.json as BackupResult;
+  expect(result).toMatchObject({ outcome: 'created', verification: { ok: true } });
+  return { ...(result.manifest as Manifest), verification: result.verification };
+}
+
+/** Runs prepare for pod `name` until it exits 0, then starts its etcd and sidecar; answers every run. */
+async function prepareAndStart(name: string, env: Record<string, string>): Promise<PrepareRun[]> {
+  const runs = await pods.prepareUntilReady(name, { env, waitSeconds: 90, attempts: 2 });
+  await startPod(name);
+  return runs;
+}
+
+describe('restore from a backup', () => {
+  it('when every member lost its data and the restore is asked on every pod, then the first initial member restores, the others join it as learners, and every write the backup holds is there', async () => {
+    await pods.startAll(INITIAL, { ETCD_AGENT_BACKUP_STORE: storeDir, ETCD_AGENT_ETCDUTL: restoreToolPath() });
+    const writer = new Writer(pods.endpoints()).start();
+    await writer.acknowledged(50);
+    good = await backUp('etcd-0');
+    // Writes go on after the snapshot: those the backup cannot hold may or may not be there.
+    await writer.acknowledged(writer.acked.length + 20);
+    acked = await writer.stop();
+    expect(acked.some((a) => a.revision > good.revision)).toBe(true);
+    await stopAll();
+    INITIAL.forEach(wipe);
+
+    const runs = await Promise.all(INITIAL.map((n) => prepareAndStart(n, restoreEnv())));
+    await votersAre(INITIAL);
+
+    const byPod = Object.fromEntries(INITIAL.map((n, i) => [n, runs[i]]));
+    expect(INITIAL.filter((n) => stepsOf(byPod[n]).includes('restore'))).toEqual(['etcd-0']);
+    expect(stepsOf(byPod['etcd-0'])).toEqual(['restore']);
+    expect(linesOf(byPod['etcd-0'], 'restore: done')).toHaveLength(1);
+    expect(decided(byPod['etcd-0'])).toMatchObject({ state: 'existing', reason: expect.stringContaining('start as is') });
+    for (const name of ['etcd-1', 'etcd-2']) {
+      const lines = byPod[name].flatMap((r) => r.lines);
+      const waited = lines.findIndex(
+        (l) => l.message === 'waiting' && String(l.reason).includes('etcd-0, the first initial member, restores'),
+      );
+      const joined = lines.findIndex((l) => l.message === 'prepare step' && l.step === 'join');
+      expect(waited).toBeGreaterThanOrEqual(0);
+      expect(joined).toBeGreaterThan(waited);
+      expect(linesOf(byPod[name], 'joined').filter((l) => l.outcome === 'added')).toEqual([expect.objectContaining({ isLearner: true })]);
+      expect(decided(byPod[name])).toMatchObject({ state: 'existing' });
+    }
+    // One cluster, a new one: the restore made its own member and cluster ids.
+    const ids = await pods.clusterIds(INITIAL);
+    expect(new Set(Object.values(ids)).size).toBe(1);
+    expect(ids['etcd-0']).not.toBe(good.clusterId);
+    expect(fs.existsSync(restoreWorkDir(pods.pod('etcd-0').dataDir))).toBe(false);
+    await expectAckedUpTo(good.revision);
+  });
+
+  itOnFirstVersion(
+    'when the restore is asked while the cluster answers, then a pod that lost its data joins it and nothing is restored',
+    async () => {
+      await pods.stopAgent('etcd-0');
+      await pods.stopEtcd('etcd-0', true);
+      wipe('etcd-0');
+      const runs = await prepareAndStart('etcd-0', restoreEnv());
+      expect(stepsOf(runs)).toEqual(expect.arrayContaining(['replace', 'join']));
+      expect(stepsOf(runs)).not.toContain('restore');
+      expect(linesOf(runs, 'restore: chose a backup')).toEqual([]);
+      await votersAre(INITIAL);
+      await expectAckedUpTo(good.revision);
+    },
+  );
+
+  itOnFirstVersion(
+    'when the restore is asked but one member still holds its data, then nobody restores: each pod waits and says why',
+    async () => {
+      await stopAll();
+      wipe('etcd-0');
+      wipe('etcd-1');
+      // etcd-1 waits longer than etcd-0, so that etcd-0 hears it the whole time.
+      const runs = await Promise.all(
+        ['etcd-0', 'etcd-1'].map((n, i) => pods.prepare(n, { env: restoreEnv(), waitSeconds: i === 0 ? 4 : 8 })),
+      );
+      for (const r of runs) {
+        expect(r.code).toBe(1);
+        expect(stepsOf([r])).not.toContain('restore');
+      }
+      expect(String(runs[0].lines.find((l) => l.level === 'error')?.reason)).toMatch(
+        /not every initial member reports an empty data directory: etcd-2 \(no prepare answers at [^)]*\); a backup is restored only when every member's data is gone$/,
+      );
+      expect(String(runs[1].lines.find((l) => l.level === 'error')?.reason)).toContain('etcd-0, the first initial member, restores');
+      for (const name of ['etcd-0', 'etcd-1']) {
+        expect(readDataDir(pods.pod(name).dataDir)).toEqual({ kind: 'empty' });
+        expect(fs.existsSync(restoreWorkDir(pods.pod(name).dataDir))).toBe(false);
+      }
+    },
+  );
+
+  itOnFirstVersion(
+    'when the restoring prepare is killed after the download, after the restore tool and after the rename, then each next run converges and the cluster comes back whole',
+    async () => {
+      wipe('etcd-2');
+      const dataDir = pods.pod('etcd-0').dataDir;
+      const work = restoreWorkDir(dataDir);
+      // The others wait for the restore throughout, as the kubelet keeps their init containers going.
+      const others = Promise.all(['etcd-1', 'etcd-2'].map((n) => prepareAndStart(n, restoreEnv())));
+
+      const afterDownload = await pods.prepare('etcd-0', { env: restoreEnv(), crashAt: 'restore-downloaded', waitSeconds: 60 });
+      expect(afterDownload.signal).toBe('SIGKILL');
+      expect(fs.readdirSync(work)).toEqual(['snapshot.db']);
+      expect(readDataDir(dataDir)).toEqual({ kind: 'empty' });
+
+      const afterTool = await pods.prepare('etcd-0', { env: restoreEnv(), crashAt: 'restore-tool-done', waitSeconds: 60 });
+      expect(afterTool.signal).toBe('SIGKILL');
+      expect(linesOf([afterTool], 'restore: removed what an unfinished restore left')).toHaveLength(1);
+      expect(readDataDir(path.join(work, 'data'))).toMatchObject({ kind: 'member' });
+      expect(readDataDir(dataDir)).toEqual({ kind: 'empty' });
+
+      const afterRename = await pods.prepare('etcd-0', { env: restoreEnv(), crashAt: 'restore-renamed', waitSeconds: 60 });
+      expect(afterRename.signal).toBe('SIGKILL');
+      const restored = readDataDir(dataDir);
+      expect(restored).toMatchObject({ kind: 'member' });
+
+      const last = await pods.prepare('etcd-0', { env: restoreEnv(), waitSeconds: 60 });
+      expect(last.code).toBe(0);
+      expect(stepsOf([last])).toEqual([]);
+      expect(decided([last])).toMatchObject({ state: 'existing', reason: expect.stringContaining('start as is') });
+      expect(fs.existsSync(work)).toBe(false);
+      expect(readDataDir(dataDir)).toEqual(restored);
+      expect(stepsOf([afterDownload, afterTool, afterRename])).toEqual(['restore', 'restore', 'restore']);
+
+      await startPod('etcd-0');
+      for (const r of await others) expect(stepsOf(r)).not.toContain('restore');
+      await votersAre(INITIAL);
+      await expectAckedUpTo(good.revision);
+    },
+  );
+
+  itOnFirstVersion(
+    'when the newest backup is corrupted in the store, then the restore fails on its sha256 with the data directory untouched, a pod not asked to restore waits rather than bootstrap, and the backup named then restores',
+    async () => {
+      await stopAll();
+      INITIAL.forEach(wipe);
+      // A newer backup whose object lost a byte: its manifest still gives the size and sum it was written with.
+      const name = newBackupName(new Date());
+      fs.mkdirSync(path.join(storeDir, name));
+      const bytes = fs.readFileSync(path.join(storeDir, snapshotKey(good.name)));
+      bytes[Math.floor(bytes.length / 2)] ^= 0xff;
+      fs.writeFileSync(path.join(storeDir, snapshotKey(name)), bytes);
+      fs.writeFileSync(path.join(storeDir, manifestKey(name)), manifestBytes({ ...good, name }));
+
+      const waiting = pods.prepare('etcd-2', { env: restoreEnv(), waitSeconds: 8 });
+      const notAsked = pods.prepare('etcd-1', { waitSeconds: 8 });
+      const failed = await pods.prepare('etcd-0', { env: restoreEnv(), waitSeconds: 20 });
+      expect(failed.code).toBe(1);
+      const error = failed.lines.find((l) => l.level === 'error');
+      expect(error).toMatchObject({ message: 'the restore failed; the data directory is as it was', step: 'download' });
+      expect(String(error?.reason)).toContain(`backup ${name} read back holds ${bytes.length} bytes with sha256`);
+      expect(String(error?.reason)).toContain(`its manifest says ${good.sizeBytes} bytes, ${good.sha256}`);
+      expect(linesOf([failed], 'restore: chose a backup')).toEqual([expect.objectContaining({ backup: name })]);
+      expect(fs.existsSync(pods.pod('etcd-0').dataDir)).toBe(false);
+      expect(fs.existsSync(restoreWorkDir(pods.pod('etcd-0').dataDir))).toBe(false);
+
+      const [other, asked] = await Promise.all([notAsked, waiting]);
+      expect(other.code).toBe(1);
+      expect(decided([other])).toBeUndefined();
+      expect(other.lines.filter((l) => l.message === 'waiting').map((l) => String(l.reason))).toEqual(
+        expect.arrayContaining([expect.stringContaining('must not bootstrap a second cluster beside it')]),
+      );
+      expect(asked.code).toBe(1);
+      for (const n of INITIAL) expect(readDataDir(pods.pod(n).dataDir)).toEqual({ kind: 'empty' });
+
+      const runs = await Promise.all(INITIAL.map((n) => prepareAndStart(n, restoreEnv({ ETCD_AGENT_RESTORE_BACKUP: good.name }))));
+      expect(linesOf(runs[0], 'restore: chose a backup')).toEqual([expect.objectContaining({ backup: good.name })]);
+      await votersAre(INITIAL);
+      await expectAckedUpTo(good.revision);
+    },
+  );
+
+  itOnFirstVersion(
+    'when the backup lies in an S3 store, then the restore streams it from there and the cluster comes back whole',
+    async () => {
+      let s3: S3Server | undefined;
+      try {
+        s3 = await startS3Server();
+        const agentEnv = { ...s3.env, ETCD_AGENT_BACKUP_STORE: s3.location, ETCD_AGENT_ETCDUTL: restoreToolPath() };
+        await pods.stopAgent('etcd-1');
+        await pods.startAgent('etcd-1', agentEnv, { process: true });
+        const inS3 = await backUp('etcd-1');
+        await stopAll();
+        INITIAL.forEach(wipe);
+
+        const env = { ...s3.env, ETCD_AGENT_RESTORE_FROM: s3.location, ETCD_AGENT_ETCDUTL: restoreToolPath() };
+        const runs = await Promise.all(INITIAL.map((n) => prepareAndStart(n, env)));
+        expect(INITIAL.filter((_, i) => stepsOf(runs[i]).includes('restore'))).toEqual(['etcd-0']);
+        expect(linesOf(runs[0], 'restore: chose a backup')).toEqual([
+          expect.objectContaining({ backup: inS3.name, store: expect.stringContaining(`s3://${s3.bucket}/`) }),
+        ]);
+        await votersAre(INITIAL);
+        await expectAckedUpTo(good.revision);
+      } finally {
+        await s3?.close();
+      }
+    },
+  );
+});
