@@ -40,16 +40,7 @@ interface Page {
  * bucket or the key is absent. Throws when the file is not a bbolt file it can read.
  */
 export function readBboltValue(file: string, bucket: string, key: string): Buffer | undefined {
-  const fd = fs.openSync(file, 'r');
-  try {
-    const reader = new PageReader(fd, fs.fstatSync(fd).size, file);
-    const root = reader.rootBucket();
-    const bucketValue = reader.lookup({ root, inline: undefined }, Buffer.from(bucket), true);
-    if (bucketValue === undefined) return undefined;
-    return reader.lookup(reader.bucketAt(bucketValue), Buffer.from(key), false);
-  } finally {
-    fs.closeSync(fd);
-  }
+  return inBucket(file, bucket, (reader, root) => reader.lookup(root, Buffer.from(key), false));
 }
 
 /**
@@ -57,14 +48,17 @@ export function readBboltValue(file: string, bucket: string, key: string): Buffe
  * inside it are skipped); false when the bucket is absent. Throws as `readBboltValue` does.
  */
 export function forEachBboltEntry(file: string, bucket: string, visit: (key: Buffer, value: Buffer) => void): boolean {
+  return inBucket(file, bucket, (reader, root) => (reader.walk(root, visit), true)) ?? false;
+}
+
+/** `fn` on the top-level bucket `bucket` of `file`; undefined when the bucket is absent. */
+function inBucket<T>(file: string, bucket: string, fn: (reader: PageReader, root: BucketRoot) => T): T | undefined {
   const fd = fs.openSync(file, 'r');
   try {
     const reader = new PageReader(fd, fs.fstatSync(fd).size, file);
     const root = reader.rootBucket();
     const bucketValue = reader.lookup({ root, inline: undefined }, Buffer.from(bucket), true);
-    if (bucketValue === undefined) return false;
-    reader.walk(reader.bucketAt(bucketValue), visit);
-    return true;
+    return bucketValue === undefined ? undefined : fn(reader, reader.bucketAt(bucketValue));
   } finally {
     fs.closeSync(fd);
   }

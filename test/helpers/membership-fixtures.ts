@@ -11,7 +11,7 @@ import { ClusterProbe, type MemberProbe } from '../../agent/membership/probe';
 import type { PromoteDecision } from '../../agent/membership/promote-decision';
 import type { TransferDecision } from '../../agent/membership/transfer-decision';
 import { isAgentError } from '../../agent/proto/errors';
-import type { Member, MemberList } from '../../agent/proto/types';
+import type { Member, MemberList, MemberStatus } from '../../agent/proto/types';
 
 /** A member: a started voter unless told otherwise; an unstarted one has no name and no client URL. */
 export function member(id: string, opts: { learner?: boolean; started?: boolean } = {}): Member {
@@ -51,23 +51,28 @@ export function probe(of: MemberList, said: Record<string, Said>): ClusterProbe 
       return {
         member: m,
         url,
-        status: {
-          memberId: m.id,
-          leaderId,
-          raftTerm: 2,
-          raftIndex,
-          raftAppliedIndex: raftIndex,
-          dbSizeBytes: 1,
-          dbSizeInUseBytes: 1,
-          revision: 1,
-          isLearner: m.isLearner,
-          version: '3.4.23',
-          errors: [],
-          latencyMs: 1,
-        },
+        status: { ...memberStatus(m.id, leaderId, raftIndex), isLearner: m.isLearner, version: '3.4.23' },
       };
     }),
   );
+}
+
+/** A member's Status answer: naming `leaderId`, at raft (and applied) index `index`, term 2, a voter of 3.6.16. */
+export function memberStatus(memberId: string, leaderId = 'a', index = 9): MemberStatus {
+  return {
+    memberId,
+    leaderId,
+    raftTerm: 2,
+    raftIndex: index,
+    raftAppliedIndex: index,
+    dbSizeBytes: 1,
+    dbSizeInUseBytes: 1,
+    revision: 1,
+    isLearner: false,
+    version: '3.6.16',
+    errors: [],
+    latencyMs: 1,
+  };
 }
 
 /** Every member of `of` answers, naming `leader`, all at raft index 100. */

@@ -1,30 +1,13 @@
 import { decideSource, type StatusAnswer } from '../../agent/backup/source-decision';
-import type { Member, MemberStatus } from '../../agent/proto/types';
-import { learner, member } from '../helpers/membership-fixtures';
+import type { Member } from '../../agent/proto/types';
+import { learner, member, memberStatus } from '../helpers/membership-fixtures';
 
 /** What a member said: [the leader it names, its applied index], an error, or nothing asked. */
 type Said = [leader: string, applied: number] | 'error';
 
-function status(id: string, leader: string, applied: number): MemberStatus {
-  return {
-    memberId: id,
-    leaderId: leader,
-    raftTerm: 2,
-    raftIndex: applied,
-    raftAppliedIndex: applied,
-    dbSizeBytes: 1,
-    dbSizeInUseBytes: 1,
-    revision: 1,
-    isLearner: false,
-    version: '3.6.16',
-    errors: [],
-    latencyMs: 1,
-  };
-}
-
 function answers(said: Record<string, Said>): Map<string, StatusAnswer> {
   return new Map(
-    Object.entries(said).map(([id, s]) => [id, s === 'error' ? { error: 'connection refused' } : { status: status(id, s[0], s[1]) }]),
+    Object.entries(said).map(([id, s]) => [id, s === 'error' ? { error: 'connection refused' } : { status: memberStatus(id, s[0], s[1]) }]),
   );
 }
 

@@ -1,3 +1,4 @@
+import { memberStatus } from '../helpers/membership-fixtures';
 import { NOT_ASKED, urlsToAskAgain } from '../../agent/health/reask';
 import type { StatusProbe } from '../../agent/health/types';
 import type { Member, MemberStatus } from '../../agent/proto/types';
@@ -13,22 +14,7 @@ function member(id: string, isLearner = false, started = true): Member {
   };
 }
 
-function status(memberId: string): MemberStatus {
-  return {
-    memberId,
-    leaderId: 'a',
-    raftTerm: 2,
-    raftIndex: 9,
-    raftAppliedIndex: 9,
-    dbSizeBytes: 1,
-    dbSizeInUseBytes: 1,
-    revision: 1,
-    isLearner: false,
-    version: '3.6.16',
-    errors: [],
-    latencyMs: 1,
-  };
-}
+const status = (memberId: string): MemberStatus => memberStatus(memberId);
 
 /** What the first round saw of one member: its answer, a failure, never sent for lack of time, or not asked at all. */
 type Seen = 'answered' | 'silent' | 'not-sent' | 'not-asked';
