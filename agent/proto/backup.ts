@@ -4,6 +4,7 @@
  * POST /v1/backups/verify. Pure.
  */
 import { z } from 'zod';
+import { MAX_TIMEOUT_SECONDS } from './kbagent';
 
 /** What a verification found: the snapshot read back, checked and restored into a scratch directory. */
 export const verificationSchema = z.union([
@@ -91,7 +92,7 @@ export const backupRequestSchema = z
   .object({
     /** Verify it right after (default true). */
     verify: z.boolean().optional(),
-    timeoutSeconds: z.number().int('must be a whole number').min(1).max(86_400).optional(),
+    timeoutSeconds: z.number().int('must be a whole number').min(1).max(MAX_TIMEOUT_SECONDS).optional(),
   })
   .strict();
 
@@ -102,7 +103,7 @@ export type BackupRequest = z.infer<typeof backupRequestSchema>;
 export const verifyRequestSchema = z
   .object({
     name: z.string().min(1).max(200).optional(),
-    timeoutSeconds: z.number().int('must be a whole number').min(1).max(86_400).optional(),
+    timeoutSeconds: z.number().int('must be a whole number').min(1).max(MAX_TIMEOUT_SECONDS).optional(),
   })
   .strict();
 

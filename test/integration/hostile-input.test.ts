@@ -231,6 +231,15 @@ const POST_BODIES: Record<string, { base: Record<string, unknown>; fields: Recor
       timeoutSeconds: BAD_TIMEOUTS,
     },
   },
+  '/v1/backups': {
+    // Valid as sent, and refused for the store this agent lacks (409): nothing is written either way.
+    base: { verify: true },
+    fields: { verify: BAD_BOOLEANS, timeoutSeconds: BAD_TIMEOUTS },
+  },
+  '/v1/backups/verify': {
+    base: { name: '20261204T230000.123Z-1a2b3c' },
+    fields: { name: [1, null, '', 'a'.repeat(201), [], {}, true], timeoutSeconds: BAD_TIMEOUTS },
+  },
   '/v1/recovery': {
     // Valid as sent, and refused by the gates (the quorum is there): nothing may change either way.
     base: { from: 'etcd-9', clusterId: 'abc' },
