@@ -105,7 +105,7 @@ describe('backups into a directory store', () => {
   it(
     'when backups are asked of every agent at once, then they run one at a time and retention keeps the newest two',
     async () => {
-      const answers = await Promise.all(agents.map((a) => post(a, '/v1/backups', { verify: false })));
+      const answers = await Promise.all(agents.map((a) => post(a, '/v1/backups', {})));
       for (const a of answers) expect([200, 202]).toContain(a.status);
       const created = answers
         .filter((a) => (a.json as { outcome?: string }).outcome === 'created')
@@ -113,10 +113,12 @@ describe('backups into a directory store', () => {
       // Each created one holds the lock for its whole run: no two runs overlap.
       const runs = created.map((m) => [Date.parse(m.startedAt), Date.parse(m.finishedAt)]).sort((x, y) => x[0] - y[0]);
       for (let i = 1; i < runs.length; i++) expect(runs[i][0]).toBeGreaterThanOrEqual(runs[i - 1][1]);
+      // Each one was restored by its verification.
+      for (const m of created) expect(m.verification).toMatchObject({ ok: true });
       await post(agents[0], '/v1/backups', {});
       const listed = (await get(agents[2], '/v1/backups')).json as { backups: { name: string; state: string }[] };
       expect(listed.backups).toHaveLength(2);
-      expect(listed.backups[0].state).toBe('verified');
+      expect(listed.backups.map((b) => b.state)).toEqual(['verified', 'verified']);
       expect(fs.readdirSync(store).sort()).toEqual(listed.backups.map((b) => b.name).sort());
     },
     STORY_MS,
