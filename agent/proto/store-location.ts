@@ -35,11 +35,19 @@ export type StoreLocation = S3Location | DirLocation;
 
 const BUCKET = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
 const QUERY_KEYS = new Set(['endpoint', 'region', 'path-style']);
+const REGION = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** Parses a store URL (see the module comment). */
 export function parseLocation(text: string, what = 'backup store'): StoreLocation {
   const value = text.trim();
   const bad = (why: string): AgentError => new AgentError('bad-request', `${what}: "${value}" ${why}`);
+  const decoded = (part: string): string => {
+    try {
+      return decodeURIComponent(part);
+    } catch {
+      throw bad('has a malformed %-escape in its path');
+    }
+  };
   if (value.startsWith('/')) return { kind: 'dir', path: path.resolve(value) };
   let url: URL;
   try {
@@ -49,26 +57,31 @@ export function parseLocation(text: string, what = 'backup store'): StoreLocatio
   }
   if (url.protocol === 'file:') {
     if (url.host !== '' || url.search !== '') throw bad('must be file:///absolute/path, without a host or a query');
-    return { kind: 'dir', path: path.resolve(decodeURIComponent(url.pathname)) };
+    return { kind: 'dir', path: path.resolve(decoded(url.pathname)) };
   }
   if (url.protocol !== 's3:') throw bad('must start with s3:// or file://');
   if (url.username !== '' || url.password !== '')
     throw bad('must not hold credentials: they come from the AWS SDK chain (AWS_ACCESS_KEY_ID, …)');
   const bucket = url.hostname;
   if (!BUCKET.test(bucket)) throw bad(`names the bucket "${bucket}", which is not a valid bucket name`);
+  // A port here would be dropped silently: the store's address goes in ?endpoint=.
+  if (url.port !== '') throw bad("names a port on the bucket: give the store's address as ?endpoint=http(s)://host:port");
   for (const key of url.searchParams.keys())
     if (!QUERY_KEYS.has(key)) throw bad(`has the unknown option "${key}" (endpoint, region, path-style)`);
   const endpoint = url.searchParams.get('endpoint') ?? undefined;
   if (endpoint !== undefined && !/^https?:\/\/[^/]+\/?$/.test(endpoint)) throw bad('has an endpoint that is not http(s)://host[:port]');
+  const region = url.searchParams.get('region');
+  // An empty or mistyped region would fail only at the first call, in the SDK's words.
+  if (region !== null && !REGION.test(region)) throw bad('has a region that is not one (letters, digits, - and _, as us-east-1)');
   const pathStyle = url.searchParams.get('path-style');
   if (pathStyle !== null && pathStyle !== 'true' && pathStyle !== 'false') throw bad('has path-style that is neither true nor false');
-  const trimmed = decodeURIComponent(url.pathname).replace(/^\/+|\/+$/g, '');
+  const trimmed = decoded(url.pathname).replace(/^\/+|\/+$/g, '');
   return {
     kind: 's3',
     bucket,
     prefix: trimmed === '' ? '' : `${trimmed}/`,
     ...(endpoint === undefined ? {} : { endpoint: endpoint.replace(/\/$/, '') }),
-    ...(url.searchParams.has('region') ? { region: url.searchParams.get('region') as string } : {}),
+    ...(region === null ? {} : { region }),
     pathStyle: pathStyle === null ? endpoint !== undefined : pathStyle === 'true',
   };
 }
