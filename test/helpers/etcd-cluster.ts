@@ -1,5 +1,4 @@
 import { LocalClusterOptions, LocalEtcdCluster } from '../../scripts/local-cluster';
-import { eventually as waitFor } from './eventually';
 
 export { freePort, freePorts } from '../../scripts/ports';
 export { LocalEtcdCluster } from '../../scripts/local-cluster';
@@ -27,15 +26,6 @@ export function withCluster(size: number, opts: Omit<LocalClusterOptions, 'size'
     if (!cluster) throw new Error('the cluster has not started (is this called outside a test?)');
     return cluster;
   };
-}
-
-/**
- * Calls `fn` until it resolves (returning its value, `false` too) or `timeoutMs` of patience passes
- * (rethrowing its last error): helpers/eventually.ts's `eventually`, so TEST_TIME_SCALE lengthens it.
- */
-export async function eventually<T>(fn: () => Promise<T>, timeoutMs = 10_000, intervalMs = 200): Promise<T> {
-  const { value } = await waitFor(async () => ({ value: await fn() }), { within: timeoutMs, every: intervalMs });
-  return value;
 }
 
 /**

@@ -12,7 +12,7 @@ import { loadConfig } from '../../agent/config/config';
 import { createLogger } from '../../agent/observability/logger';
 import { createPki, KeyPair, TestPki } from '../helpers/certs';
 import { call } from '../helpers/http-call';
-import { eventually } from '../helpers/etcd-cluster';
+import { eventually } from '../helpers/eventually';
 import { captureLogs } from '../helpers/log-capture';
 
 let pki: TestPki;
@@ -147,7 +147,10 @@ describe('when the certificate files change', () => {
     const after = fingerprintOf(pair.cert);
     expect(after).not.toBe(before);
 
-    await eventually(async () => expect(await servedFingerprint(agent.listening.url, { ca: pki.ca.cert })).toBe(after), 5000, 50);
+    await eventually(async () => expect(await servedFingerprint(agent.listening.url, { ca: pki.ca.cert })).toBe(after), {
+      within: 5000,
+      every: 50,
+    });
     expect(logs()).toContain('tls certificate reloaded');
   });
 
@@ -159,15 +162,14 @@ describe('when the certificate files change', () => {
 
     const next = await pki.ca.issue('half-next');
     fs.copyFileSync(next.cert, pair.cert);
-    await eventually(async () => expect(logs()).toContain('do not load'), 5000, 50);
+    await eventually(async () => expect(logs()).toContain('do not load'), { within: 5000, every: 50 });
     expect(await servedFingerprint(agent.listening.url, { ca: pki.ca.cert })).toBe(before);
 
     fs.copyFileSync(next.key, pair.key);
-    await eventually(
-      async () => expect(await servedFingerprint(agent.listening.url, { ca: pki.ca.cert })).toBe(fingerprintOf(next.cert)),
-      5000,
-      50,
-    );
+    await eventually(async () => expect(await servedFingerprint(agent.listening.url, { ca: pki.ca.cert })).toBe(fingerprintOf(next.cert)), {
+      within: 5000,
+      every: 50,
+    });
   });
 
   it('when a Kubernetes Secret volume rotates by symlink swap (certificate, key and client CA together), then the new ones apply', async () => {
@@ -196,8 +198,7 @@ describe('when the certificate files change', () => {
     await eventually(
       async () =>
         expect((await call(agent.listening.url, { path: '/livez', tls: { ca: pki.ca.cert, ...pki.rogueClient } })).status).toBe(200),
-      5000,
-      50,
+      { within: 5000, every: 50 },
     );
     await expect(call(agent.listening.url, { path: '/livez', tls: { ca: pki.ca.cert, ...pki.client } })).rejects.toThrow();
     expect(await servedFingerprint(agent.listening.url, { ca: pki.ca.cert, ...pki.rogueClient })).toBe(

@@ -15,8 +15,8 @@ import type { HeldLock } from '../../agent/etcd/held-lock';
 import { MembershipLock } from '../../agent/etcd/lock';
 import { isLearnerInSync } from '../../agent/membership/quorum';
 import { createLogger } from '../../agent/observability/logger';
-import { eventually, LocalEtcdCluster, startTestCluster } from '../helpers/etcd-cluster';
-import { patience } from '../helpers/eventually';
+import { LocalEtcdCluster, startTestCluster } from '../helpers/etcd-cluster';
+import { eventually, patience } from '../helpers/eventually';
 import type { Answer } from '../helpers/http-call';
 import { changesSent, get, leaderOf, post, startMemberAgent, until } from '../helpers/membership';
 
@@ -191,7 +191,10 @@ describe('any agent, with only its own member as endpoint, finds a live member f
     expect(voterAt - freed).toBeLessThanOrEqual(3000);
     // Counted once the agent has MemberPromote's reply, which can come after this test's own list
     // read already shows the voter (both in this process): the count is waited for.
-    await eventually(async () => expect(await changesSent(learnerAgent.metrics)).toMatchObject({ promote: 1 }), 2000, 25);
+    await eventually(async () => expect(await changesSent(learnerAgent.metrics)).toMatchObject({ promote: 1 }), {
+      within: 2000,
+      every: 25,
+    });
   });
 
   it('when the 5th member is joined right after the 4th became a voter, then its first call succeeds within its deadline, and its own agent promotes it within 5 s of being in sync', async () => {

@@ -11,7 +11,8 @@ import path from 'node:path';
 import type { RunningAgent } from '../../agent/agent';
 import { COMMANDS } from '../../agent/cli/command-table';
 import { renderUsage } from '../../agent/lib/usage';
-import { eventually, freePort, withCluster, type MemberSpec } from '../helpers/etcd-cluster';
+import { freePort, withCluster, type MemberSpec } from '../helpers/etcd-cluster';
+import { eventually } from '../helpers/eventually';
 import { startMemberAgent } from '../helpers/membership';
 import { runCli, type Ran } from '../helpers/run-process';
 
@@ -121,11 +122,14 @@ describe('etcd-lifecycle-agent CLI against a running agent and a real 3-member e
   });
 
   it('when health is asked of a healthy cluster, then exit 0 with a summary line', async () => {
-    const ran = await eventually(async () => {
-      const r = await cli('health');
-      if (r.code !== 0) throw new Error(r.stderr || r.stdout);
-      return r;
-    }, 10_000);
+    const ran = await eventually(
+      async () => {
+        const r = await cli('health');
+        if (r.code !== 0) throw new Error(r.stderr || r.stdout);
+        return r;
+      },
+      { within: 10_000 },
+    );
 
     expect(ran.stdout).toMatch(/^healthy: 3\/3 voters healthy \(quorum 2\), leader etcd-\d\n/);
   });
@@ -138,8 +142,7 @@ describe('etcd-lifecycle-agent CLI against a running agent and a real 3-member e
         if (r.code === 4) throw new Error(r.stderr);
         return r;
       },
-      15_000,
-      300,
+      { within: 15_000, every: 300 },
     );
     const second = await cli('join', 'etcd-3', '--peer-url', etcd3.peerURL);
 
@@ -216,8 +219,7 @@ describe('etcd-lifecycle-agent CLI against a running agent and a real 3-member e
           expect(answer.stdout).not.toMatch(/^unknown:/);
           return answer;
         },
-        20_000,
-        250,
+        { within: 20_000, every: 250 },
       );
 
       expect(ran.code).toBe(1);
@@ -236,7 +238,7 @@ describe('etcd-lifecycle-agent CLI against a running agent and a real 3-member e
   it('when removing a voter would leave too few healthy voters, then unsafe: exit 4, and --json prints the error envelope', async () => {
     // From a cluster the agent sees whole again: the case before paused two members, and until they
     // are back the agent rightly answers unavailable (no quorum), not unsafe.
-    await eventually(async () => expect((await cli('health')).code).toBe(0), 20_000, 250);
+    await eventually(async () => expect((await cli('health')).code).toBe(0), { within: 20_000, every: 250 });
     cluster().pause('etcd-1');
     try {
       const ran = await runCli(['leave', 'etcd-2', '--json', '--agent', agent.listening.url]);

@@ -2,7 +2,8 @@ import { Deadline } from '../../agent/lib/deadline';
 import { EtcdCluster } from '../../agent/etcd/cluster-client';
 import { AgentError } from '../../agent/proto/errors';
 import type { Member, MemberStatus } from '../../agent/proto/types';
-import { eventually, withCluster } from '../helpers/etcd-cluster';
+import { withCluster } from '../helpers/etcd-cluster';
+import { eventually } from '../helpers/eventually';
 
 /** What a call settled to, and how long it took. */
 async function timed<T>(call: () => Promise<T>): Promise<{ ms: number; value?: T; error?: unknown }> {
@@ -143,7 +144,7 @@ describe('EtcdCluster against a real 3-member cluster', () => {
       if (c.member(follower.name).state === 'paused') c.resume(follower.name);
     }
 
-    const resumed = await eventually(() => client.memberStatus(follower.clientURLs[0], 1000), 5000, 100);
+    const resumed = await eventually(() => client.memberStatus(follower.clientURLs[0], 1000), { within: 5000, every: 100 });
     expect(resumed).toMatchObject({ memberId: follower.id, leaderId: first.leaderId });
   }, 90_000);
 
@@ -167,12 +168,12 @@ describe('EtcdCluster against a real 3-member cluster', () => {
       expect(reader.serverVersion(b)).toBeUndefined();
       await reader.listMembers(Deadline.in(5000));
       expect((await rangesServed(b)) - before).toBe(1);
-      await eventually(async () => expect(reader.serverVersion(b)).toBe(c.etcd.version), 5000, 20);
+      await eventually(async () => expect(reader.serverVersion(b)).toBe(c.etcd.version), { within: 5000, every: 20 });
       before = await rangesServed(b);
       for (let i = 0; i < 3; i++) {
         const peerURL = await c.reservePeerURL(`etcd-x${i}`);
         // etcd refuses changes as "unhealthy cluster" for 5 s after a peer connected (a fresh cluster).
-        const added = await eventually(() => writer.addMember([peerURL], true, Deadline.in(3000)), 15_000, 250);
+        const added = await eventually(() => writer.addMember([peerURL], true, Deadline.in(3000)), { within: 15_000, every: 250 });
         expect((await reader.listMembers(Deadline.in(5000))).members.map((m) => m.id)).toContain(added.id);
         await writer.removeMember(added.id, Deadline.in(5000));
         expect((await reader.listMembers(Deadline.in(5000))).members.map((m) => m.id)).not.toContain(added.id);
@@ -190,7 +191,7 @@ describe('EtcdCluster against a real 3-member cluster', () => {
     const admin = new EtcdCluster({ endpoints: c.clientURLs() });
     const learnerFirst = new EtcdCluster({ endpoints: [spec.clientURL, c.member('etcd-0').clientURL] });
     try {
-      const added = await eventually(() => admin.addMember([spec.peerURL], true, Deadline.in(3000)), 15_000, 250);
+      const added = await eventually(() => admin.addMember([spec.peerURL], true, Deadline.in(3000)), { within: 15_000, every: 250 });
       await c.addMemberProcess('etcd-learner');
       const status = await learnerFirst.memberStatus(spec.clientURL, 1000);
       expect(status).toMatchObject({ memberId: added.id, isLearner: true });

@@ -9,7 +9,8 @@ import path from 'node:path';
 import { Deadline } from '../../agent/lib/deadline';
 import { EtcdCluster } from '../../agent/etcd/cluster-client';
 import { readDataDir } from '../../agent/etcd-data/data-dir';
-import { eventually, withCluster } from '../helpers/etcd-cluster';
+import { withCluster } from '../helpers/etcd-cluster';
+import { eventually } from '../helpers/eventually';
 import { PodSet } from '../helpers/prepare-pods';
 
 jest.setTimeout(60_000);
@@ -42,7 +43,7 @@ function ids(): Record<string, string> {
 }
 
 async function healthy(names: string[]): Promise<void> {
-  await Promise.all(names.map((n) => eventually(async () => expect(await pods.healthy(n)).toBe(true), 20_000, 100)));
+  await Promise.all(names.map((n) => eventually(async () => expect(await pods.healthy(n)).toBe(true), { within: 20_000, every: 100 })));
 }
 
 async function stopAll(): Promise<void> {
@@ -98,7 +99,7 @@ describe('etcd data directories and bootstrap', () => {
       const list = await client.listMembers(Deadline.in(5000));
       const id = list.members.find((m) => m.peerURLs.includes(pods.pod('etcd-2').peerURL))?.id ?? '';
       // etcd refuses as "unhealthy cluster" until the remaining members have been connected for 5 s.
-      await eventually(() => client.removeMember(id, Deadline.in(5000)), 15_000, 250);
+      await eventually(() => client.removeMember(id, Deadline.in(5000)), { within: 15_000, every: 250 });
     } finally {
       client.close();
     }
@@ -155,7 +156,7 @@ describe('etcd WAL segments', () => {
     expect(segments()[0]).toBe('0000000000000000-0000000000000000.wal');
 
     await c.restart('etcd-0');
-    await eventually(async () => expect(segments()[0]).not.toBe('0000000000000000-0000000000000000.wal'), 10_000, 100);
+    await eventually(async () => expect(segments()[0]).not.toBe('0000000000000000-0000000000000000.wal'), { within: 10_000, every: 100 });
     expect(segments()[0]).toMatch(/^0000000000000001-[0-9a-f]{16}\.wal$/);
     expect(readDataDir(c.member('etcd-0').dataDir)).toEqual(before);
   }, 90_000);

@@ -12,7 +12,8 @@ import { fetchPeerMembers } from '../../agent/etcd/peer-members';
 import { atLeast } from '../../agent/etcd/server-version';
 import type { Member } from '../../agent/proto/types';
 import { etcdInstall, type EtcdInstall } from '../../scripts/etcd-version';
-import { eventually, freePorts, withCluster } from '../helpers/etcd-cluster';
+import { freePorts, withCluster } from '../helpers/etcd-cluster';
+import { eventually } from '../helpers/eventually';
 
 jest.setTimeout(60_000);
 
@@ -69,7 +70,7 @@ describe('etcd membership and API facts', () => {
   beforeAll(async () => {
     admin = new EtcdCluster({ endpoints: cluster().clientURLs() });
     // etcd refuses changes as "unhealthy cluster" for 5 s after its peers connected (every version).
-    await eventually(async () => remove((await add(await cluster().reservePeerURL('settle'))).id), 20_000, 250);
+    await eventually(async () => remove((await add(await cluster().reservePeerURL('settle'))).id), { within: 20_000, every: 250 });
   });
   afterAll(() => admin?.close());
 
@@ -123,7 +124,7 @@ describe('etcd membership and API facts', () => {
 
   it('when a started learner is there, then its peer listener serves the member list (it flagged isLearner, ids bare uint64), it refuses MemberList and linearizable reads (not serializable ones), its /readyz fails non_learner from 3.5.19 and its /livez passes from 3.5.11 (3.4: neither exists)', async () => {
     const spec = await cluster().reserveMember('etcd-3');
-    const learner = await eventually(() => add(spec.peerURL), 15_000, 250);
+    const learner = await eventually(() => add(spec.peerURL), { within: 15_000, every: 250 });
     await cluster().addMemberProcess('etcd-3');
     try {
       const raw = (await httpGet(`${spec.peerURL}/members`)).body;

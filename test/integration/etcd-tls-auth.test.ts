@@ -24,8 +24,8 @@ import { createLogger } from '../../agent/observability/logger';
 import { createMetrics } from '../../agent/observability/metrics';
 import { createPki, TestPki } from '../helpers/certs';
 import { findEtcdctl } from '../../scripts/local-cluster';
-import { eventually, LocalEtcdCluster, MemberSpec, startTestCluster } from '../helpers/etcd-cluster';
-import { patience } from '../helpers/eventually';
+import { LocalEtcdCluster, MemberSpec, startTestCluster } from '../helpers/etcd-cluster';
+import { eventually, patience } from '../helpers/eventually';
 import type { Answer } from '../helpers/http-call';
 import { captureLogs } from '../helpers/log-capture';
 import { changesSent, get, leaderOf, post, settle, startMemberAgent, until } from '../helpers/membership';
@@ -97,8 +97,7 @@ async function expectHealthy(agent: RunningAgent): Promise<void> {
         quorum: { voters: 3, healthyVoters: 3 },
       });
     },
-    10_000,
-    250,
+    { within: 10_000, every: 250 },
   );
 }
 
@@ -118,7 +117,7 @@ async function expectRefusalNaming(
   ask: () => Promise<{ status: number; json: { error?: { code: string; message: string } } }>,
   cause: RegExp,
 ): Promise<void> {
-  await eventually(async () => expectUnavailable(await ask(), cause), 15_000, 200);
+  await eventually(async () => expectUnavailable(await ask(), cause), { within: 15_000, every: 200 });
 }
 
 describe('when etcd serves its clients over TLS and requires client certificates', () => {

@@ -29,7 +29,8 @@ import { createMetrics } from '../../agent/observability/metrics';
 import { findEtcdctl } from '../../scripts/local-cluster';
 import { CallLoop, LoopCall } from '../helpers/call-loop';
 import { createPki, KeyPair, TestPki } from '../helpers/certs';
-import { eventually, LocalEtcdCluster, startTestCluster } from '../helpers/etcd-cluster';
+import { LocalEtcdCluster, startTestCluster } from '../helpers/etcd-cluster';
+import { eventually } from '../helpers/eventually';
 import { get, leaderOf, post, settle } from '../helpers/membership';
 
 const RELOADED = 'etcd TLS credentials reloaded';
@@ -56,7 +57,7 @@ const f = {
 const cat = (...files: string[]): Buffer => Buffer.concat(files.map((file) => fs.readFileSync(file)));
 const reloadCount = (): number => logText.split(RELOADED).length - 1;
 async function waitReloads(n: number): Promise<number> {
-  await eventually(async () => expect(reloadCount()).toBeGreaterThanOrEqual(n), 10_000, 50);
+  await eventually(async () => expect(reloadCount()).toBeGreaterThanOrEqual(n), { within: 10_000, every: 50 });
   return reloads[n - 1];
 }
 
@@ -142,11 +143,10 @@ afterAll(async () => {
 async function servedSince(since: number): Promise<void> {
   const served = (kind: LoopCall['kind']): boolean =>
     loop.calls.some((c) => c.kind === kind && c.phase === loop.phase && c.start >= since && c.verdict === 'ok');
-  await eventually(
-    async () => expect({ health: served('health'), members: served('members') }).toEqual({ health: true, members: true }),
-    10_000,
-    20,
-  );
+  await eventually(async () => expect({ health: served('health'), members: served('members') }).toEqual({ health: true, members: true }), {
+    within: 10_000,
+    every: 20,
+  });
 }
 
 /** The calls of `calls` that did not get a contract answer of a reachable etcd, for a readable failure. */
@@ -160,8 +160,7 @@ describe('when the etcd client certificates are rotated while the agent serves (
         expect(answer.json.status).toBe('healthy');
         return answer;
       },
-      15_000,
-      200,
+      { within: 15_000, every: 200 },
     );
     expect(health.json.quorum).toMatchObject({ voters: 3, healthyVoters: 3 });
     loop = new CallLoop(agent, (i) => cluster.reservePeerURL(`rotation-${i}`)).start();
@@ -171,7 +170,7 @@ describe('when the etcd client certificates are rotated while the agent serves (
     loop.phase = 'in-place';
     const second = await oldPki.ca.issue('agent-2', { hosts: [] });
     fs.writeFileSync(path.join(f.secret, '..v1', 'tls.crt'), fs.readFileSync(second.cert));
-    await eventually(async () => expect(logText.includes(REJECTED)).toBe(true), 10_000, 50);
+    await eventually(async () => expect(logText.includes(REJECTED)).toBe(true), { within: 10_000, every: 50 });
     expect(reloadCount()).toBe(0);
     const written = [Date.now()];
     fs.writeFileSync(path.join(f.secret, '..v1', 'tls.key'), fs.readFileSync(second.key));
@@ -215,11 +214,10 @@ describe('when the etcd client certificates are rotated while the agent serves (
     }
     // All three voters answer the agent's Status calls, each on a connection made since the restart
     // (`degraded` is allowed: the loop's unstarted learner is unreachable by design).
-    await eventually(
-      async () => expect((await get(agent, '/v1/health')).json.quorum).toMatchObject({ voters: 3, healthyVoters: 3 }),
-      10_000,
-      200,
-    );
+    await eventually(async () => expect((await get(agent, '/v1/health')).json.quorum).toMatchObject({ voters: 3, healthyVoters: 3 }), {
+      within: 10_000,
+      every: 200,
+    });
 
     // 5. The CA file: the new CA alone.
     loop.phase = 'new-ca-only';
@@ -255,7 +253,10 @@ describe('when the etcd client certificates are rotated while the agent serves (
     expect(inFlight.length).toBeGreaterThan(0);
     expect(inFlight.filter((c) => c.verdict !== 'ok')).toEqual([]);
     // Every lock the joins and leaves took was released with its lease: none is left in etcd.
-    await eventually(async () => expect(await cluster.etcdctl(['lease', 'list'])).toMatch(/found 0 leases/), 15_000, 250);
+    await eventually(async () => expect(await cluster.etcdctl(['lease', 'list'])).toMatch(/found 0 leases/), {
+      within: 15_000,
+      every: 250,
+    });
     const lags = swaps.map((at, i) => at - written[i]);
     process.stdout.write(
       `etcd TLS rotation: ${summary(calls, inFlight.length)}; file written → new clients in use: ${lags.join(', ')} ms\n`,
@@ -282,7 +283,10 @@ describe('when the etcd client certificates are rotated while the agent serves (
     const join = await post(agent, '/v1/members/join', { name: 'etcd-9', peerURLs: ['http://127.0.0.1:9'], timeoutSeconds: 2 });
     expect(join.json.error?.code).toBe('busy'); // the lock is still held, as etcd sees it
     await held.release();
-    await eventually(async () => expect(await cluster.etcdctl(['lease', 'list'])).toMatch(/found 0 leases/), 10_000, 250);
+    await eventually(async () => expect(await cluster.etcdctl(['lease', 'list'])).toMatch(/found 0 leases/), {
+      within: 10_000,
+      every: 250,
+    });
   }, 60_000);
 });
 

@@ -12,7 +12,8 @@
  */
 import { ChildProcess, spawn } from 'node:child_process';
 import { ChildAgent, MAIN_JS } from '../helpers/child-agent';
-import { eventually, withCluster } from '../helpers/etcd-cluster';
+import { withCluster } from '../helpers/etcd-cluster';
+import { eventually } from '../helpers/eventually';
 import { get } from '../helpers/membership';
 
 const CONTROL_P99_MS = 20;
@@ -80,10 +81,13 @@ describe('/v1/health while a member is paused', () => {
 
   it('when the member beside the agent is paused, then /v1/health at 10 req/s answers with p99 ≤ 50 ms and never healthy', async () => {
     const url = (agent as ChildAgent).url;
-    await eventually(async () => {
-      const answer = await get(url, '/v1/health');
-      if (answer.json.status !== 'healthy') throw new Error(`not yet healthy: ${answer.text.slice(0, 300)}`);
-    });
+    await eventually(
+      async () => {
+        const answer = await get(url, '/v1/health');
+        if (answer.json.status !== 'healthy') throw new Error(`not yet healthy: ${answer.text.slice(0, 300)}`);
+      },
+      { within: 10_000 },
+    );
     cluster().pause('etcd-0');
     try {
       // The cluster notices: a new leader if it led, and the agent's observations time its status out.
@@ -92,8 +96,7 @@ describe('/v1/health while a member is paused', () => {
           const answer = await get(url, '/v1/health');
           if (answer.json.status !== 'degraded') throw new Error(`not yet degraded: ${answer.text.slice(0, 300)}`);
         },
-        10_000,
-        100,
+        { within: 10_000, every: 100 },
       );
 
       const seen: string[] = [];

@@ -6,7 +6,8 @@
  * One cluster tells the story; each test leaves it healthy for the next.
  */
 import type { RunningAgent } from '../../agent/agent';
-import { eventually, withCluster } from '../helpers/etcd-cluster';
+import { withCluster } from '../helpers/etcd-cluster';
+import { eventually } from '../helpers/eventually';
 import type { LocalEtcdCluster } from '../helpers/etcd-cluster';
 import { Answer, call } from '../helpers/http-call';
 import { get, startMemberAgent } from '../helpers/membership';
@@ -46,8 +47,7 @@ describe('GET /v1/health and /v1/health/local against real etcd', () => {
         if (answer.json?.status !== status) throw new Error(`status is ${answer.json?.status}: ${answer.text.slice(0, 400)}`);
         return { ...answer, askedAt };
       },
-      timeoutMs,
-      100,
+      { within: timeoutMs, every: 100 },
     );
   }
 
@@ -205,8 +205,7 @@ describe('GET /v1/health and /v1/health/local against real etcd', () => {
         if (answer.status !== 503) throw new Error(`still ${answer.status}`);
         return answer;
       },
-      3000,
-      100,
+      { within: 3000, every: 100 },
     );
     expect(local.json).toMatchObject({
       name: stopped,
@@ -226,8 +225,7 @@ describe('GET /v1/health and /v1/health/local against real etcd', () => {
         if (answer.status !== 200) throw new Error(`still ${answer.status}: ${answer.text}`);
         expect(answer.json).toMatchObject({ name: stopped, role: 'follower', reachable: true });
       },
-      10_000,
-      100,
+      { within: 10_000, every: 100 },
     );
     await waitFor('healthy', 10_000);
   });

@@ -24,7 +24,8 @@ import { loadConfig } from '../../agent/config/config';
 import { etcd3 } from '../../agent/etcd/etcd3-module';
 import { createLogger } from '../../agent/observability/logger';
 import { createMetrics } from '../../agent/observability/metrics';
-import { eventually, startTestCluster, type LocalEtcdCluster } from '../helpers/etcd-cluster';
+import { startTestCluster, type LocalEtcdCluster } from '../helpers/etcd-cluster';
+import { eventually } from '../helpers/eventually';
 import { captureLogs } from '../helpers/log-capture';
 import { post } from '../helpers/membership';
 
@@ -80,12 +81,15 @@ describe('a learner joining a cluster that nothing writes to', () => {
 
   /** Waits until no membership operation holds the lock or has a record: nothing of the agents' is still being written. */
   async function quiet(): Promise<void> {
-    await eventually(async () => {
-      const lock = await client.get(`${PREFIX}lock`).string();
-      const ops = await client.getAll().prefix(`${PREFIX}operations/`).keys();
-      if (lock !== null || ops.length > 0)
-        throw new Error(`a membership operation is still ${lock !== null ? 'holding the lock' : 'recorded'}`);
-    });
+    await eventually(
+      async () => {
+        const lock = await client.get(`${PREFIX}lock`).string();
+        const ops = await client.getAll().prefix(`${PREFIX}operations/`).keys();
+        if (lock !== null || ops.length > 0)
+          throw new Error(`a membership operation is still ${lock !== null ? 'holding the lock' : 'recorded'}`);
+      },
+      { within: 10_000 },
+    );
   }
 
   /** Whether etcd-3's log shows etcd refusing member `memberId`'s publish for its apply gap. */
@@ -108,15 +112,14 @@ describe('a learner joining a cluster that nothing writes to', () => {
     await c.addMemberProcess('etcd-3', { wait: false });
     // First without its sidecar: either etcd stalls (its log refuses a publish as "too many requests")
     // or it publishes itself; only a stall shows what the agent does about it.
-    const stalled = await eventually(
+    const { stalled } = await eventually(
       async () => {
-        if (refusedPublish(memberId)) return true;
+        if (refusedPublish(memberId)) return { stalled: true };
         const listed = (await c.listMembers([c.member('etcd-0').clientURL])).find((m) => m.id === memberId);
-        if (listed !== undefined && listed.clientURLs.length > 0) return false;
+        if (listed !== undefined && listed.clientURLs.length > 0) return { stalled: false };
         throw new Error(`etcd-3 (${memberId}) has neither published itself nor been refused`);
       },
-      30_000,
-      100,
+      { within: 30_000, every: 100 },
     );
 
     const log = captureLogs();
@@ -131,8 +134,7 @@ describe('a learner joining a cluster that nothing writes to', () => {
         if (member === undefined || member.isLearner)
           throw new Error(`etcd-3 (${memberId}) is ${member === undefined ? 'not listed' : 'still a learner'}`);
       },
-      60_000,
-      250,
+      { within: 60_000, every: 250 },
     ).catch((err: unknown) => {
       throw new Error(
         `${String(err)}; its agent's log:\n${log

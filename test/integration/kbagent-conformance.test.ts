@@ -19,7 +19,8 @@ import { MembershipLock } from '../../agent/etcd/lock';
 import { loadConfig } from '../../agent/config/config';
 import { startAgent } from '../../agent/agent';
 import { createLogger } from '../../agent/observability/logger';
-import { eventually, freePort, withCluster, type MemberSpec } from '../helpers/etcd-cluster';
+import { freePort, withCluster, type MemberSpec } from '../helpers/etcd-cluster';
+import { eventually } from '../helpers/eventually';
 import { goActionRequestJson, goHttpRequest, type GoActionRequest } from '../helpers/go-wire';
 import { freeLoopbackHost, KB_PEER_PORT } from '../helpers/loopback-host';
 import { captureLogs } from '../helpers/log-capture';
@@ -119,8 +120,7 @@ describe("kbagent conformance: KubeBlocks' Go client and kbagent's probes, again
           expect(answer.headers['content-type']).toMatch(/^application\/json/);
           expect(output(answer)).toBe(leader.name === 'etcd-0' ? 'leader' : 'follower');
         },
-        5000,
-        250,
+        { within: 5000, every: 250 },
       );
     });
 
@@ -173,8 +173,7 @@ describe("kbagent conformance: KubeBlocks' Go client and kbagent's probes, again
               if (answer.status !== 200) throw new Error(answer.body);
               return answer;
             },
-            3000,
-            250,
+            { within: 3000, every: 250 },
           ),
         ),
       );
@@ -253,8 +252,7 @@ describe("kbagent conformance: KubeBlocks' Go client and kbagent's probes, again
           if (answer.json?.error === 'preconditionFailed') throw new Error(answer.body);
           return answer;
         },
-        40_000,
-        500,
+        { within: 40_000, every: 500 },
       );
       const replay = await goClient(agentOf('etcd-1'), { action: 'memberJoin', parameters: join3, timeoutSeconds: 5 });
 
@@ -323,8 +321,7 @@ describe("kbagent conformance: KubeBlocks' Go client and kbagent's probes, again
           if (answer.json?.error !== undefined) throw new Error(answer.body);
           return answer;
         },
-        30_000,
-        500,
+        { within: 30_000, every: 500 },
       );
       const replay = await goClient(agentOf('etcd-1'), { action: 'memberJoin', parameters: join3 });
 
@@ -370,8 +367,7 @@ describe("kbagent conformance: KubeBlocks' Go client and kbagent's probes, again
           if (answer.json?.error === 'preconditionFailed') throw new Error(answer.body);
           return answer;
         },
-        20_000,
-        500,
+        { within: 20_000, every: 500 },
       );
       await agentOf('etcd-2').stop(2000);
       agents.delete('etcd-2');
@@ -405,8 +401,7 @@ describe("kbagent conformance: KubeBlocks' Go client and kbagent's probes, again
           if (answer.json?.error !== undefined) throw new Error(answer.body);
           return answer;
         },
-        20_000,
-        500,
+        { within: 20_000, every: 500 },
       );
       const replay = await goClient(agentOf('etcd-1'), { action: 'memberLeave', parameters: leave3 });
 

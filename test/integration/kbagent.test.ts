@@ -9,7 +9,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { RunningAgent } from '../../agent/agent';
-import { eventually, freePort, withCluster, type MemberSpec } from '../helpers/etcd-cluster';
+import { freePort, withCluster, type MemberSpec } from '../helpers/etcd-cluster';
+import { eventually } from '../helpers/eventually';
 import { freeLoopbackHost, KB_PEER_PORT } from '../helpers/loopback-host';
 import { leaderOf, startMemberAgent } from '../helpers/membership';
 
@@ -152,8 +153,7 @@ describe('POST /v1.0/action (kbagent wire format) against a real 3-member etcd',
         if (answer.body.error === 'preconditionFailed') throw new Error(answer.body.message);
         return answer;
       },
-      15_000,
-      300,
+      { within: 15_000, every: 300 },
     );
     const second = await kbCall(agentOf('etcd-1'), join3());
 
@@ -199,8 +199,7 @@ describe('POST /v1.0/action (kbagent wire format) against a real 3-member etcd',
         if (a.body.error === 'inProgress') throw new Error(a.body.message);
         return a;
       },
-      15_000,
-      300,
+      { within: 15_000, every: 300 },
     );
 
     expect(role).toBe('learner');
@@ -217,7 +216,7 @@ describe('POST /v1.0/action (kbagent wire format) against a real 3-member etcd',
     expect(Object.keys(joined)[0]).toBe('requestId');
     // The role comes from the shared observation, at most its max age (1 s) old: the promotion shows within it.
     const real = await realRoleOf('etcd-3');
-    await eventually(async () => expect(await roleOf('etcd-3')).toBe(real), 1500, 100);
+    await eventually(async () => expect(await roleOf('etcd-3')).toBe(real), { within: 1500, every: 100 });
     expect(result(await kbCall(agentOf('etcd-2'), join3()))).toMatchObject({ outcome: 'already-member', complete: true });
   }, 40_000);
 
@@ -234,7 +233,7 @@ describe('POST /v1.0/action (kbagent wire format) against a real 3-member etcd',
     expect(after.name).not.toBe(before.name);
     expect(away.leader.name).toBe(after.name);
     expect(back).toMatchObject({ outcome: 'transferred', leader: { name: before.name } });
-    await eventually(async () => expect(await roleOf(before.name)).toBe('leader'), 5000);
+    await eventually(async () => expect(await roleOf(before.name)).toBe('leader'), { within: 5000 });
   }, 30_000);
 
   it('when switchover names a candidate that is not a member, then not-found is {error: failed}', async () => {

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import net from 'node:net';
-import { eventually, withCluster } from '../helpers/etcd-cluster';
+import { withCluster } from '../helpers/etcd-cluster';
+import { eventually } from '../helpers/eventually';
 
 // One cluster tells the whole story: each test leaves it as the next one expects.
 describe('LocalEtcdCluster (real etcd processes on loopback)', () => {
@@ -27,7 +28,7 @@ describe('LocalEtcdCluster (real etcd processes on loopback)', () => {
   it('when a reserved member is added as a learner and its process is started after someone took its client port, then it starts on a new client port and is listed as a started learner', async () => {
     const c = cluster();
     const reserved = await c.reserveMember('etcd-3');
-    await eventually(() => c.etcdctl(['member', 'add', 'etcd-3', '--learner', `--peer-urls=${reserved.peerURL}`]));
+    await eventually(() => c.etcdctl(['member', 'add', 'etcd-3', '--learner', `--peer-urls=${reserved.peerURL}`]), { within: 10_000 });
     const unstarted = (await c.listMembers()).find((m) => m.peerURLs.includes(reserved.peerURL));
     expect(unstarted).toMatchObject({ name: '', started: false, isLearner: true });
     // The race freePorts leaves open: another process binds the reserved client port first.

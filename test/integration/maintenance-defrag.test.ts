@@ -25,8 +25,8 @@ import {
   type Interval,
 } from '../../scripts/defrag-watch';
 import { ChildAgent, MAIN_JS } from '../helpers/child-agent';
-import { eventually, fillUntilNoSpace, freePort, startTestCluster, type LocalEtcdCluster } from '../helpers/etcd-cluster';
-import { patience } from '../helpers/eventually';
+import { fillUntilNoSpace, freePort, startTestCluster, type LocalEtcdCluster } from '../helpers/etcd-cluster';
+import { eventually, patience } from '../helpers/eventually';
 import { call, type Answer } from '../helpers/http-call';
 import { get, leaderOf, post, startMemberAgent, until } from '../helpers/membership';
 import { describeOnFirstVersion } from '../helpers/version-scope';
@@ -647,11 +647,10 @@ describeOnFirstVersion('a cluster that would lose its quorum', () => {
       await cluster.etcdctl(['compact', String((await etcdStatus(cluster)).header.revision), '--physical']);
       expect(await putStatus(url)).toBe(200);
       // Freed pages count once etcd's backend has committed (every 100 ms): a patience for that commit.
-      const enough = await eventually(
-        async () => expect(await fragmentation()).toBeGreaterThanOrEqual(SMALL.minFragmentation),
-        2000,
-        100,
-      ).then(
+      const enough = await eventually(async () => expect(await fragmentation()).toBeGreaterThanOrEqual(SMALL.minFragmentation), {
+        within: 2000,
+        every: 100,
+      }).then(
         () => true,
         () => false,
       );

@@ -9,7 +9,8 @@ import { Deadline } from '../../agent/lib/deadline';
 import { EtcdCluster } from '../../agent/etcd/cluster-client';
 import { MembershipLock } from '../../agent/etcd/lock';
 import { createLogger } from '../../agent/observability/logger';
-import { eventually, withCluster, type MemberSpec } from '../helpers/etcd-cluster';
+import { withCluster, type MemberSpec } from '../helpers/etcd-cluster';
+import { eventually } from '../helpers/eventually';
 import { actionsAnswered, changesSent, get, post, settle, startMemberAgent } from '../helpers/membership';
 
 const JOIN = '/v1/members/join';
@@ -128,13 +129,18 @@ describe('concurrent membership changes', () => {
 
       await cluster().addMemberProcess('etcd-3');
 
-      await eventually(async () => {
-        const m = (await cluster().listMembers()).find((x) => x.name === 'etcd-3');
-        expect(m).toMatchObject({ isLearner: false, started: true });
-      }, 20_000);
+      await eventually(
+        async () => {
+          const m = (await cluster().listMembers()).find((x) => x.name === 'etcd-3');
+          expect(m).toMatchObject({ isLearner: false, started: true });
+        },
+        { within: 20_000 },
+      );
       expect((await changesSent(podAgent.metrics)).promote).toBeGreaterThanOrEqual(1);
       // Counted once the pass has answered, which is after it released the lock: moments after etcd shows the voter.
-      await eventually(async () => expect(await actionsAnswered(podAgent.metrics)).toMatchObject({ 'memberPromote promoted': 1 }), 5000);
+      await eventually(async () => expect(await actionsAnswered(podAgent.metrics)).toMatchObject({ 'memberPromote promoted': 1 }), {
+        within: 5000,
+      });
       expect((await changesSent(agent0.metrics)).promote).toBe(0);
       const promote = await post(agent0, PROMOTE, { name: 'etcd-3' });
       expect(promote.json).toMatchObject({ outcome: 'already-member', phase: 'voter' });

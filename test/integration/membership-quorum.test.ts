@@ -5,7 +5,8 @@
  * as before; and `wait: true` joins wait for the quorum to come back inside their deadline.
  */
 import type { RunningAgent } from '../../agent/agent';
-import { eventually, withCluster, type ListedMember, type MemberSpec } from '../helpers/etcd-cluster';
+import { withCluster, type ListedMember, type MemberSpec } from '../helpers/etcd-cluster';
+import { eventually } from '../helpers/eventually';
 import type { Answer } from '../helpers/http-call';
 import { changesSent, get, leaderOf, post, settle, startMemberAgent } from '../helpers/membership';
 import { runCli } from '../helpers/run-process';
@@ -148,7 +149,10 @@ describe('4 voters, 2 of them killed: no quorum', () => {
       await cluster().restart('etcd-2');
       // As a controller would: call again once the agent has seen the quorum back. An observation of
       // the last second that found none is still the agent's answer (its bounded age) until then.
-      await eventually(async () => expect((await get(agent, '/v1/health')).json.quorum?.hasQuorum).toBe(true), 20_000, 100);
+      await eventually(async () => expect((await get(agent, '/v1/health')).json.quorum?.hasQuorum).toBe(true), {
+        within: 20_000,
+        every: 100,
+      });
     }, 30_000);
 
     it('when the member list is read, then nothing changed while the quorum was lost', async () => {

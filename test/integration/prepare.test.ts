@@ -14,7 +14,7 @@ import { EtcdCluster } from '../../agent/etcd/cluster-client';
 import { etcd3 } from '../../agent/etcd/etcd3-module';
 import { readDataDir } from '../../agent/etcd-data/data-dir';
 import type { Member, MemberList } from '../../agent/proto/types';
-import { eventually } from '../helpers/etcd-cluster';
+import { eventually } from '../helpers/eventually';
 import { call } from '../helpers/http-call';
 import { PodSet, PrepareRun } from '../helpers/prepare-pods';
 import { itOnFirstVersion } from '../helpers/version-scope';
@@ -65,7 +65,7 @@ function walMember(name: string): string | undefined {
 async function startPod(name: string): Promise<void> {
   pods.startEtcd(name);
   await pods.startAgent(name);
-  await eventually(async () => expect(await pods.healthy(name)).toBe(true), 20_000, 100);
+  await eventually(async () => expect(await pods.healthy(name)).toBe(true), { within: 20_000, every: 100 });
 }
 
 async function stopPod(name: string, kill = false): Promise<void> {
@@ -80,8 +80,7 @@ async function votersAre(names: string[], timeoutMs = 30_000): Promise<void> {
       const list = await members();
       expect(list.members.map((m) => `${m.name}${m.isLearner ? ' (learner)' : ''}`).sort()).toEqual([...names].sort());
     },
-    timeoutMs,
-    200,
+    { within: timeoutMs, every: 200 },
   );
 }
 
@@ -137,7 +136,7 @@ class Writer {
    * of writes, not a rate of them), and checks that every acknowledged key reads back.
    */
   async stopAndVerify(): Promise<void> {
-    await eventually(async () => expect(this.acked.length).toBeGreaterThan(20), 20_000, 50);
+    await eventually(async () => expect(this.acked.length).toBeGreaterThan(20), { within: 20_000, every: 50 });
     this.running = false;
     await this.done;
     expect(this.acked.length).toBeGreaterThan(20);
@@ -170,7 +169,7 @@ describe('prepare', () => {
     expect(again.code).toBe(0);
     expect(decided(again)).toMatchObject({ state: expect.stringMatching(/^(new|existing)$/) });
     if (decided(again)?.state === 'new') expect(decided(again)?.initialCluster).toBe(pods.initialCluster);
-    await Promise.all(INITIAL.map((n) => eventually(async () => expect(await pods.healthy(n)).toBe(true), 20_000, 100)));
+    await Promise.all(INITIAL.map((n) => eventually(async () => expect(await pods.healthy(n)).toBe(true), { within: 20_000, every: 100 })));
     await Promise.all(INITIAL.map((n) => pods.startAgent(n)));
     clusterId = (await members()).clusterId;
     await expectOneCluster(INITIAL);
@@ -325,7 +324,7 @@ describe('prepare', () => {
     for (const run of await Promise.all(down.map((n) => pods.prepare(n, { endpoints: 5 }))))
       expect(decided(run)).toMatchObject({ state: 'existing' });
     for (const name of down) pods.startEtcd(name);
-    await Promise.all(down.map((n) => eventually(async () => expect(await pods.healthy(n)).toBe(true), 30_000, 100)));
+    await Promise.all(down.map((n) => eventually(async () => expect(await pods.healthy(n)).toBe(true), { within: 30_000, every: 100 })));
     await Promise.all(down.map((n) => pods.startAgent(n)));
     await votersAre(ALL);
   });
@@ -355,7 +354,7 @@ describe('prepare', () => {
       pods.startEtcd(name);
       await delay(300);
     }
-    await Promise.all(order.map((n) => eventually(async () => expect(await pods.healthy(n)).toBe(true), 30_000, 100)));
+    await Promise.all(order.map((n) => eventually(async () => expect(await pods.healthy(n)).toBe(true), { within: 30_000, every: 100 })));
     await votersAre(ALL);
     await expectOneCluster(ALL);
     expect(Object.fromEntries(ALL.map((n) => [n, walMember(n)]))).toEqual(ids);

@@ -8,7 +8,8 @@ import path from 'node:path';
 import { parse } from 'yaml';
 import fs from 'node:fs';
 import type { RunningAgent } from '../../agent/agent';
-import { eventually, withCluster } from '../helpers/etcd-cluster';
+import { withCluster } from '../helpers/etcd-cluster';
+import { eventually } from '../helpers/eventually';
 import { startMemberAgent } from '../helpers/membership';
 import { ActiveAlert, TestPrometheus } from '../helpers/prometheus';
 
@@ -63,8 +64,7 @@ describe('alert rules on a real Prometheus scraping real agents', () => {
         const seen = await p.query('etcd_agent_quorum_has_quorum{job="etcd-lifecycle-agent",namespace="itest"} == 1');
         if (seen.length !== 3) throw new Error(`${seen.length} agents scraped with quorum: ${p.logTail()}`);
       },
-      30_000,
-      250,
+      { within: 30_000, every: 250 },
     );
     expect(await quorumLost()).toBeUndefined();
 
@@ -79,8 +79,7 @@ describe('alert rules on a real Prometheus scraping real agents', () => {
           throw new Error(`EtcdQuorumLost is ${alert?.state ?? 'inactive'} ${(Date.now() - killed) / 1000} s after the kill`);
         return alert;
       },
-      (forS + 30) * 1000,
-      200,
+      { within: (forS + 30) * 1000, every: 200 },
     );
     // Prometheus' own times: when each agent's scrape first showed quorum lost, when the alert went
     // pending (activeAt) and when it first fired (the first sample of its ALERTS series).
@@ -128,8 +127,7 @@ describe('alert rules on a real Prometheus scraping real agents', () => {
         if (alert !== undefined)
           throw new Error(`EtcdQuorumLost still ${alert.state} ${(Date.now() - back) / 1000} s after the members are back`);
       },
-      15_000,
-      200,
+      { within: 15_000, every: 200 },
     );
     process.stdout.write(`EtcdQuorumLost resolved ${(Date.now() - back) / 1000} s after the members were healthy again\n`);
     // The alert resolves once one agent sees quorum again; every agent's next scrapes show it too.
@@ -138,8 +136,7 @@ describe('alert rules on a real Prometheus scraping real agents', () => {
         const seen = await p.query('etcd_agent_quorum_has_quorum == 1');
         if (seen.length !== 3) throw new Error(`${seen.length} agents scraped with quorum back`);
       },
-      3 * SCRAPE_S * 1000 + MAX_AGE_S * 1000,
-      200,
+      { within: 3 * SCRAPE_S * 1000 + MAX_AGE_S * 1000, every: 200 },
     );
   }, 120_000);
 });

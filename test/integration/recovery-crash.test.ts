@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Deadline } from '../../agent/lib/deadline';
 import { EtcdCluster } from '../../agent/etcd/cluster-client';
-import { eventually } from '../helpers/etcd-cluster';
+import { eventually } from '../helpers/eventually';
 import type { LogLine } from '../helpers/child-agent';
 import { Answer, call } from '../helpers/http-call';
 import { PodSet } from '../helpers/prepare-pods';
@@ -105,8 +105,7 @@ describe('recovery, crashes', () => {
     for (const n of LOST) pods.signalEtcd(n, 'SIGSTOP');
     await eventually(
       async () => expect((await ask('etcd-0', 'GET', '/v1/recovery')).json.quorumLostForSeconds).toBeGreaterThan(MIN_LOSS_S),
-      30_000,
-      300,
+      { within: 30_000, every: 300 },
     );
     pods.pod('etcd-0').agentProcess?.onLine(message('recovery ordered: this member restarts once with --force-new-cluster'), () => {
       for (const n of LOST) pods.signalEtcd(n, 'SIGCONT');
@@ -122,12 +121,12 @@ describe('recovery, crashes', () => {
       /^called off(?: at the re-check before acting: (a quorum answers|etcd-\d is more advanced than etcd-0)|: the data directory holds member [0-9a-f]+, which the cluster lists: start as is)/,
     );
     // etcd-0 was stopped for the re-check and starts again as it was: the same member of the same cluster.
-    await eventually(async () => expect(pods.etcdStarts('etcd-0')).toHaveLength(2), 10_000, 100);
+    await eventually(async () => expect(pods.etcdStarts('etcd-0')).toHaveLength(2), { within: 10_000, every: 100 });
     expect(forceStarts('etcd-0')).toBe(0);
     const dir = path.dirname(pods.pod('etcd-0').flagsFile);
     for (const f of ['recovery-order.json', 'etcd-hold', 'etcd-flags-once.sh', 'etcd-flags-once.sh.used'])
       expect(fs.existsSync(path.join(dir, f))).toBe(false);
-    await eventually(async () => expect(await members(['etcd-0'])).toEqual(ALL), 30_000, 250);
+    await eventually(async () => expect(await members(['etcd-0'])).toEqual(ALL), { within: 30_000, every: 250 });
     expect(new Set(Object.values(await pods.clusterIds(ALL)))).toEqual(new Set([clusterId]));
   });
 
@@ -147,26 +146,23 @@ describe('recovery, crashes', () => {
         expect(p).toMatchObject({ possible: true, recoverFrom: { name: expect.stringMatching(/^etcd-[01]$/) } });
         return p;
       },
-      30_000,
-      300,
+      { within: 30_000, every: 300 },
     );
     from = plan.recoverFrom.name;
     other = from === 'etcd-0' ? 'etcd-1' : 'etcd-0';
     // The other survivor's sidecar is stopped meanwhile: its rejoin is the next story.
     await pods.stopAgent(other);
-    await eventually(
-      async () => expect((await ask(from, 'GET', '/v1/recovery')).json.quorumLostForSeconds).toBeGreaterThan(MIN_LOSS_S),
-      30_000,
-      300,
-    );
+    await eventually(async () => expect((await ask(from, 'GET', '/v1/recovery')).json.quorumLostForSeconds).toBeGreaterThan(MIN_LOSS_S), {
+      within: 30_000,
+      every: 300,
+    });
     await pods.stopAgent(from);
     await pods.startAgent(from, { ...AGENT_ENV, ETCD_AGENT_CRASH_POINTS: 'recovery-ordered' }, { process: true });
     // A restarted agent's clock starts again: it must see the loss for the minimum itself.
-    await eventually(
-      async () => expect((await ask(from, 'GET', '/v1/recovery')).json.quorumLostForSeconds).toBeGreaterThan(MIN_LOSS_S),
-      30_000,
-      300,
-    );
+    await eventually(async () => expect((await ask(from, 'GET', '/v1/recovery')).json.quorumLostForSeconds).toBeGreaterThan(MIN_LOSS_S), {
+      within: 30_000,
+      every: 300,
+    });
     const first = await ask(from, 'POST', '/v1/recovery', { from, clusterId }).catch((err: unknown) => err);
     // The agent died while answering: no HTTP answer.
     expect(first).not.toHaveProperty('status');
@@ -189,8 +185,7 @@ describe('recovery, crashes', () => {
         const replay = await ask(from, 'POST', '/v1/recovery', { from, clusterId });
         expect(replay.json).toMatchObject({ outcome: 'already-recovered', record: { clusterId, from: { name: from } } });
       },
-      15_000,
-      500,
+      { within: 15_000, every: 500 },
     );
     expect(forceStarts(from)).toBe(1);
     expect(await members([from])).toEqual([from]);
@@ -199,7 +194,7 @@ describe('recovery, crashes', () => {
 
   it("when the other survivor's sidecar is SIGKILLed at each step of its rejoin, then each rerun takes it further and it is a voter again, its old data moved aside once", async () => {
     await killAtEachStep(other, ['rejoin-hold-asked', 'prepare-moved-aside', 'prepare-joined', 'prepare-flags-written', 'rejoin-released']);
-    await eventually(async () => expect(await members([from])).toEqual(['etcd-0', 'etcd-1']), 60_000, 250);
+    await eventually(async () => expect(await members([from])).toEqual(['etcd-0', 'etcd-1']), { within: 60_000, every: 250 });
     const aside = fs.readdirSync(path.dirname(pods.pod(other).dataDir)).filter((f) => f.includes('.removed-'));
     expect(aside).toHaveLength(1);
     expect(forceStarts(other)).toBe(0);
@@ -218,7 +213,7 @@ describe('recovery, crashes', () => {
     pods.pod('etcd-3').restartOnExit = true;
     pods.startEtcd('etcd-3');
     await pods.startAgent('etcd-3', AGENT_ENV, { process: true });
-    await eventually(async () => expect(await members(['etcd-0', 'etcd-1'])).toEqual(ALL), 90_000, 250);
+    await eventually(async () => expect(await members(['etcd-0', 'etcd-1'])).toEqual(ALL), { within: 90_000, every: 250 });
     expect(new Set(Object.values(await pods.clusterIds(ALL)))).toEqual(new Set([clusterId]));
     expect(ALL.map(forceStarts)).toEqual(ALL.map((n) => (n === from ? 1 : 0)));
   });

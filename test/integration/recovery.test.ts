@@ -14,7 +14,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Deadline } from '../../agent/lib/deadline';
 import { EtcdCluster } from '../../agent/etcd/cluster-client';
-import { eventually } from '../helpers/etcd-cluster';
+import { eventually } from '../helpers/eventually';
 import { Answer, call } from '../helpers/http-call';
 import { PodSet } from '../helpers/prepare-pods';
 
@@ -154,11 +154,13 @@ describe('recovery', () => {
         const plan = (await ask('etcd-0', 'GET', '/v1/recovery')).json;
         expect(plan.quorumLostForSeconds).toBeGreaterThan(MIN_LOSS_S);
       },
-      30_000,
-      500,
+      { within: 30_000, every: 500 },
     );
     for (const n of LOST) pods.signalEtcd(n, 'SIGCONT');
-    await eventually(async () => expect((await ask('etcd-0', 'GET', '/v1/health')).json.quorum.hasQuorum).toBe(true), 15_000, 200);
+    await eventually(async () => expect((await ask('etcd-0', 'GET', '/v1/health')).json.quorum.hasQuorum).toBe(true), {
+      within: 15_000,
+      every: 200,
+    });
     const refused = await ask('etcd-0', 'POST', '/v1/recovery', { from: 'etcd-0', clusterId });
     expect(refused.status).toBe(409);
     expect(refused.json.error).toMatchObject({ code: 'unsafe', details: { quorum: { voters: 5 } } });
@@ -193,8 +195,7 @@ describe('recovery', () => {
     );
     await eventually(
       async () => expect((await client.memberStatus(pods.pod('etcd-0').clientURL, 1000)).raftAppliedIndex).toBeGreaterThanOrEqual(commit),
-      10_000,
-      50,
+      { within: 10_000, every: 50 },
     );
     client.close();
     for (const n of LOST) {
@@ -206,7 +207,7 @@ describe('recovery', () => {
     // container restarts instead (the kubelet after a hung process is killed), on its data as it was.
     // Without a quorum it never serves clients, so its agent reads its log from its data directory.
     pods.signalEtcd('etcd-1', 'SIGKILL');
-    await eventually(async () => expect(pods.etcdStarts('etcd-1')).toHaveLength(2), 10_000, 100);
+    await eventually(async () => expect(pods.etcdStarts('etcd-1')).toHaveLength(2), { within: 10_000, every: 100 });
     figures.ackedBeforeLoss = acked.length;
   });
 
@@ -227,8 +228,7 @@ describe('recovery', () => {
         expect(p.quorumLostForSeconds).toBeGreaterThan(MIN_LOSS_S);
         return p;
       },
-      30_000,
-      500,
+      { within: 30_000, every: 500 },
     );
     expect(plan).toMatchObject({
       needed: true,
@@ -249,8 +249,7 @@ describe('recovery', () => {
     // etcd-0's agent has seen the loss as long.
     await eventually(
       async () => expect((await ask('etcd-0', 'GET', '/v1/recovery')).json.quorumLostForSeconds).toBeGreaterThan(MIN_LOSS_S),
-      15_000,
-      500,
+      { within: 15_000, every: 500 },
     );
   });
 
@@ -310,9 +309,9 @@ describe('recovery', () => {
   });
 
   it('then the cluster grows back to five through prepare and the agents alone: etcd-1 rejoins as a learner and the lost pods join, with one cluster id and one leader throughout', async () => {
-    await eventually(async () => expect(await members(['etcd-0'])).toContain('etcd-1'), 60_000, 250);
+    await eventually(async () => expect(await members(['etcd-0'])).toContain('etcd-1'), { within: 60_000, every: 250 });
     figures.etcd1RejoinedMs = Date.now() - recoveryStarted;
-    await eventually(async () => expect(await members(['etcd-0', 'etcd-1'])).toEqual(ALL), 120_000, 250);
+    await eventually(async () => expect(await members(['etcd-0', 'etcd-1'])).toEqual(ALL), { within: 120_000, every: 250 });
     figures.backToFiveMs = Date.now() - recoveryStarted;
     await watch?.stop();
     // etcd-1's old data was moved aside once, never deleted.

@@ -9,7 +9,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { RunningAgent } from '../../agent/agent';
-import { eventually, withCluster, type MemberSpec } from '../helpers/etcd-cluster';
+import { withCluster, type MemberSpec } from '../helpers/etcd-cluster';
+import { eventually } from '../helpers/eventually';
 import { freeLoopbackHost, KB_PEER_PORT } from '../helpers/loopback-host';
 import { startMemberAgent } from '../helpers/membership';
 import { childEnv, cliOnPath, ROOT, run, type Ran } from '../helpers/run-process';
@@ -81,12 +82,14 @@ describe('member-join.sh and member-leave.sh against a running agent and a real 
         if (r.code === 4) throw new Error(r.stderr);
         return r;
       },
-      20_000,
-      300,
+      { within: 20_000, every: 300 },
     );
     // Meanwhile, the pod: its etcd starts once the member is in the list.
     const peerURL = `http://${host}:${KB_PEER_PORT}`;
-    await eventually(async () => expect((await cluster().listMembers()).some((m) => m.peerURLs.includes(peerURL))).toBe(true), 20_000, 200);
+    await eventually(async () => expect((await cluster().listMembers()).some((m) => m.peerURLs.includes(peerURL))).toBe(true), {
+      within: 20_000,
+      every: 200,
+    });
     await cluster().addMemberProcess('etcd-3', { peerURL, clientURL: etcd3.clientURL, wait: false });
 
     const ran = await joining;
@@ -119,8 +122,7 @@ describe('member-join.sh and member-leave.sh against a running agent and a real 
           if (r.code === 4) throw new Error(r.stderr);
           return r;
         },
-        20_000,
-        300,
+        { within: 20_000, every: 300 },
       );
       // Removed again (found by its peer URL: an unstarted member has no name yet).
       const cleanup = await script(LEAVE_SH, withCli, { KB_LEAVE_MEMBER_POD_NAME: 'etcd-4', KB_LEAVE_MEMBER_POD_FQDN: other });
@@ -154,8 +156,7 @@ describe('member-join.sh and member-leave.sh against a running agent and a real 
         if (/: (unsafe|busy): /.test(r.stderr)) throw new Error(r.stderr);
         return r;
       },
-      20_000,
-      300,
+      { within: 20_000, every: 300 },
     );
     const listed = (await cluster().listMembers()).filter((m) => m.peerURLs.includes(`https://${address}:${KB_PEER_PORT}`));
     const left = await script(LEAVE_SH, withoutCli, {
