@@ -72,14 +72,39 @@ export async function leaderOf(cluster: LocalEtcdCluster): Promise<{ id: string;
 }
 
 /**
- * etcd (strict reconfiguration check, the default) refuses membership changes as "unhealthy cluster"
- * until every peer has been connected for 5 s (etcdserver's HealthInterval); a cluster that has just
- * started must settle that long before a test changes its membership. `since` is when it started.
+ * Resolves once etcd accepts a membership change: a learner on a reserved peer URL (never started)
+ * is added, then removed. etcd's strict reconfiguration check (the default) refuses changes as
+ * "unhealthy cluster" until its peers have been connected for 5 s (etcdserver's HealthInterval,
+ * docs/api.md §4), counted from moments only etcd knows; this waits for etcd to say so instead of
+ * waiting out a time. A learner add is refused on the strictest rule (every voter connected), so a
+ * change the test makes next is not refused for the guard either. `within` is a patience.
  */
-export async function settle(since = Date.now()): Promise<void> {
-  const left = since + 5200 - Date.now();
-  if (left > 0) await new Promise((resolve) => setTimeout(resolve, left));
+export async function etcdAcceptsChanges(cluster: LocalEtcdCluster, within = 30_000): Promise<void> {
+  const peerURL = await cluster.reservePeerURL(`accepts-changes-${++probes}`);
+  const id = await eventually(
+    async () => {
+      // An add applied whose answer was lost is found in the list, not added twice.
+      const applied = (await cluster.listMembers()).find((m) => m.peerURLs.includes(peerURL));
+      if (applied !== undefined) return applied.id;
+      const out = await cluster.etcdctl([
+        'member',
+        'add',
+        `accepts-changes-${probes}`,
+        '--learner',
+        `--peer-urls=${peerURL}`,
+        '-w',
+        'json',
+      ]);
+      const decimal = /"member":\{"ID":(\d+)/.exec(out)?.[1];
+      if (decimal === undefined) throw new Error(`no member id in etcdctl member add's answer: ${out.slice(0, 300)}`);
+      return BigInt(decimal).toString(16);
+    },
+    { within, every: 250 },
+  );
+  // A learner's removal is not guarded: it is refused only when etcd has no leader, which a retry outlasts.
+  await eventually(() => cluster.etcdctl(['member', 'remove', id]), { within: 10_000, every: 250 });
 }
+let probes = 0;
 
 /**
  * Asks `ask` every 100 ms until its answer is `ok` (within `timeoutMs` of patience, which

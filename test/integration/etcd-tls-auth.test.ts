@@ -28,7 +28,7 @@ import { LocalEtcdCluster, MemberSpec, startTestCluster } from '../helpers/etcd-
 import { eventually, patience } from '../helpers/eventually';
 import type { Answer } from '../helpers/http-call';
 import { captureLogs } from '../helpers/log-capture';
-import { changesSent, get, leaderOf, post, settle, startMemberAgent, until } from '../helpers/membership';
+import { changesSent, etcdAcceptsChanges, get, leaderOf, post, startMemberAgent, until } from '../helpers/membership';
 import { itOnFirstVersion } from '../helpers/version-scope';
 
 const JOIN = '/v1/members/join';
@@ -141,7 +141,7 @@ describe('when etcd serves its clients over TLS and requires client certificates
         clientKey: pki.client.key,
       },
     });
-    await settle();
+    await etcdAcceptsChanges(cluster);
   }, 60_000);
   afterAll(async () => {
     await Promise.all(agents.map((a) => a.stop(2000)));
@@ -257,7 +257,7 @@ describe('when etcd has authentication enabled', () => {
     await cluster.etcdctl(['auth', 'enable']);
     // The harness's own member lists and new members' --initial-cluster: etcd 3.5+ answers MemberList only to a user.
     cluster.authenticateAs(`root:${secrets.root}`);
-    await settle();
+    await etcdAcceptsChanges(cluster);
   }, 60_000);
   afterAll(async () => {
     await Promise.all(started.map((s) => s.agent.stop(2000)));

@@ -31,7 +31,7 @@ import { CallLoop, LoopCall } from '../helpers/call-loop';
 import { createPki, KeyPair, TestPki } from '../helpers/certs';
 import { LocalEtcdCluster, startTestCluster } from '../helpers/etcd-cluster';
 import { eventually } from '../helpers/eventually';
-import { get, leaderOf, post, settle } from '../helpers/membership';
+import { etcdAcceptsChanges, get, leaderOf, post } from '../helpers/membership';
 
 const RELOADED = 'etcd TLS credentials reloaded';
 const REJECTED = 'etcd TLS files changed but do not load';
@@ -106,7 +106,7 @@ beforeAll(async () => {
       clientKey: f.harness.key,
     },
   });
-  await settle();
+  await etcdAcceptsChanges(cluster);
 
   const { config } = loadConfig({
     ETCD_AGENT_LISTEN: '127.0.0.1:0',
@@ -203,8 +203,13 @@ describe('when the etcd client certificates are rotated while the agent serves (
       await cluster.restart(name);
       restartedAt = Date.now();
     }
-    // etcd refuses membership changes for 5 s after a member restart; the phase covers that time.
-    await settle(restartedAt);
+    // etcd refuses membership changes for 5 s after a member restart; the phase lasts until the loop's
+    // own join, sent after the last restart, is accepted (helpers/membership.ts etcdAcceptsChanges
+    // adds learners too, which the loop's own learner would refuse as "too many learner members").
+    await eventually(() => loop.calls.some((c) => c.kind === 'join' && c.start >= restartedAt && c.verdict === 'ok'), {
+      within: 30_000,
+      every: 100,
+    });
     loop.phase = 'after-restart';
     // Every earlier agent certificate is now refused by etcd itself.
     for (const pair of [f.firstAgentPair, second]) {

@@ -24,7 +24,7 @@ import { ChildAgent, MAIN_JS as main } from '../helpers/child-agent';
 import { ListedMember, MemberSpec, withCluster } from '../helpers/etcd-cluster';
 import { patience } from '../helpers/eventually';
 import type { Answer } from '../helpers/http-call';
-import { leaderOf, post, settle } from '../helpers/membership';
+import { etcdAcceptsChanges, leaderOf, post } from '../helpers/membership';
 import { prng } from '../helpers/prng';
 import { QuorumWatch } from '../helpers/quorum-watch';
 import { firstVersionOfRun } from '../helpers/version-scope';
@@ -78,7 +78,6 @@ describe('fault injection: agent SIGKILLs, a killed leader, a frozen member (rea
   };
 
   beforeAll(async () => {
-    const started = Date.now();
     spec = await cluster().reserveMember('etcd-3');
     await startPodAgent();
     watch = new QuorumWatch({
@@ -89,8 +88,8 @@ describe('fault injection: agent SIGKILLs, a killed leader, a frozen member (rea
       required: () => CORE.map((name) => cluster().member(name)),
     });
     watch.start();
-    // etcd 3.4 refuses any member add until the leader has seen every voter for 5 s.
-    await settle(Math.max(0, 5200 - (Date.now() - started)));
+    // etcd refuses any member add until its peers have been connected for 5 s.
+    await etcdAcceptsChanges(cluster());
   }, 180_000);
 
   afterAll(async () => {

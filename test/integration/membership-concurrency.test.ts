@@ -11,7 +11,7 @@ import { MembershipLock } from '../../agent/etcd/lock';
 import { createLogger } from '../../agent/observability/logger';
 import { withCluster, type MemberSpec } from '../helpers/etcd-cluster';
 import { eventually } from '../helpers/eventually';
-import { actionsAnswered, changesSent, get, post, settle, startMemberAgent } from '../helpers/membership';
+import { actionsAnswered, changesSent, etcdAcceptsChanges, get, post, startMemberAgent } from '../helpers/membership';
 
 const JOIN = '/v1/members/join';
 const PROMOTE = '/v1/members/promote';
@@ -19,7 +19,6 @@ const PREFIX = '/etcd-lifecycle-agent/';
 
 describe('concurrent membership changes', () => {
   const cluster = withCluster(3);
-  let started = 0;
   const agents: RunningAgent[] = [];
   const clients: EtcdCluster[] = [];
   let agent0: RunningAgent;
@@ -32,7 +31,6 @@ describe('concurrent membership changes', () => {
   }
 
   beforeAll(async () => {
-    started = Date.now();
     agent0 = await startMemberAgent(cluster(), 'etcd-0');
     agents.push(agent0);
   });
@@ -85,7 +83,7 @@ describe('concurrent membership changes', () => {
     });
 
     it('when 20 identical joins of a new member arrive at once, then exactly one MemberAdd is sent and every answer is 2xx added or in-progress', async () => {
-      await settle(started);
+      await etcdAcceptsChanges(cluster());
       const before = await changesSent(agent0.metrics);
 
       const replies = await Promise.all(

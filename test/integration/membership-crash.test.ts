@@ -15,7 +15,7 @@ import type { RunningAgent } from '../../agent/agent';
 import { ChildAgent, MAIN_JS as main } from '../helpers/child-agent';
 import { withCluster } from '../helpers/etcd-cluster';
 import type { Answer } from '../helpers/http-call';
-import { get, leaderOf, post, settle, startMemberAgent } from '../helpers/membership';
+import { etcdAcceptsChanges, get, leaderOf, post, startMemberAgent } from '../helpers/membership';
 import { TcpProxy } from '../helpers/tcp-proxy';
 
 const JOIN = '/v1/members/join';
@@ -34,10 +34,8 @@ describe('the agent killed in the middle of a membership change', () => {
   const children: ChildAgent[] = [];
   const proxies: TcpProxy[] = [];
   let observer: RunningAgent;
-  let started = 0;
 
   beforeAll(async () => {
-    started = Date.now();
     // Another pod's agent, to look at the operation records while etcd-0's agent is dead.
     observer = await startMemberAgent(cluster(), 'etcd-2');
   }, 120_000);
@@ -65,7 +63,7 @@ describe('the agent killed in the middle of a membership change', () => {
   }
 
   it('when the agent dies after moving leadership away from a leaving leader, then the same leave on the restarted agent removes it (no second move) without waiting for the dead lock', async () => {
-    await settle(started);
+    await etcdAcceptsChanges(cluster());
     const leader = await leaderOf(cluster());
     const other = cluster().members.find((m) => m.name !== leader.name) as { clientURL: string };
     const proxy = await TcpProxy.start(other.clientURL);

@@ -5,7 +5,7 @@
  */
 import type { RunningAgent } from '../../agent/agent';
 import { withCluster, type MemberSpec } from '../helpers/etcd-cluster';
-import { actionsAnswered, changesSent, get, post, settle, startMemberAgent, until } from '../helpers/membership';
+import { actionsAnswered, changesSent, etcdAcceptsChanges, get, post, startMemberAgent, until } from '../helpers/membership';
 
 const JOIN = '/v1/members/join';
 const LEAVE = '/v1/members/leave';
@@ -18,7 +18,7 @@ describe('joining and leaving a 4th member', () => {
   beforeAll(async () => {
     agent = await startMemberAgent(cluster(), 'etcd-0');
     etcd3 = await cluster().reserveMember('etcd-3');
-    await settle();
+    await etcdAcceptsChanges(cluster());
     // The agent has seen every member answer once (its connections made), as a readiness probe would
     // make it, so that no call under test spends its Status budget (500 ms) on making them.
     await until(

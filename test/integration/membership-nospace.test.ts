@@ -6,18 +6,17 @@
  */
 import type { RunningAgent } from '../../agent/agent';
 import { fillUntilNoSpace, withCluster } from '../helpers/etcd-cluster';
-import { changesSent, get, post, settle, startMemberAgent, until } from '../helpers/membership';
+import { changesSent, etcdAcceptsChanges, get, post, startMemberAgent, until } from '../helpers/membership';
 
 const LEAVE = '/v1/members/leave';
 
 describe('membership changes under a NOSPACE alarm', () => {
-  const started = Date.now();
   const cluster = withCluster(3, { extraArgs: ['--quota-backend-bytes=3000000'] });
   let agent: RunningAgent;
 
   beforeAll(async () => {
     agent = await startMemberAgent(cluster(), 'etcd-0', { ETCD_AGENT_ENDPOINTS: cluster().member('etcd-0').clientURL });
-    await settle(started);
+    await etcdAcceptsChanges(cluster());
   }, 20_000);
 
   afterAll(async () => {

@@ -8,7 +8,7 @@ import type { RunningAgent } from '../../agent/agent';
 import { withCluster, type ListedMember, type MemberSpec } from '../helpers/etcd-cluster';
 import { eventually } from '../helpers/eventually';
 import type { Answer } from '../helpers/http-call';
-import { changesSent, get, leaderOf, post, settle, startMemberAgent } from '../helpers/membership';
+import { changesSent, etcdAcceptsChanges, get, leaderOf, post, startMemberAgent } from '../helpers/membership';
 import { runCli } from '../helpers/run-process';
 
 const JOIN = '/v1/members/join';
@@ -48,7 +48,6 @@ describe('4 voters, 2 of them killed: no quorum', () => {
   let before: ListedMember[];
 
   beforeAll(async () => {
-    const started = Date.now();
     // An observation stays fresh for 3 s here, so that a call right after /v1/health is served by that
     // observation, not one of its own (one made while no quorum answers takes the status timeout).
     agent = await startMemberAgent(cluster(), 'etcd-0', { ETCD_AGENT_HEALTH_MAX_AGE_MS: '3000' });
@@ -56,7 +55,7 @@ describe('4 voters, 2 of them killed: no quorum', () => {
     before = await cluster().listMembers();
     // A running agent: the first call after a start loads express and connects (README, "Limits").
     expect((await get(agent, '/v1/members')).status).toBe(200);
-    await settle(started);
+    await etcdAcceptsChanges(cluster());
   }, 30_000);
 
   afterAll(async () => {
@@ -220,10 +219,9 @@ describe('wait: true through a quorum loss', () => {
   let etcd3: MemberSpec;
 
   beforeAll(async () => {
-    const started = Date.now();
     agent = await startMemberAgent(cluster(), 'etcd-0');
     etcd3 = await cluster().reserveMember('etcd-3');
-    await settle(started);
+    await etcdAcceptsChanges(cluster());
     // A started learner, which a join with wait: true promotes once a quorum can decide it.
     const added = await post(agent, JOIN, { name: 'etcd-3', peerURLs: [etcd3.peerURL] });
     expect(added.status).toBe(202);
