@@ -1,0 +1,166 @@
+/**
+ * What raft did, in etcd's own words: each member's log lines, read after the fact. raft logs the
+ * moment a member's view of the leader changes (`raft.node: <id> elected leader <id> at term <n>`,
+ * `… lost leader <id> at term <n>`), each process start (`newRaft <id> …`), and the moment a peer
+ * connects (`peer became active`), all stamped by etcd's clock, which is this machine's. No polling,
+ * so nothing here depends on how fast the machine answers a sample.
+ *
+ * From those records a test decides what a clock bound used to guess:
+ * - `elections()`: the stretches in which the voters did not agree on a leader. One starts at the
+ *   first view that leaves the agreed leader (a member lost it, or named another) and ends when a
+ *   quorum of the voters has named one leader at one term, each by a line logged inside the stretch
+ *   (a killed member's last line is no view of the present).
+ * - `guards()`: etcd's reconfiguration guard. With its strict check (the default) etcd refuses a
+ *   membership change as "unhealthy cluster" until its peers have been connected for 5 s
+ *   (etcdserver's HealthInterval, docs/api.md §4); each `peer became active` opens one.
+ */
+import fs from 'node:fs';
+
+/** etcd's HealthInterval: how long after a peer connects a membership change may still be refused. */
+export const RECONFIG_GUARD_MS = 5000;
+
+/** One line of a member's log that says something about raft. */
+export type RaftEvent =
+  | { member: string; at: number; kind: 'start'; id: string }
+  | { member: string; at: number; kind: 'elected' | 'lost'; leader: string; term: number }
+  | { member: string; at: number; kind: 'peer-active'; peer: string };
+
+/** A stretch without an agreed leader; `to` is undefined while it lasts. Leaders are member names where known, else hex ids. */
+export interface Election {
+  from: number;
+  to: number | undefined;
+  /** The leader and term agreed before it (undefined for the cluster's first election). */
+  before?: { leader: string; term: number };
+  /** The leader and term a quorum named at its end. */
+  after?: { leader: string; term: number };
+}
+
+/** A window in which etcd may refuse a membership change as "unhealthy cluster". */
+export interface Guard {
+  member: string;
+  peer: string;
+  from: number;
+  to: number;
+}
+
+/** The raft events of one member's log text (JSON lines from etcd's zap logger; any other line is skipped). */
+export function raftEvents(member: string, log: string): RaftEvent[] {
+  const events: RaftEvent[] = [];
+  for (const line of log.split('\n')) {
+    if (!line.startsWith('{')) continue;
+    let entry: { ts?: unknown; msg?: unknown; 'peer-id'?: unknown };
+    try {
+      entry = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    const at = typeof entry.ts === 'string' ? Date.parse(entry.ts) : NaN;
+    const msg = typeof entry.msg === 'string' ? entry.msg : '';
+    if (Number.isNaN(at)) continue;
+    const view = /^raft\.node: [0-9a-f]+ (elected|lost) leader ([0-9a-f]+) at term (\d+)$/.exec(msg);
+    const start = /^newRaft ([0-9a-f]+) /.exec(msg);
+    if (view !== null) events.push({ member, at, kind: view[1] as 'elected' | 'lost', leader: view[2], term: Number(view[3]) });
+    else if (start !== null) events.push({ member, at, kind: 'start', id: start[1] });
+    else if (msg === 'peer became active' && typeof entry['peer-id'] === 'string')
+      events.push({ member, at, kind: 'peer-active', peer: entry['peer-id'] });
+  }
+  return events;
+}
+
+/**
+ * The elections of `events` (all members' together) among `voters` voters (see the module comment).
+ * Pure, so that its rule is tested by a table (test/unit/raft-record.test.ts).
+ */
+export function electionsOf(events: ReadonlyArray<RaftEvent>, voters: number): Election[] {
+  const quorum = Math.floor(voters / 2) + 1;
+  const sorted = [...events].filter((e) => e.kind !== 'peer-active').sort((a, b) => a.at - b.at);
+  const found: Election[] = [];
+  let agreed: { leader: string; term: number } | undefined;
+  let open: { from: number; named: Map<string, string> } | undefined;
+  for (const e of sorted) {
+    // A process that starts again names no leader until it logs one.
+    if (e.kind === 'start') open?.named.delete(e.member);
+    if (e.kind !== 'elected' && e.kind !== 'lost') continue;
+    const view = e.kind === 'elected' ? `${e.leader}@${e.term}` : undefined;
+    if (open === undefined) {
+      if (view !== undefined && agreed !== undefined && view === `${agreed.leader}@${agreed.term}`) continue;
+      open = { from: e.at, named: new Map() };
+      found.push({ from: e.at, to: undefined, before: agreed });
+    }
+    if (view === undefined) open.named.delete(e.member);
+    else open.named.set(e.member, view);
+    const votes = [...open.named.values()].filter((v) => v === view).length;
+    if (view !== undefined && votes >= quorum && e.kind === 'elected') {
+      agreed = { leader: e.leader, term: e.term };
+      Object.assign(found[found.length - 1], { to: e.at, after: agreed });
+      open = undefined;
+    }
+  }
+  return found;
+}
+
+/** The guard windows of `events`: `RECONFIG_GUARD_MS` from each `peer became active`. */
+export function guardsOf(events: ReadonlyArray<RaftEvent>): Guard[] {
+  return events.flatMap((e) =>
+    e.kind === 'peer-active' ? [{ member: e.member, peer: e.peer, from: e.at, to: e.at + RECONFIG_GUARD_MS }] : [],
+  );
+}
+
+/** Whether [from, to] meets any of `windows` (an open window lasts until now). */
+export function meets(from: number, to: number, windows: ReadonlyArray<{ from: number; to: number | undefined }>): boolean {
+  return windows.some((w) => w.from <= to && (w.to ?? Infinity) >= from);
+}
+
+/** The raft record of a set of members, read again from their logs at each question. */
+export class RaftRecord {
+  constructor(
+    /** Each member's name and its whole log so far (every run of its process). */
+    private readonly logs: () => Array<{ member: string; log: string }>,
+    /** How many voters the quorum of an election counts. */
+    private readonly voters: number,
+  ) {}
+
+  /** The members' logs as files (LocalEtcdCluster's `member.logFile`), read at each question. */
+  static ofFiles(members: () => ReadonlyArray<{ name: string; logFile: string }>, voters: number): RaftRecord {
+    return new RaftRecord(() => members().map((m) => ({ member: m.name, log: readOrEmpty(m.logFile) })), voters);
+  }
+
+  events(): RaftEvent[] {
+    return this.logs().flatMap(({ member, log }) => raftEvents(member, log));
+  }
+
+  elections(): Election[] {
+    const names = this.names();
+    return electionsOf(this.events(), this.voters).map((e) => ({
+      ...e,
+      ...(e.before === undefined ? {} : { before: { ...e.before, leader: names.get(e.before.leader) ?? e.before.leader } }),
+      ...(e.after === undefined ? {} : { after: { ...e.after, leader: names.get(e.after.leader) ?? e.after.leader } }),
+    }));
+  }
+
+  guards(): Guard[] {
+    const names = this.names();
+    return guardsOf(this.events()).map((g) => ({ ...g, peer: names.get(g.peer) ?? g.peer }));
+  }
+
+  /** Member names by the hex ids their processes started with (a member added again keeps its name). */
+  names(): Map<string, string> {
+    return new Map(this.events().flatMap((e) => (e.kind === 'start' ? [[e.id, e.member] as [string, string]] : [])));
+  }
+}
+
+/** An election as text: `election 12:00:01.250–12:00:01.900, term 5 → 6 (etcd-1 led → etcd-2 leads)`. */
+export function describeElection(e: Election): string {
+  const time = (t: number | undefined): string => (t === undefined ? 'now' : new Date(t).toISOString().slice(11, 23));
+  const before = e.before === undefined ? 'none' : `term ${e.before.term}, ${e.before.leader} led`;
+  const after = e.after === undefined ? 'no leader yet' : `term ${e.after.term}, ${e.after.leader} leads`;
+  return `election ${time(e.from)}–${time(e.to)} (${before} → ${after})`;
+}
+
+function readOrEmpty(file: string): string {
+  try {
+    return fs.readFileSync(file, 'utf8');
+  } catch {
+    return '';
+  }
+}
