@@ -1,8 +1,8 @@
 /**
  * The backup store on an S3-compatible bucket (AWS, MinIO, Ceph, versitygw), every key under the
- * location's prefix. A snapshot goes up as a multipart upload of 8 MiB parts, one part at a time, so
- * memory stays flat whatever its size; the object exists only once CompleteMultipartUpload has made
- * it whole. Credentials come only from the SDK's default chain (environment, shared files, web
+ * location's prefix. A snapshot goes up as a multipart upload of 8 MiB parts in two reused buffers
+ * (s3-upload.ts), so memory stays flat whatever its size; the object exists only once
+ * CompleteMultipartUpload has made it whole. Credentials come only from the SDK's default chain (environment, shared files, web
  * identity), and no message of this store ever holds one.
  *
  * Invariant: every call answers or throws a StoreError (s3-errors.ts says which failure) naming the
@@ -18,10 +18,10 @@ import {
   PutObjectCommand,
   S3Client,
 } from '@aws-sdk/client-s3';
-import { Upload } from '@aws-sdk/lib-storage';
 import { addAbortSignal, PassThrough, Readable } from 'node:stream';
 import { describeLocation, type S3Location } from '../proto/store-location';
 import { s3ErrorText, s3Failure } from './s3-errors';
+import { uploadInParts } from './s3-upload';
 import { StoreError, type BackupStore, type StoredObject } from './store';
 
 /** How long one HTTP request of the store may take. */
@@ -76,35 +76,15 @@ export class S3Store implements BackupStore {
   }
 
   async upload(key: string, body: Readable, signal?: AbortSignal): Promise<{ sizeBytes: number }> {
-    const doing = `uploading ${key}`;
-    let sizeBytes = 0;
-    // The signal ends both the body being read and the request under way; lib-storage's own abort
-    // is not used, as it answers before the multipart upload is aborted.
+    // The signal ends both the body being read and the request under way.
     const source = signal === undefined ? body : addAbortSignal(signal, body);
-    const counted = Readable.from(
-      (async function* count(): AsyncGenerator<Buffer> {
-        for await (const chunk of source) {
-          const bytes = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array);
-          sizeBytes += bytes.length;
-          yield bytes;
-        }
-      })(),
-      { objectMode: false },
-    );
-    const upload = new Upload({
-      client: signal === undefined ? this.client : signalled(this.client, signal),
-      params: { Bucket: this.bucket, Key: this.prefix + key, Body: counted },
-      partSize: PART_SIZE,
-      queueSize: 1,
-      leavePartsOnError: false,
-    });
     try {
-      await upload.done();
-      return { sizeBytes };
+      return {
+        sizeBytes: await uploadInParts(this.client, { bucket: this.bucket, key: this.prefix + key, partSize: PART_SIZE }, source, signal),
+      };
     } catch (err) {
-      counted.destroy();
       body.destroy();
-      throw this.failure(err, doing, signal);
+      throw this.failure(err, `uploading ${key}`, signal);
     }
   }
 
@@ -242,14 +222,4 @@ export class S3Store implements BackupStore {
     cause.name = err instanceof Error ? err.name : 'Error';
     return new StoreError(failure, `${this.description}: ${doing}: ${text}`, cause);
   }
-}
-
-/**
- * The client with `signal` on every request but AbortMultipartUpload, which is how a failed or
- * aborted upload cleans up after itself and so must still go out once the signal has fired.
- */
-function signalled(client: S3Client, signal: AbortSignal): S3Client {
-  const send = (command: Parameters<S3Client['send']>[0], options?: { abortSignal?: AbortSignal }): Promise<unknown> =>
-    client.send(command, command instanceof AbortMultipartUploadCommand ? options : { ...options, abortSignal: signal });
-  return new Proxy(client, { get: (target, prop, receiver) => (prop === 'send' ? send : Reflect.get(target, prop, receiver)) });
 }

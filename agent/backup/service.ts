@@ -210,7 +210,7 @@ export class BackupService {
       this.toolFound = undefined;
       throw new AgentError('internal', (err as Error).message);
     });
-    const manifest = await verifyBackup({ store, tool }, entry, this.controller.signal);
+    const manifest = await verifyBackup({ store, tool, logger: this.deps.logger }, entry, this.controller.signal);
     const v = manifest.verification;
     if (v?.ok === true) {
       this.deps.metrics.backup.verifications.inc({ result: 'ok' });

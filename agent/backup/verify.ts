@@ -11,6 +11,7 @@ import { promises as fsp } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { readKeySpace } from '../etcd-data/key-space';
+import type { Logger } from '../observability/logger';
 import type { BackupEntry, Manifest, Verification } from '../proto/backup';
 import { downloadHashed } from './download';
 import { manifestBytes, manifestKey, snapshotKey } from './layout';
@@ -23,6 +24,8 @@ export interface VerifyDeps {
   tool: RestoreTool;
   /** Where scratch directories are made (the OS's temporary directory by default). */
   scratchRoot?: string;
+  /** Gets one line per step passed, so a long verification shows where it is. */
+  logger?: Logger;
 }
 
 /** etcd appends the sha256 of the backend to the snapshot it streams. */
@@ -58,18 +61,21 @@ async function check(deps: VerifyDeps, manifest: Manifest, signal: AbortSignal |
     }
     const hashProblem = await etcdHashProblem(file, size);
     if (hashProblem !== undefined) return failed('etcd-hash', hashProblem);
+    deps.logger?.info('backup verification: read back', { name: manifest.name, sizeBytes: size, sha256 });
     const dataDir = path.join(scratch, 'data');
     try {
       await restoreSnapshot(deps.tool, file, dataDir, { name: 'verify', peerURL: 'http://127.0.0.1:2380' });
     } catch (err) {
       return failed('restore', (err as Error).message);
     }
+    deps.logger?.info('backup verification: restored', { name: manifest.name, tool: deps.tool.describe });
     let space: { revision: number; keys: number };
     try {
-      space = readKeySpace(path.join(dataDir, 'member', 'snap', 'db'));
+      space = await readKeySpace(path.join(dataDir, 'member', 'snap', 'db'));
     } catch (err) {
       return failed('read', `the restored data could not be opened: ${(err as Error).message}`);
     }
+    deps.logger?.info('backup verification: read the key space', { name: manifest.name, revision: space.revision, keys: space.keys });
     return {
       ok: true,
       verifiedAt: new Date().toISOString(),

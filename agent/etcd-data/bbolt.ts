@@ -1,7 +1,7 @@
 /**
- * Reads one value out of a bbolt file (etcd's backend, `member/snap/db`) without bbolt: enough of
- * its on-disk format to walk from the newest valid meta page through the root bucket to a key of a
- * top-level bucket. Read-only, page by page (the file may be gigabytes), for a file no process is
+ * Reads one value out of a bbolt file (etcd's backend, `member/snap/db`) without bbolt, or walks the
+ * keys of a bucket: enough of its on-disk format to go from the newest valid meta page through the
+ * root bucket to a top-level bucket. Read-only, page by page (the file may be gigabytes), for a file no process is
  * writing (prepare runs before etcd starts). Invariant: anything that does not look like the format
  * (bad magic, checksum, page type, an offset outside the file) is an error, never a guess.
  *
@@ -17,6 +17,7 @@
  *   page inline when root is 0.
  */
 import * as fs from 'node:fs';
+import { promises as fsp } from 'node:fs';
 
 const MAGIC = 0xed0cdaed;
 const FORMAT_VERSION = 2;
@@ -43,12 +44,94 @@ export function readBboltValue(file: string, bucket: string, key: string): Buffe
   return inBucket(file, bucket, (reader, root) => reader.lookup(root, Buffer.from(key), false));
 }
 
+/** A value met by `walkBboltBucket`: its size, and a read of its first bytes. */
+export interface ValueHead {
+  size: number;
+  /** The first `n` bytes of the value (all of it when shorter). */
+  read(n: number): Promise<Buffer>;
+}
+
 /**
- * Visits every key and value of the top-level bucket `bucket` of `file` in key order (bucket entries
- * inside it are skipped); false when the bucket is absent. Throws as `readBboltValue` does.
+ * Visits every key of the top-level bucket `bucket` of `file` in key order (bucket entries inside it
+ * are skipped) with a reader of its value; false when the bucket is absent. The pages are read
+ * asynchronously one at a time, and of a value stored on overflow pages only what the visitor asks
+ * for: a walk over gigabytes neither blocks the event loop nor reads values it does not need.
+ * Throws as `readBboltValue` does.
  */
-export function forEachBboltEntry(file: string, bucket: string, visit: (key: Buffer, value: Buffer) => void): boolean {
-  return inBucket(file, bucket, (reader, root) => (reader.walk(root, visit), true)) ?? false;
+export async function walkBboltBucket(
+  file: string,
+  bucket: string,
+  visit: (key: Buffer, value: ValueHead) => void | Promise<void>,
+): Promise<boolean> {
+  const start = inBucket(file, bucket, (reader, root) => ({ root, pageSize: reader.pageBytes }));
+  if (start === undefined) return false;
+  const handle = await fsp.open(file, 'r');
+  try {
+    const size = (await handle.stat()).size;
+    const read = async (offset: number, length: number): Promise<Buffer> => {
+      const buffer = Buffer.allocUnsafe(length);
+      const { bytesRead } = await handle.read(buffer, 0, length, offset);
+      if (bytesRead !== length) throw new Error(`${file}: short read at ${offset} (${bytesRead} of ${length} bytes)`);
+      return buffer;
+    };
+    const load = async (id: bigint): Promise<LazyPage> => {
+      const offset = Number(id) * start.pageSize;
+      if (id < 2n || offset + PAGE_HEADER > size) throw new Error(`${file}: page ${id} is outside the file`);
+      const head = await read(offset, Math.min(start.pageSize, size - offset));
+      const length = (head.readUInt32LE(12) + 1) * start.pageSize;
+      if (offset + length > size) throw new Error(`${file}: page ${id} (${length / start.pageSize} pages) runs past the end`);
+      return new LazyPage(head, length, `page ${id}`, file, (at, n) => read(offset + at, n));
+    };
+    const walk = async (page: LazyPage, depth: number): Promise<void> => {
+      if (depth > MAX_DEPTH) throw new Error(`${file}: the tree is deeper than ${MAX_DEPTH} pages`);
+      const flags = page.head.readUInt16LE(8);
+      const count = page.head.readUInt16LE(10);
+      if ((flags & (BRANCH | LEAF)) === 0) throw new Error(`${file}: ${page.where} is neither a branch nor a leaf page (flags ${flags})`);
+      for (let i = 0; i < count; i++) {
+        const at = PAGE_HEADER + i * ELEMENT;
+        const element = await page.range(at, ELEMENT);
+        if ((flags & BRANCH) !== 0) {
+          await walk(await load(element.readBigUInt64LE(8)), depth + 1);
+          continue;
+        }
+        if ((element.readUInt32LE(0) & BUCKET_LEAF) !== 0) continue;
+        const keyAt = at + element.readUInt32LE(4);
+        const keySize = element.readUInt32LE(8);
+        const valueSize = element.readUInt32LE(12);
+        const key = await page.range(keyAt, keySize);
+        if (keyAt + keySize + valueSize > page.length) throw new Error(`${file}: an element of ${page.where} points outside it`);
+        await visit(key, { size: valueSize, read: (n) => page.range(keyAt + keySize, Math.min(n, valueSize)) });
+      }
+    };
+    const { root } = start;
+    await walk(
+      root.inline === undefined
+        ? await load(root.root)
+        : new LazyPage(root.inline.bytes, root.inline.bytes.length, root.inline.where, file),
+      0,
+    );
+    return true;
+  } finally {
+    await handle.close();
+  }
+}
+
+/** A page of which the first bytes are read (all of an inline one); the rest is read only where asked. */
+class LazyPage {
+  constructor(
+    readonly head: Buffer,
+    readonly length: number,
+    readonly where: string,
+    private readonly file: string,
+    private readonly readAt?: (at: number, n: number) => Promise<Buffer>,
+  ) {}
+
+  /** `n` bytes at `at` of the page. */
+  async range(at: number, n: number): Promise<Buffer> {
+    if (at + n <= this.head.length) return this.head.subarray(at, at + n);
+    if (at + n > this.length || this.readAt === undefined) throw new Error(`${this.file}: an element of ${this.where} points outside it`);
+    return this.readAt(at, n);
+  }
 }
 
 /** `fn` on the top-level bucket `bucket` of `file`; undefined when the bucket is absent. */
@@ -72,6 +155,11 @@ interface BucketRoot {
 
 class PageReader {
   private pageSize = 0;
+
+  /** The file's page size, known once `rootBucket` has read it. */
+  get pageBytes(): number {
+    return this.pageSize;
+  }
 
   constructor(
     private readonly fd: number,
@@ -131,19 +219,6 @@ class PageReader {
       return undefined;
     }
     throw new Error(`${this.file}: the tree is deeper than ${MAX_DEPTH} pages`);
-  }
-
-  /** Visits the non-bucket leaf elements under `from` in key order. */
-  walk(from: BucketRoot, visit: (key: Buffer, value: Buffer) => void, depth = 0, page = from.inline ?? this.page(from.root)): void {
-    if (depth > MAX_DEPTH) throw new Error(`${this.file}: the tree is deeper than ${MAX_DEPTH} pages`);
-    const flags = page.bytes.readUInt16LE(8);
-    const count = page.bytes.readUInt16LE(10);
-    for (let i = 0; i < count; i++) {
-      if ((flags & BRANCH) !== 0) this.walk(from, visit, depth + 1, this.page(this.element(page, i).readBigUInt64LE(8)));
-      else if ((flags & LEAF) === 0) throw new Error(`${this.file}: ${page.where} is neither a branch nor a leaf page (flags ${flags})`);
-      else if ((this.element(page, i).readUInt32LE(0) & BUCKET_LEAF) === 0)
-        visit(this.elementKey(page, i, true), this.elementValue(page, i));
-    }
   }
 
   private page(id: bigint): Page {
