@@ -1,8 +1,8 @@
 /**
  * The backup metrics. The `last_success` and `last_verification` gauges describe the store, not this
- * agent: they are read from the newest manifests (backup/status.ts), so every agent with the store
- * configured exports the same values, a restarted agent shows them again, and rules aggregate them
- * with `max by`. Each carries the store as its `store` label (`s3://bucket/prefix/`, `directory /backups`;
+ * agent: they are read from the newest manifests (backup/service.ts `showStore`), so every agent with
+ * the store configured exports the same values, a restarted agent shows them again, and rules
+ * aggregate them with `max by`. Each carries the store as its `store` label (`s3://bucket/prefix/`, `directory /backups`;
  * never a credential), so that they are absent until the store has been read once: an unlabelled
  * gauge would show 0, a time that never was.
  */

@@ -42,7 +42,7 @@ export const manifestSchema = z
     format: z.literal(1),
     name: z.string().min(1),
     clusterId: z.string().min(1),
-    /** The revision of the member when the snapshot began (the Snapshot RPC's header). */
+    /** The source member's revision from its Status just before the snapshot began: every write at or below it is in the snapshot. */
     revision: z.number().int().min(0),
     etcdVersion: z.string(),
     member: z.object({ id: z.string(), name: z.string(), clientURL: z.string() }).strict(),

@@ -5,7 +5,7 @@
  * single absolute time: these machines are noisy.
  *
  *   BENCH_QUICK=1        short version for development (fewer rounds, shorter loads)
- *   BENCH_ONLY=a,b       only these sections: startup, join, scale, health, detection, soak, defrag
+ *   BENCH_ONLY=a,b       only these sections: startup, join, scale, health, detection, promptness, soak, defrag
  *   BENCH_KEEP=1         keep the scratch directory (agent logs, CPU profiles)
  *   BENCH_OUT=file       where the JSON goes (default ./bench-results.json)
  *   BENCH_NODES=a,b      node binaries to run the agent on (default: this node, then Node 24 from
@@ -26,6 +26,7 @@ import { measureDefrag } from './defrag';
 import { measureDetection } from './detection';
 import { measureHealth } from './health';
 import { measureIdempotentJoin } from './join-idempotent';
+import { measurePromptness } from './promptness';
 import { compared, machine, renderReport, Results, writeJson } from './report';
 import { measureScale } from './scale';
 import { measureSoak } from './soak';
@@ -35,7 +36,7 @@ import { IDLE_MARGIN_MIB, measureStartup } from './startup';
 const PEAK_RATIO = 1.5;
 import { round } from './stats';
 
-const SECTIONS = ['startup', 'join', 'scale', 'health', 'detection', 'soak', 'defrag'] as const;
+const SECTIONS = ['startup', 'join', 'scale', 'health', 'detection', 'promptness', 'soak', 'defrag'] as const;
 type Section = (typeof SECTIONS)[number];
 
 async function main(): Promise<void> {
@@ -110,6 +111,17 @@ async function main(): Promise<void> {
       } finally {
         await cluster.destroy();
       }
+    }
+    if (wanted('promptness')) {
+      // A cluster of its own: a leader's leave removes members and adds them back on new ports.
+      const first = results.rows.length;
+      const cluster = await LocalEtcdCluster.start({ size: 3 });
+      try {
+        await measurePromptness({ ...base, node: nodes[0].path, nodeVersion: nodes[0].version }, cluster);
+      } finally {
+        await cluster.destroy();
+      }
+      for (const row of results.rows.slice(first)) row.section = `${row.section} · node ${nodes[0].version} · etcd ${etcdVersion}`;
     }
     if (wanted('soak')) {
       const first = results.rows.length;
