@@ -19,9 +19,6 @@ const common = {
   testMatch: ['**/*.test.ts'],
   // ts-jest, its output shared by every project (ts-transform.js).
   transform: { '^.+\\.ts$': '<rootDir>/test/helpers/ts-transform.js' },
-  // Latency-measuring suites run last and alone (see the file); the same runner for both projects, so
-  // unit and integration files still share one pool of workers.
-  runner: '<rootDir>/test/helpers/quiet-runner.js',
 };
 
 /** TEST_TIME_SCALE (test/helpers/eventually.ts) lengthens every wait of the tests; jest's own limit follows. */

@@ -101,11 +101,12 @@ export class ChildAgent {
 
   /**
    * A counter of its /metrics summed over the series that carry `labels` (and any others, such as
-   * `result`), e.g. ('etcd_agent_membership_changes_total', 'kind="add"'); 0 when absent.
+   * `result`), e.g. ('etcd_agent_membership_changes_total', 'kind="add"'), or over every series with
+   * `''`; 0 when absent.
    */
   async counter(name: string, labels: string): Promise<number> {
     const text = (await call(this.url, { method: 'GET', path: '/metrics' })).text;
-    const wanted = labels.split(',');
+    const wanted = labels === '' ? [] : labels.split(',');
     let sum = 0;
     for (const line of text.split('\n')) {
       const series = /^(\S+?)\{(.*)\} (\S+)$/.exec(line);
