@@ -3,31 +3,34 @@
  * does by default: its endpoints are its own member only. Every call must still find a live member:
  * - etcd's "unhealthy cluster" in the 5 s after a peer connects is waited out inside the deadline;
  * - a learner's own agent finds the voters through the peer listener, reports the same health as a
- *   voter's agent, and promotes its member within 2 s of being in sync;
+ *   voter's agent, and promotes its member by itself once nothing holds it back;
  * - back-to-back joins (4th, then 5th as soon as the 4th is a voter) both succeed on their first call;
- * - the agent of a SIGKILLed member removes that member within 2 s, and /v1/operations answers;
- *   a SIGKILLed leader's own agent removes it once the others elected a new leader.
+ * - the agent of a SIGKILLed member removes that member before its deadline, and /v1/operations
+ *   answers; a SIGKILLed leader's own agent removes it once the others elected a new leader.
+ * What etcd did (its guard after a peer connects, its elections) is read from etcd's own log
+ * (helpers/raft-record.ts); how soon a promotion or a removal comes is the bench's figure.
  */
 import type { RunningAgent } from '../../agent/agent';
 import { Deadline } from '../../agent/lib/deadline';
-import { EtcdCluster } from '../../agent/etcd/cluster-client';
 import type { HeldLock } from '../../agent/etcd/held-lock';
 import { MembershipLock } from '../../agent/etcd/lock';
-import { isLearnerInSync } from '../../agent/membership/quorum';
 import { createLogger } from '../../agent/observability/logger';
 import { LocalEtcdCluster, startTestCluster } from '../helpers/etcd-cluster';
-import { eventually, patience } from '../helpers/eventually';
+import { eventually } from '../helpers/eventually';
 import type { Answer } from '../helpers/http-call';
 import { changesSent, get, leaderOf, post, startMemberAgent, until } from '../helpers/membership';
+import { meets, RaftRecord } from '../helpers/raft-record';
 
 const JOIN = '/v1/members/join';
-/** etcd refuses membership changes for this long after a peer (re)connects ("unhealthy cluster"). */
-const ETCD_RECONFIG_GUARD_MS = 5000;
+/** The leaves' deadline (`timeoutSeconds`, docs/api.md §4): a leave that waited for its dead member would answer 504 `timeout` at it. */
+const LEAVE_DEADLINE_S = 10;
 const LEAVE = '/v1/members/leave';
+/** How many times the guard case restarts the follower when etcd accepted the join inside the call (its guard ended there). */
+const GUARD_ATTEMPTS = 5;
 
 describe('any agent, with only its own member as endpoint, finds a live member for every call', () => {
   let c: LocalEtcdCluster;
-  let watcher: EtcdCluster; // the test's own view of the cluster, for timing promotions
+  let raft: RaftRecord;
   const agents = new Map<string, RunningAgent>();
   let lock: HeldLock | undefined;
 
@@ -41,14 +44,13 @@ describe('any agent, with only its own member as endpoint, finds a live member f
 
   beforeAll(async () => {
     c = await startTestCluster(3);
-    watcher = new EtcdCluster({ endpoints: c.clientURLs() });
+    raft = RaftRecord.ofFiles(() => c.members, 3);
     await agentBeside('etcd-0');
   }, 30_000);
 
   afterAll(async () => {
     await lock?.release();
     await Promise.all([...agents.values()].map((a) => a.stop(2000)));
-    watcher?.close();
     await c?.destroy();
   });
 
@@ -60,79 +62,62 @@ describe('any agent, with only its own member as endpoint, finds a live member f
     return agentBeside(name);
   }
 
-  /**
-   * Watches learner `name` until it is a voter; answers when it was first in sync (by etcd's rule,
-   * from its and the leader's Status) and when the member list first showed it a voter.
-   */
-  async function timePromotion(name: string, timeoutMs = 20_000): Promise<{ inSyncAt: number; voterAt: number }> {
-    const waitMs = patience(timeoutMs);
-    const end = Date.now() + waitMs;
-    let inSyncAt: number | undefined;
-    for (;;) {
-      const members = await c.listMembers([c.member('etcd-0').clientURL]).catch(() => []);
-      const m = members.find((x) => x.name === name);
-      const now = Date.now();
-      if (m !== undefined && !m.isLearner) return { inSyncAt: inSyncAt ?? now, voterAt: now };
-      if (inSyncAt === undefined && m !== undefined) {
-        try {
-          const own = await watcher.memberStatus(c.member(name).clientURL, 300);
-          const leaderURL = members.find((x) => x.id === own.leaderId)?.clientURLs[0];
-          const leader = leaderURL === undefined ? undefined : await watcher.memberStatus(leaderURL, 300);
-          if (leader !== undefined && own.isLearner && isLearnerInSync(own.raftIndex, leader.raftIndex)) inSyncAt = Date.now();
-        } catch {
-          // not up yet
-        }
-      }
-      if (now > end) throw new Error(`${name} was not promoted within ${waitMs} ms (in sync at ${inSyncAt ?? 'never'})`);
-      await new Promise((resolve) => setTimeout(resolve, 25));
-    }
+  /** Waits (a patience) until the member list shows `name` a started voter. */
+  async function untilVoter(name: string): Promise<void> {
+    await eventually(
+      async () =>
+        expect((await c.listMembers([c.member('etcd-0').clientURL])).find((m) => m.name === name)).toMatchObject({ isLearner: false }),
+      { within: 20_000, every: 100 },
+    );
   }
 
   it('when etcd refuses a join as "unhealthy cluster" past the call\'s deadline while every voter answers, then it is retried and answered unsafe saying how long it waited', async () => {
     // etcd refuses membership changes for 5 s after a peer (re)connected, on every version: 3.4 wants
     // every voter connected for 5 s, 3.5.30+/3.6.11+/3.7 a quorum of the voters after the add, which
     // of 3 voters is all 3 (etcd-facts.test.ts shows where they differ). So a follower other than
-    // etcd-0 is restarted, and the join is sent as soon as it answers again, with the agent's own
-    // connections made before: the window is the restart's, none of it spent on the cluster's start.
+    // etcd-0 is restarted, and the join is sent as soon as the agent sees it answer again, with the
+    // agent's own connections made before: the window is the restart's, none of it spent on the
+    // cluster's start. Where that guard began is etcd's own record (its `peer became active` lines).
     const spec = await c.reserveMember('etcd-9');
     expect((await get(agent0(), '/v1/members')).status).toBe(200);
     const leader = await leaderOf(c);
     const follower = ['etcd-1', 'etcd-2'].find((n) => n !== leader.name) as string;
-    // The 3 s call must fit in etcd's 5 s guard, counted from the restarted member's reconnect (about
-    // when it answers /health, as `restart` waits for): when the agent's health took so long to see
-    // it that less than 3.5 s of the guard is left, etcd might accept the join inside the call (202,
-    // not the refusal this case is about), so the member is restarted again, at most three times.
-    for (let attempt = 1; ; attempt++) {
+    const trail: string[] = [];
+    let reply: Answer | undefined;
+    let call = { from: 0, to: 0, restartedAt: 0 };
+    for (let attempt = 1; attempt <= GUARD_ATTEMPTS; attempt++) {
+      const restartedAt = Date.now();
       await c.restart(follower);
-      const back = Date.now();
       // The agent's channel to the restarted member is made again before the call (its health sees all
       // three answer), so the call's passes are not slowed by a reconnect.
       await until(
         () => get(agent0(), '/v1/health'),
         (a) => (a.json.members as Array<{ reachable: boolean }> | undefined)?.filter((m) => m.reachable).length === 3,
-        3000,
+        15_000,
       );
-      const guardLeft = ETCD_RECONFIG_GUARD_MS - (Date.now() - back);
-      if (guardLeft >= 3500) break;
-      if (attempt === 3)
-        throw new Error(
-          `the agent saw ${follower} answer again only ${ETCD_RECONFIG_GUARD_MS - guardLeft} ms after its restart, three times: no 3 s call fits in etcd's 5 s guard`,
-        );
+      const from = Date.now();
+      reply = await post(agent0(), JOIN, { name: 'etcd-9', peerURLs: [spec.peerURL], timeoutSeconds: 3 });
+      call = { from, to: Date.now(), restartedAt };
+      trail.push(`${reply.status} ${reply.json.outcome ?? reply.json.error?.code}`);
+      if (reply.status !== 202) break;
+      // etcd accepted the join inside the call: its guard ended there, which decides nothing about the
+      // refusal this case is about. The learner goes again and the follower is restarted again.
+      const added = (await c.listMembers()).find((m) => m.peerURLs.includes(spec.peerURL));
+      if (added !== undefined) await c.etcdctl(['member', 'remove', added.id]);
     }
 
-    const t0 = Date.now();
-    const reply = await post(agent0(), JOIN, { name: 'etcd-9', peerURLs: [spec.peerURL], timeoutSeconds: 3 });
-
-    expect(reply.status).toBe(409);
-    expect(reply.json.error).toMatchObject({ code: 'unsafe', retryable: true, details: { waitedMs: expect.any(Number) } });
-    expect(reply.json.error.message).toMatch(/unhealthy cluster.*after \d+ ms of retries.*every voter answered/);
-    // At least one pause between passes (100 ms, converge.ts); how much more depends on when in the 3 s
-    // the first refusal came, which this case does not control.
-    expect(reply.json.error.details.waitedMs).toBeGreaterThanOrEqual(100);
-    // Answered at its 3 s deadline (`timeoutSeconds`, docs/api.md §4), not after: the second beyond it is
-    // for the answer's way back, the agent sharing this test's process and event loop.
-    expect(Date.now() - t0).toBeLessThan(4000);
-    expect((await changesSent(agent0().metrics)).add).toBeGreaterThan(1); // retried, not answered at the first refusal
+    expect({ trail, status: reply?.status }).toMatchObject({ status: 409 });
+    const answer = reply as Answer;
+    expect(answer.json.error).toMatchObject({ code: 'unsafe', retryable: true, details: { waitedMs: expect.any(Number) } });
+    expect(answer.json.error.message).toMatch(/unhealthy cluster.*after \d+ ms of retries.*every voter answered/);
+    // Retried inside its 3 s deadline (`timeoutSeconds`, docs/api.md §4) as the agent measured it, not
+    // answered at the first refusal.
+    expect(answer.json.error.details.waitedMs).toBeLessThanOrEqual(3000);
+    expect((await changesSent(agent0().metrics)).add).toBeGreaterThan(1);
+    // The refusal is etcd's guard: the call lay inside the 5 s after a peer of the restart became active.
+    const guards = raft.guards().filter((g) => g.from >= call.restartedAt);
+    expect(guards.map((g) => g.peer)).toContain(follower);
+    expect(meets(call.from, call.to, guards)).toBe(true);
     expect((await c.listMembers()).some((m) => m.peerURLs.includes(spec.peerURL))).toBe(false);
   });
 
@@ -145,7 +130,7 @@ describe('any agent, with only its own member as endpoint, finds a live member f
     expect(reply.json).toMatchObject({ outcome: 'added', member: { peerURLs: [spec.peerURL], isLearner: true } });
   });
 
-  it("when the learner's agent has only its own member as endpoint, then its /v1/health matches a voter agent's, and once free to it promotes its member within 3 s", async () => {
+  it("when the learner's agent has only its own member as endpoint, then its /v1/health matches a voter agent's, and once free to it promotes its member itself", async () => {
     // A join in flight holds the lock: the learner stays a learner while the two answers are compared.
     lock = await new MembershipLock(agent0().cluster, {
       keyPrefix: agent0().config.keyPrefix,
@@ -181,23 +166,22 @@ describe('any agent, with only its own member as endpoint, finds a live member f
     expect(fromLearner.json.quorum).toMatchObject({ voters: 3, healthyVoters: 3 });
     expect(fromLearner.json.operations).toHaveLength(1);
 
-    const freed = Date.now();
+    // Nothing promoted it while the lock was held: it is still a learner when the lock goes.
+    expect((await c.listMembers()).find((m) => m.name === 'etcd-3')).toMatchObject({ isLearner: true });
     await lock.release();
     lock = undefined;
-    const { voterAt } = await timePromotion('etcd-3');
+    await untilVoter('etcd-3');
 
-    // Promptness, not speed: its loop looks once a second, and 3 s is that look and the promote RPC
-    // with room to spare; nothing else promotes the learner, so a voter inside it is the agent's doing.
-    expect(voterAt - freed).toBeLessThanOrEqual(3000);
-    // Counted once the agent has MemberPromote's reply, which can come after this test's own list
-    // read already shows the voter (both in this process): the count is waited for.
+    // Its own agent promoted it, once (counted when the agent has MemberPromote's reply, which can
+    // come after the list read above already shows the voter: the count is waited for); nobody else did.
     await eventually(async () => expect(await changesSent(learnerAgent.metrics)).toMatchObject({ promote: 1 }), {
-      within: 2000,
-      every: 25,
+      within: 10_000,
+      every: 50,
     });
+    expect(await changesSent(agent0().metrics)).toMatchObject({ promote: 0 });
   });
 
-  it('when the 5th member is joined right after the 4th became a voter, then its first call succeeds within its deadline, and its own agent promotes it within 5 s of being in sync', async () => {
+  it('when the 5th member is joined right after the 4th became a voter, then its first call succeeds within its deadline, and its own agent promotes it', async () => {
     const spec = await c.reserveMember('etcd-4');
 
     const t0 = Date.now();
@@ -207,16 +191,16 @@ describe('any agent, with only its own member as endpoint, finds a live member f
     expect(reply.json).toMatchObject({ outcome: 'added', member: { peerURLs: [spec.peerURL], isLearner: true } });
     expect(Date.now() - t0).toBeLessThan(30_000);
 
-    await startMember('etcd-4');
-    const { inSyncAt, voterAt } = await timePromotion('etcd-4');
-    // Its agent's auto-promotion looks once a second. The bound is promptness, not speed: no other
-    // loop of the agent or of a controller would promote it within seconds.
-    expect(voterAt - inSyncAt).toBeLessThanOrEqual(5000);
+    const fifth = await startMember('etcd-4');
+    await untilVoter('etcd-4');
+    // Its own agent's auto-promotion did it; no other agent sent a promote.
+    await eventually(async () => expect(await changesSent(fifth.metrics)).toMatchObject({ promote: 1 }), { within: 10_000, every: 50 });
+    expect(await changesSent(agent0().metrics)).toMatchObject({ promote: 0 });
     const members = await c.listMembers();
     expect(members.filter((m) => !m.isLearner && m.started)).toHaveLength(5);
   });
 
-  it('when the member beside an agent is SIGKILLed, then that agent removes it (removed, with the member) within 3 s, not at its deadline, and /v1/operations answers 200', async () => {
+  it('when the member beside an agent is SIGKILLed, then that agent removes it (removed, with the member) before its deadline, and /v1/operations answers 200', async () => {
     const leader = await leaderOf(c);
     const victim = ['etcd-1', 'etcd-2'].find((n) => n !== leader.name) as string;
     const beside = await agentBeside(victim);
@@ -228,24 +212,19 @@ describe('any agent, with only its own member as endpoint, finds a live member f
     const id = (await c.listMembers()).find((m) => m.name === victim)?.id;
     await c.kill(victim);
 
-    const t0 = Date.now();
-    const reply = await post(beside, LEAVE, { name: victim });
-    const took = Date.now() - t0;
+    const reply = await post(beside, LEAVE, { name: victim, timeoutSeconds: LEAVE_DEADLINE_S });
     const operations = await get(beside, '/v1/operations');
 
+    // Removed, not 504 `timeout` at the deadline: the agent did not wait for its own dead member.
     expect(reply.status).toBe(200);
     expect(reply.json).toMatchObject({ outcome: 'removed', complete: true, member: { id, name: victim } });
-    // Promptly, not at the call's 10 s deadline: no wait for its own dead member. 3 s tells the two
-    // apart (promptness, not speed).
-    expect(took).toBeLessThanOrEqual(3000);
     expect(operations.status).toBe(200);
     expect(operations.json.operations).toEqual([]);
     expect((await c.listMembers()).map((m) => m.name)).not.toContain(victim);
   });
 
-  // A dead leader first needs an election (--election-timeout 500: etcd itself takes 0.5-1 s to notice),
-  // and MemberRemove needs a leader: the 3 s hold that election as well as the remove.
-  it('when the leader beside an agent is SIGKILLed, then that agent removes it once a new leader is elected (removed, with the member), within 3 s', async () => {
+  // A dead leader first needs an election, and MemberRemove needs a leader.
+  it('when the leader beside an agent is SIGKILLed, then that agent removes it once a new leader is elected (removed, with the member), before its deadline', async () => {
     const leader = await leaderOf(c);
     const beside = agents.get(leader.name) ?? (await agentBeside(leader.name));
     await until(
@@ -253,15 +232,18 @@ describe('any agent, with only its own member as endpoint, finds a live member f
       (a) => a.json.status === 'healthy',
     );
     await c.kill(leader.name);
+    const killedAt = Date.now();
 
-    const t0 = Date.now();
-    const reply = await post(beside, LEAVE, { name: leader.name });
-    const took = Date.now() - t0;
+    const reply = await post(beside, LEAVE, { name: leader.name, timeoutSeconds: LEAVE_DEADLINE_S });
+    const answeredAt = Date.now();
 
     expect(reply.status).toBe(200);
     expect(reply.json).toMatchObject({ outcome: 'removed', complete: true, member: { id: leader.id, name: leader.name } });
-    process.stdout.write(`dead leader removed by its own agent in ${took} ms\n`);
-    expect(took).toBeLessThanOrEqual(3000);
+    // The survivors elected a new leader at a higher term, as etcd logged it, before the answer.
+    const election = raft.elections().find((e) => e.from >= killedAt);
+    expect(election).toMatchObject({ before: { leader: leader.name }, after: { leader: expect.not.stringMatching(leader.name) } });
+    expect(election?.after?.term).toBeGreaterThan(election?.before?.term ?? Infinity);
+    expect(election?.to).toBeLessThanOrEqual(answeredAt);
     expect((await get(beside, '/v1/operations')).status).toBe(200);
     const rest = await c.listMembers();
     expect(rest.map((m) => m.name)).not.toContain(leader.name);
