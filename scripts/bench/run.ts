@@ -5,7 +5,7 @@
  * single absolute time: these machines are noisy.
  *
  *   BENCH_QUICK=1        short version for development (fewer rounds, shorter loads)
- *   BENCH_ONLY=a,b       only these sections: startup, join, scale, health, detection, promptness, soak, defrag
+ *   BENCH_ONLY=a,b       only these sections: startup, join, scale, health, detection, promptness, soak, defrag, backup
  *   BENCH_KEEP=1         keep the scratch directory (agent logs, CPU profiles)
  *   BENCH_OUT=file       where the JSON goes (default ./bench-results.json)
  *   BENCH_NODES=a,b      node binaries to run the agent on (default: this node, then Node 24 from
@@ -22,6 +22,7 @@ import { etcdInstall } from '../etcd-version';
 import { LocalEtcdCluster } from '../local-cluster';
 import { AgentProcess, MAIN_JS } from './agent-process';
 import type { BenchContext, ClusterUnderTest } from './context';
+import { measureBackup } from './backup';
 import { measureDefrag } from './defrag';
 import { measureDetection } from './detection';
 import { measureHealth } from './health';
@@ -36,7 +37,7 @@ import { IDLE_MARGIN_MIB, measureStartup } from './startup';
 const PEAK_RATIO = 1.5;
 import { round } from './stats';
 
-const SECTIONS = ['startup', 'join', 'scale', 'health', 'detection', 'promptness', 'soak', 'defrag'] as const;
+const SECTIONS = ['startup', 'join', 'scale', 'health', 'detection', 'promptness', 'soak', 'defrag', 'backup'] as const;
 type Section = (typeof SECTIONS)[number];
 
 async function main(): Promise<void> {
@@ -146,6 +147,17 @@ async function main(): Promise<void> {
         await measureDefrag(ctx, cluster, agent);
       } finally {
         await agent.stop();
+        await cluster.destroy();
+      }
+      for (const row of results.rows.slice(first)) row.section = `${row.section} · etcd ${etcdVersion}`;
+    }
+    if (wanted('backup')) {
+      // A cluster of its own: it is filled with a database worth backing up.
+      const first = results.rows.length;
+      const cluster = await LocalEtcdCluster.start({ size: 3, extraArgs: ['--quota-backend-bytes=4294967296', '--snapshot-count=100'] });
+      try {
+        await measureBackup({ ...base, node: nodes[0].path, nodeVersion: nodes[0].version }, cluster);
+      } finally {
         await cluster.destroy();
       }
       for (const row of results.rows.slice(first)) row.section = `${row.section} · etcd ${etcdVersion}`;
