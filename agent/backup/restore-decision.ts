@@ -179,7 +179,8 @@ export function chooseBackup(backups: Backups, ask: { name?: string; unverified:
   return { kind: 'none', why: `no backup is verified (${counts})${unverified === undefined ? '' : `; ${allow}`}` };
 }
 
-function sameUrl(a: string, b: string): boolean {
+/** Two peer URLs name the same endpoint (normalised; compared as text when one is not a URL). */
+export function sameUrl(a: string, b: string): boolean {
   const comparable = (url: string): string => {
     try {
       return normalizeUrl(url.trim());

@@ -1,7 +1,8 @@
 /**
  * Restores this pod's member from a backup, straight through, beside the (empty) data directory:
  *   1. choose the backup (restore-decision.ts `chooseBackup`: the one named, else the newest
- *      verified one, else the newest unverified one only when allowed);
+ *      verified one, else the newest unverified one only when allowed), and refuse it unless it
+ *      records one of this pod's initial members or the restore is forced (origin-decision.ts);
  *   2. stream its snapshot from the store into `<dataDir>.restore/snapshot.db`, through a sha256,
  *      and compare size and sum with the manifest's;
  *   3. run etcd's restore tool (restore-tool.ts) into `<dataDir>.restore/data`, as a member of a new
@@ -32,7 +33,8 @@ import type { StoreLocation } from '../proto/store-location';
 import { downloadHashed, syncPath } from './download';
 import { readBackups, snapshotKey } from './layout';
 import { describeLocation, openStore } from './location';
-import { chooseBackup } from './restore-decision';
+import { decideOrigin } from './origin-decision';
+import { chooseBackup, type RestoreMember } from './restore-decision';
 import { restoreSnapshot, type RestoreTool } from './restore-tool';
 import { StoreError } from './store';
 
@@ -41,6 +43,10 @@ export interface RestoreRequest {
   location: StoreLocation;
   backup?: string;
   unverified: boolean;
+  /** Restore a backup none of whose members is one of `initial` (origin-decision.ts). */
+  force: boolean;
+  /** This pod's initial members (`--initial-cluster`): the chosen backup must record one of them. */
+  initial: readonly RestoreMember[];
   dataDir: string;
   name: string;
   peerURL: string;
@@ -58,7 +64,7 @@ export interface RestoreResult {
 /** A restore that cannot be done as asked; the data directory is as it was. */
 export class RestoreError extends Error {
   constructor(
-    readonly step: 'choose' | 'check' | 'store' | 'download' | 'restore' | 'place',
+    readonly step: 'choose' | 'origin' | 'check' | 'store' | 'download' | 'restore' | 'place',
     message: string,
     options?: { cause?: unknown },
   ) {
@@ -134,6 +140,10 @@ export async function restoreBackup(req: RestoreRequest, tool: RestoreTool, logg
       etcdVersion: manifest.etcdVersion,
       store: store.description,
     });
+    // Before anything is written: another cluster's backup is refused with the data directory as it was.
+    const origin = decideOrigin(manifest, req.initial, req.force);
+    if (origin.kind === 'refused') throw new RestoreError('origin', origin.reason);
+    if (origin.kind === 'forced') logger.warn("restore: another cluster's backup, forced", { member: req.name, reason: origin.reason });
 
     await fsp.mkdir(work, { mode: 0o700 });
     try {

@@ -123,6 +123,7 @@ export async function takeBackup(deps: TakeDeps, options: TakeOptions): Promise<
       revision: before.revision,
       etcdVersion: before.version,
       member: { id: source.member.id, name: source.member.name, clientURL: source.clientURL },
+      members: source.members.map((m) => ({ name: m.name, peerURLs: m.peerURLs })),
       agent: deps.agent,
       sizeBytes,
       sha256: hash.digest('hex'),
@@ -182,7 +183,7 @@ export async function chooseSource(deps: Pick<TakeDeps, 'cluster' | 'statusTimeo
       },
     );
   }
-  return { ...decision, clusterId: list.clusterId };
+  return { ...decision, clusterId: list.clusterId, members: list.members };
 }
 
 /** Runs `fn`, naming `step` in what it throws. */

@@ -110,6 +110,13 @@ const OWN_OPTIONS: ReadonlyArray<{ key: Key; arg: string; default?: string; mean
     meaning:
       'when no backup is verified, restore the newest unverified one (or the named one, unverified); a backup whose verification failed is never restored',
   },
+  {
+    key: 'restore-force',
+    arg: '[true|false]',
+    default: 'false',
+    meaning:
+      "restore a backup none of whose recorded members (name and peer URL) is an initial member of this pod: another cluster's, or an older agent's that records none",
+  },
 ];
 
 /** The agent's settings prepare uses (the others are accepted too). */
@@ -157,9 +164,11 @@ export const PREPARE_USAGE: CommandUsage = {
  */
 export function loadPrepareOptions(env: NodeJS.ProcessEnv, argv: readonly string[], sidecar = false): PrepareOptions {
   const { config, rest } = loadConfig(env, argv);
-  // `--restore-unverified` alone means true, as the agent's boolean flags do (config.ts parseFlags).
+  // `--restore-unverified` and `--restore-force` alone mean true, as the agent's boolean flags do (config.ts parseFlags).
   const args = rest.map((a, i) =>
-    a === '--restore-unverified' && (rest[i + 1] === undefined || rest[i + 1].startsWith('--')) ? `${a}=true` : a,
+    (a === '--restore-unverified' || a === '--restore-force') && (rest[i + 1] === undefined || rest[i + 1].startsWith('--'))
+      ? `${a}=true`
+      : a,
   );
   let values: Partial<Record<Key, string>>;
   try {
@@ -212,7 +221,7 @@ export function loadPrepareOptions(env: NodeJS.ProcessEnv, argv: readonly string
 
 function restoreOf(raw: (key: Key) => string | undefined, config: Config, initial: InitialMember[]): { restore?: RestoreOptions } {
   const restore = parseRestoreOptions(
-    { from: raw('restore-from'), backup: raw('restore-backup'), unverified: raw('restore-unverified') },
+    { from: raw('restore-from'), backup: raw('restore-backup'), unverified: raw('restore-unverified'), force: raw('restore-force') },
     { etcdutl: config.etcdutl, initialMembers: initial.length },
   );
   return restore === undefined ? {} : { restore };

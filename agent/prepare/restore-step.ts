@@ -37,6 +37,7 @@ export async function restoreToolOf(opts: PrepareOptions, logger: Logger): Promi
       member: opts.self.name,
       restore: describeRestore(opts.restore),
       unverified: opts.restore.unverified,
+      force: opts.restore.force,
       tool: tool.describe,
     });
     return tool;
@@ -76,6 +77,8 @@ export async function actRestore(opts: PrepareOptions, tool: RestoreTool | undef
       location: opts.restore.location,
       ...(opts.restore.backup === undefined ? {} : { backup: opts.restore.backup }),
       unverified: opts.restore.unverified,
+      force: opts.restore.force,
+      initial: opts.initial,
       dataDir: opts.dataDir,
       name: opts.self.name,
       peerURL: opts.self.peerURL,

@@ -46,6 +46,11 @@ export const manifestSchema = z
     revision: z.number().int().min(0),
     etcdVersion: z.string(),
     member: z.object({ id: z.string(), name: z.string(), clientURL: z.string() }).strict(),
+    /**
+     * The cluster's members when it was taken, by name and peer URLs: what a restore checks that the
+     * backup is its cluster's against (backup/origin-decision.ts). Absent in an older agent's manifest.
+     */
+    members: z.array(z.object({ name: z.string(), peerURLs: z.array(z.string()) }).strict()).optional(),
     /** The agent that took it. */
     agent: z.string(),
     sizeBytes: z.number().int().min(0),

@@ -4,8 +4,8 @@
  * member's data is wiped, and the three pods' prepare run with the restore asked. Exactly one pod
  * (the first initial member) restores; the others wait, then join it learner-first; every write
  * acknowledged at or before the backup's revision is there. Then what must not restore: one member
- * still holding data, a cluster that answers, a pod not asked beside one asked, a corrupted object;
- * and a restore killed after each of its steps, run again.
+ * still holding data, a cluster that answers, a pod not asked beside one asked, a corrupted object,
+ * another cluster's backup (unless forced); and a restore killed after each of its steps, run again.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -274,6 +274,54 @@ describe('restore from a backup', () => {
 
       const runs = await Promise.all(INITIAL.map((n) => prepareAndStart(n, restoreEnv({ ETCD_AGENT_RESTORE_BACKUP: good.name }))));
       expect(linesOf(runs[0], 'restore: chose a backup')).toEqual([expect.objectContaining({ backup: good.name })]);
+      await votersAre(INITIAL);
+      await expectAckedUpTo(good.revision);
+    },
+  );
+
+  // The check reads the manifest only (origin-decision.ts), the same on every etcd version; the
+  // restore it lets through is the one the disaster case proves on each.
+  itOnFirstVersion(
+    "when the newest backup is another cluster's, then the restore is refused with one line and nothing changed, and with ETCD_AGENT_RESTORE_FORCE it is restored",
+    async () => {
+      await stopAll();
+      INITIAL.forEach(wipe);
+      // Another cluster's backup, as its manifest says: other members, another id (its snapshot is this one's, so it restores whole).
+      const name = newBackupName(new Date());
+      const foreign: Manifest = {
+        ...good,
+        name,
+        clusterId: 'feedfacecafe0001',
+        members: [
+          { name: 'orders-0', peerURLs: ['http://orders-0.orders-headless:2380'] },
+          { name: 'etcd-1', peerURLs: ['http://etcd-1.other-namespace:2380'] },
+        ],
+      };
+      fs.mkdirSync(path.join(storeDir, name));
+      fs.copyFileSync(path.join(storeDir, snapshotKey(good.name)), path.join(storeDir, snapshotKey(name)));
+      fs.writeFileSync(path.join(storeDir, manifestKey(name)), manifestBytes(foreign));
+
+      const others = Promise.all(['etcd-1', 'etcd-2'].map((n) => pods.prepare(n, { env: restoreEnv(), waitSeconds: 8 })));
+      const refused = await pods.prepare('etcd-0', { env: restoreEnv(), waitSeconds: 20 });
+      expect(refused.code).toBe(1);
+      const errors = refused.lines.filter((l) => l.level === 'error');
+      expect(errors).toEqual([expect.objectContaining({ message: 'the restore failed; the data directory is as it was', step: 'origin' })]);
+      expect(String(errors[0].reason)).toContain(
+        `backup ${name} of cluster feedfacecafe0001 was taken of members orders-0=http://orders-0.orders-headless:2380, etcd-1=http://etcd-1.other-namespace:2380`,
+      );
+      expect(String(errors[0].reason)).toContain('ETCD_AGENT_RESTORE_FORCE=true');
+      for (const r of await others) expect(r.code).toBe(1);
+      for (const n of INITIAL) {
+        expect(readDataDir(pods.pod(n).dataDir)).toEqual({ kind: 'empty' });
+        expect(fs.existsSync(restoreWorkDir(pods.pod(n).dataDir))).toBe(false);
+      }
+
+      const runs = await Promise.all(INITIAL.map((n) => prepareAndStart(n, restoreEnv({ ETCD_AGENT_RESTORE_FORCE: 'true' }))));
+      expect(linesOf(runs[0], 'restore: chose a backup')).toEqual([
+        expect.objectContaining({ backup: name, clusterId: 'feedfacecafe0001' }),
+      ]);
+      expect(linesOf(runs[0], "restore: another cluster's backup, forced")).toHaveLength(1);
+      expect(linesOf(runs[0], 'restore: done')).toHaveLength(1);
       await votersAre(INITIAL);
       await expectAckedUpTo(good.revision);
     },

@@ -20,7 +20,12 @@ describe("prepare's restore options", () => {
   });
 
   it.each<[string, Record<string, string>, string[], object]>([
-    ['a directory store', { ETCD_AGENT_RESTORE_FROM: '/backups/etcd' }, [], { source: 'file:///backups/etcd', unverified: false }],
+    [
+      'a directory store',
+      { ETCD_AGENT_RESTORE_FROM: '/backups/etcd' },
+      [],
+      { source: 'file:///backups/etcd', unverified: false, force: false },
+    ],
     ['the same directory as a file URL', { ETCD_AGENT_RESTORE_FROM: 'file:///backups/etcd/' }, [], { source: 'file:///backups/etcd' }],
     [
       'an S3 store with an endpoint',
@@ -37,6 +42,9 @@ describe("prepare's restore options", () => {
       { source: 'file:///b', backup: name, unverified: true },
     ],
     ['a bare unverified flag before another', {}, ['--restore-unverified', '--restore-from=/b'], { unverified: true }],
+    ["another cluster's backup allowed", { ETCD_AGENT_RESTORE_FROM: '/b', ETCD_AGENT_RESTORE_FORCE: 'true' }, [], { force: true }],
+    ['a bare force flag', {}, ['--restore-from=/b', '--restore-force'], { force: true }],
+    ['the force flag set false', { ETCD_AGENT_RESTORE_FORCE: 'true' }, ['--restore-from=/b', '--restore-force=false'], { force: false }],
     [
       'unverified flag set false',
       { ETCD_AGENT_RESTORE_UNVERIFIED: 'true' },
@@ -64,6 +72,14 @@ describe("prepare's restore options", () => {
     ],
     ['a backup without a store', { ETCD_AGENT_RESTORE_BACKUP: name }, [], 'ETCD_AGENT_RESTORE_BACKUP', 'needs ETCD_AGENT_RESTORE_FROM'],
     ['unverified without a store', {}, ['--restore-unverified'], 'ETCD_AGENT_RESTORE_UNVERIFIED', 'needs ETCD_AGENT_RESTORE_FROM'],
+    ['force without a store', { ETCD_AGENT_RESTORE_FORCE: 'true' }, [], 'ETCD_AGENT_RESTORE_FORCE', 'needs ETCD_AGENT_RESTORE_FROM'],
+    [
+      'force that is not a boolean',
+      { ETCD_AGENT_RESTORE_FROM: '/b', ETCD_AGENT_RESTORE_FORCE: 'please' },
+      [],
+      'ETCD_AGENT_RESTORE_FORCE',
+      'not a boolean',
+    ],
     [
       'unverified that is not a boolean',
       { ETCD_AGENT_RESTORE_FROM: '/b', ETCD_AGENT_RESTORE_UNVERIFIED: 'maybe' },
