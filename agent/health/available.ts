@@ -34,3 +34,17 @@ export function availabilityOf(cluster: ClusterHealth, local: LocalHealth): Avai
   }
   return { available: true, text: `available: ${name} is a healthy voter; ${counts}` };
 }
+
+/**
+ * The success text stamped with the observation's time floored to a multiple of `seconds`: a probe
+ * whose output changes at least that often is reported as a new event each time (KubeBlocks v1.0.2
+ * dates a repeated report by its first time, and forgets it after its window; docs/api.md
+ * `GET /v1/available`).
+ */
+export function stampedText(text: string, observedAt: string | null, seconds: number): string {
+  if (observedAt === null) return text;
+  const ms = Date.parse(observedAt);
+  if (Number.isNaN(ms)) return text;
+  const floored = new Date(ms - (ms % (seconds * 1000)));
+  return `${text}; as of ${floored.toISOString().replace(/\.000Z$/, 'Z')}`;
+}

@@ -14,6 +14,7 @@ import { ROUTES } from '../proto/routes';
 export const QUERY_PARAMETERS: Readonly<Record<string, readonly string[]>> = {
   '/v1/health': ['expected'],
   '/v1/health/local': ['voter'],
+  '/v1/available': ['stampSeconds'],
 };
 
 const LENIENT_QUERY = new Set(['/livez', '/readyz', '/metrics']);

@@ -1,4 +1,6 @@
-import { availabilityOf } from '../../agent/health/available';
+import { availabilityOf, stampedText } from '../../agent/health/available';
+import { parseStampQuery } from '../../agent/server/available-routes';
+import { AgentError } from '../../agent/proto/errors';
 import type { ClusterHealth, HealthStatus, LocalHealth, MemberHealth } from '../../agent/health/types';
 
 const voter = (name: string, reachable = true, isLearner = false): MemberHealth => ({
@@ -100,5 +102,58 @@ describe('availabilityOf (GET /v1/available, KubeBlocks availableProbe)', () => 
   ])('when %s, then %s', (_what, said, health, mine) => {
     const verdict = availabilityOf(health, mine);
     expect(verdict.available ? verdict.text : `unavailable: ${verdict.reason}`).toBe(said);
+  });
+});
+
+describe('stampedText (GET /v1/available?stampSeconds=N)', () => {
+  const text = 'available: etcd-0 is a healthy voter; 3 of 3 voters healthy, 2 required';
+  it.each<[string, string | null, number, string]>([
+    ['floored to 10 s', '2026-12-05T23:41:37.413Z', 10, `${text}; as of 2026-12-05T23:41:30Z`],
+    ['on the boundary itself', '2026-12-05T23:41:30.000Z', 10, `${text}; as of 2026-12-05T23:41:30Z`],
+    ['just before the next one', '2026-12-05T23:41:39.999Z', 10, `${text}; as of 2026-12-05T23:41:30Z`],
+    ['floored to a minute', '2026-12-05T23:41:37.413Z', 60, `${text}; as of 2026-12-05T23:41:00Z`],
+    ['one second', '2026-12-05T23:41:37.413Z', 1, `${text}; as of 2026-12-05T23:41:37Z`],
+    ['no observation time', null, 10, text],
+  ])('when %s, then the text says so', (_what, observedAt, seconds, said) => {
+    expect(stampedText(text, observedAt, seconds)).toBe(said);
+  });
+
+  it('when two answers fall in one period, then they are the same text, and in the next one another', () => {
+    const a = stampedText(text, '2026-12-05T23:41:31.000Z', 15);
+    expect(stampedText(text, '2026-12-05T23:41:44.999Z', 15)).toBe(a);
+    expect(stampedText(text, '2026-12-05T23:41:45.000Z', 15)).not.toBe(a);
+  });
+});
+
+describe('parseStampQuery', () => {
+  it.each<[string, Record<string, unknown>, number | undefined]>([
+    ['absent', {}, undefined],
+    ['one second', { stampSeconds: '1' }, 1],
+    ['ten seconds', { stampSeconds: '10' }, 10],
+    ['an hour', { stampSeconds: '3600' }, 3600],
+  ])('when it is %s, then it reads %s', (_what, query, seconds) => {
+    expect(parseStampQuery(query as never)).toBe(seconds);
+  });
+
+  it.each<[string, Record<string, unknown>]>([
+    ['zero', { stampSeconds: '0' }],
+    ['over an hour', { stampSeconds: '3601' }],
+    ['a fraction', { stampSeconds: '1.5' }],
+    ['negative', { stampSeconds: '-5' }],
+    ['empty', { stampSeconds: '' }],
+    ['a word', { stampSeconds: 'ten' }],
+    ['given twice', { stampSeconds: ['10', '10'] }],
+  ])('when it is %s, then it is a bad request naming the field', (_what, query) => {
+    let thrown: unknown;
+    try {
+      parseStampQuery(query as never);
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).toBeInstanceOf(AgentError);
+    expect({ code: (thrown as AgentError).code, field: (thrown as AgentError).details?.field }).toEqual({
+      code: 'bad-request',
+      field: 'stampSeconds',
+    });
   });
 });
