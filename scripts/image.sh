@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Builds this project's container images without a daemon (buildah) and prints the path of each
 # one's archive, one a line, building only what is missing:
-#   bash scripts/image.sh [all]        the agent, etcd for every tested version, and pause
+#   bash scripts/image.sh [all]        the agent, etcd for every tested version, pause and kubeblocks-tools
 #   bash scripts/image.sh agent        etcd-lifecycle-agent:<package.json version>, from the Dockerfile
 #   bash scripts/image.sh etcd [MINOR] quay.io/coreos/etcd:v<version> for 3.4 3.5 3.6 3.7 (or one of them),
 #                                      from the binaries scripts/etcd.sh prints
 #   bash scripts/image.sh pause        registry.k8s.io/pause:3.10, the pod sandbox (tools/images/pause):
 #                                      containerd's sandbox_image must name it
+#   bash scripts/image.sh kubeblocks-tools
+#                                      kubeblocks-tools:<kbagent's version>, KubeBlocks' tools image
+#                                      (KUBEBLOCKS_TOOLS_IMAGE): kbagent and kubectl
 #   bash scripts/image.sh base         node:24-bookworm-slim, the local stand-in the Dockerfile starts FROM
 # Each archive is a docker-archive (what `ctr -n k8s.io images import FILE` and `docker load -i FILE`
 # read) holding one image under its full name (docker.io/library/etcd-lifecycle-agent:0.1.0 is what
@@ -31,7 +34,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 usage() {
-  echo "usage: bash scripts/image.sh [all | agent | etcd [3.4|3.5|3.6|3.7] | pause | base]" >&2
+  echo "usage: bash scripts/image.sh [all | agent | etcd [3.4|3.5|3.6|3.7] | pause | kubeblocks-tools | base]" >&2
   exit 2
 }
 
@@ -550,12 +553,64 @@ ensure_pause() {
   echo "$archive"
 }
 
+# ── KubeBlocks' tools image ─────────────────────────────────────────────────────────────────────
+
+# build_kbtools KBAGENT KUBECTL: what KubeBlocks' controller runs from the image KUBEBLOCKS_TOOLS_IMAGE
+# names, as its own kubeblocks-tools image holds it: /bin/kbagent (every pod's kbagent container, and
+# the init container that copies it with `cp -r /bin/kbagent /kubeblocks/`) and kubectl on PATH (the
+# pod a Custom OpsRequest starts runs `kubectl exec`), over the Debian root file system (cp, a
+# shell), user 65532, HOME /tmp (kubectl's cache).
+build_kbtools() {
+  local mnt
+  new_container scratch
+  mnt="$(buildah mount "$ctr")"
+  tar --numeric-owner -xpf "$rootfs" -C "$mnt"
+  install -m 0755 -o 0 -g 0 "$1" "$mnt/bin/kbagent"
+  install -m 0755 -o 0 -g 0 "$2" "$mnt/usr/local/bin/kubectl"
+  buildah unmount "$ctr" >/dev/null
+  buildah config --os linux --arch amd64 --env PATH="$image_path" --env HOME=/tmp --user 65532:65532 "$ctr"
+  # Both run in it, as the image's user: checked before the image is committed.
+  buildah run --isolation chroot "$ctr" -- /bin/sh -c '/bin/kbagent --help 2>&1 | grep -q "^Usage of /bin/kbagent" && kubectl version --client' >&2 ||
+    fail "kbagent or kubectl does not run in the kubeblocks-tools image"
+}
+
+ensure_kbtools() {
+  local kbagent kubectl version name k archive
+  kbagent="$(bash scripts/kbagent.sh)"
+  kubectl="$(bash scripts/kube-build.sh)/kubectl"
+  version="$(GOTOOLCHAIN=local go version -m "$kbagent" | awk '$1 == "mod" && $2 == "github.com/apecloud/kubeblocks" { sub(/^v/, "", $3); print $3 }')"
+  [ -n "$version" ] || fail "$kbagent has no github.com/apecloud/kubeblocks version in its build record"
+  name="docker.io/library/kubeblocks-tools:$version"
+  k="$({
+    echo "$version"
+    file_digest "$kbagent"
+    file_digest "$kubectl"
+    echo "$rootfs_key"
+    declare -f build_kbtools
+  } | key)"
+  archive="$(archive_of "$name" "$k")"
+  if ! check_archive "$archive" "$name" 2>/dev/null; then
+    lock
+    if ! check_archive "$archive" "$name" 2>/dev/null; then
+      say "building $name from $kbagent and $kubectl"
+      local started=$SECONDS
+      ensure_rootfs
+      build_kbtools "$kbagent" "$kubectl"
+      commit "$name" "$archive"
+      say "built $name in $((SECONDS - started)) s"
+    fi
+  fi
+  check_archive "$archive" "$name"
+  echo "$archive"
+}
+
 case "${1:-all}" in
 all)
   [ $# -le 1 ] || usage
   ensure_agent
   for minor in $(etcd_minors); do ensure_etcd "$minor"; done
   ensure_pause
+  ensure_kbtools
   ;;
 agent)
   [ $# -eq 1 ] || usage
@@ -573,6 +628,10 @@ etcd)
 pause)
   [ $# -eq 1 ] || usage
   ensure_pause
+  ;;
+kubeblocks-tools)
+  [ $# -eq 1 ] || usage
+  ensure_kbtools
   ;;
 base)
   [ $# -eq 1 ] || usage

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prints the folder holding Kubernetes' own binaries (kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubelet, kube-proxy), building them first when they are missing:
+# kube-scheduler, kubelet, kube-proxy, and kubectl for the KubeBlocks tools image), building them
+# first when they are missing:
 # `bash scripts/kube-build.sh`. They are built from the Go module proxy through the wrapper module
 # tools/kubernetes-1.34 (go.mod and go.sum only) into
 #   ${KUBE_CACHE_DIR:-~/.cache/etcd-lifecycle-agent/kubernetes}/<version>/
@@ -11,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 module=tools/kubernetes-1.34
-binaries=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+binaries=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 version="$(sed -n -E 's/^[[:space:]]*(require )?k8s\.io\/kubernetes (v[0-9.]+)( .*)?$/\2/p' "$module/go.mod" | sed -n 1p)"
 [ -n "$version" ] || {
   echo "kube-build.sh: $module/go.mod requires no k8s.io/kubernetes version" >&2
@@ -32,7 +33,12 @@ check() {
       echo "kube-build.sh: $1/$bin is missing" >&2
       return 1
     fi
-    got="$("$1/$bin" --version 2>&1 | sed -n -E 's/^Kubernetes (v[0-9.]+).*/\1/p')"
+    # kubectl has no --version: its client version says the same.
+    if [ "$bin" = kubectl ]; then
+      got="$("$1/$bin" version --client 2>&1 | sed -n -E 's/^Client Version: (v[0-9.]+).*/\1/p')"
+    else
+      got="$("$1/$bin" --version 2>&1 | sed -n -E 's/^Kubernetes (v[0-9.]+).*/\1/p')"
+    fi
     if [ "$got" != "$version" ]; then
       echo "kube-build.sh: $1/$bin --version says '${got:-nothing}', expected $version" >&2
       return 1
