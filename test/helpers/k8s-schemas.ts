@@ -1,11 +1,11 @@
 /**
  * Validates a Kubernetes object offline against its schema, by apiVersion and kind: core kinds with
  * kubernetes-models (compiled from Kubernetes 1.27's OpenAPI), ServiceMonitor and PrometheusRule with
- * @kubernetes-models/prometheus-operator, KubeBlocks' ComponentDefinition with the vendored CRD schema of
- * every KubeBlocks release line (test/fixtures/kubeblocks, see its NOTICE; kubeblocks-releases.ts), each
+ * @kubernetes-models/prometheus-operator, KubeBlocks' ComponentDefinition and ComponentVersion with the
+ * vendored CRD schemas of every KubeBlocks release line (test/fixtures/kubeblocks, see its NOTICE; kubeblocks-releases.ts), each
  * strictly: an object must validate on all of them. A kind with no schema here is an error, not a pass.
  */
-import { componentDefinitionErrors, RELEASES } from './kubeblocks-releases';
+import { componentDefinitionErrors, componentVersionErrors, RELEASES } from './kubeblocks-releases';
 import { Service } from 'kubernetes-models/v1/Service';
 import { StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
@@ -25,10 +25,12 @@ const model =
     new Model(object as never).validate();
 
 /** Throws the errors of every release whose CRD refuses the object, each line prefixed with its tag. */
-const kubeBlocksValidator: Validator = (object) => {
-  const errors = RELEASES.flatMap((r) => componentDefinitionErrors(r.tag, object).map((e) => `${r.tag}: ${e}`));
-  if (errors.length > 0) throw new Error(errors.join('; '));
-};
+const kubeBlocksValidator =
+  (errorsOf: (tag: string, object: unknown) => string[]): Validator =>
+  (object) => {
+    const errors = RELEASES.flatMap((r) => errorsOf(r.tag, object).map((e) => `${r.tag}: ${e}`));
+    if (errors.length > 0) throw new Error(errors.join('; '));
+  };
 
 const VALIDATORS: Record<string, () => Validator> = {
   'v1/Service': () => model(Service),
@@ -38,7 +40,8 @@ const VALIDATORS: Record<string, () => Validator> = {
   'networking.k8s.io/v1/NetworkPolicy': () => model(NetworkPolicy),
   'monitoring.coreos.com/v1/ServiceMonitor': () => model(ServiceMonitor),
   'monitoring.coreos.com/v1/PrometheusRule': () => model(PrometheusRule),
-  'apps.kubeblocks.io/v1/ComponentDefinition': () => kubeBlocksValidator,
+  'apps.kubeblocks.io/v1/ComponentDefinition': () => kubeBlocksValidator(componentDefinitionErrors),
+  'apps.kubeblocks.io/v1/ComponentVersion': () => kubeBlocksValidator(componentVersionErrors),
 };
 
 /** The schema errors of `object` (empty when it validates); a kind without a schema is one error. */

@@ -44,6 +44,20 @@ import { NetnsPod } from './netns-pod';
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Spec = any;
 
+/**
+ * The sidecar's environment without prepare's settings (data directory, initial cluster, flags and
+ * note files): here etcd is started by the harness with its flags, not by prepare's start program,
+ * so there is no start directory for the agent to restart etcd through. The definition's real start
+ * runs in test/kube/kubeblocks.test.ts, on KubeBlocks' own controller.
+ */
+function withoutPrepare(env: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(env).filter(
+      ([k]) => !/^ETCD_AGENT_(DATA_DIR|INITIAL_CLUSTER|INITIAL_CLUSTER_TOKEN|PREPARE_FLAGS_FILE|START_NOTE_FILE)$/.test(k),
+    ),
+  );
+}
+
 const SPEC: Spec = (YAML.parse(fs.readFileSync(path.join(ROOT, 'deploy/kubeblocks-componentdefinition.yaml'), 'utf8')) as Spec).spec;
 const AGENT_PORT = 3501;
 const KB_PORTS = kbAgentPorts(SPEC);
@@ -116,7 +130,7 @@ export function describeKbAgentEndToEnd(tls: boolean): void {
       const resolved = await varsFor(count);
       const fields = { name, ip: ns.ip, hostIp: network.address(1), namespace: BASE.namespace };
       await Promise.all([
-        p.startAgent(containerEnv(SPEC, 'etcd-lifecycle-agent', resolved, fields)),
+        p.startAgent(withoutPrepare(containerEnv(SPEC, 'etcd-lifecycle-agent', resolved, fields))),
         p.startKbAgent(
           {
             ...resolved,

@@ -23,8 +23,6 @@ describe("KubeBlocks' setup of kbagent and the pods, from the ComponentDefinitio
       'switchover',
       'memberJoin',
       'memberLeave',
-      'dataDump',
-      'dataLoad',
       'roleProbe',
       'availableProbe',
     ]);
@@ -39,7 +37,6 @@ describe("KubeBlocks' setup of kbagent and the pods, from the ComponentDefinitio
       },
       timeoutSeconds: 10,
     });
-    expect(actions[3]).toEqual({ name: 'dataDump', exec: { command: spec.lifecycleActions.dataDump.exec.command } });
     expect(probes).toEqual([
       { instance: 'etcd-e2e-etcd', action: 'roleProbe', initialDelaySeconds: 10, periodSeconds: 5 },
       {
@@ -51,7 +48,7 @@ describe("KubeBlocks' setup of kbagent and the pods, from the ComponentDefinitio
         reportPeriodSeconds: 15,
       },
     ]);
-    expect(env.KB_AGENT_STREAMING).toBe('dataDump,dataLoad');
+    expect(env.KB_AGENT_STREAMING).toBeUndefined();
     expect(kbAgentPorts(spec)).toEqual({ http: 3502, streaming: 3503 });
   });
 
@@ -66,12 +63,12 @@ describe("KubeBlocks' setup of kbagent and the pods, from the ComponentDefinitio
 
   it("when the sidecar's environment is derived for a pod, then its etcd endpoints, peer URL template and TLS files come from the vars", () => {
     const vars = {
-      ETCD_CLIENT_SCHEME: 'https',
-      ETCD_CLIENT_ENDPOINTS: 'https://a.h.ns.svc.cluster.local:2379',
-      ETCD_PEER_URL_TEMPLATE: 'https://{name}.h.ns.svc.cluster.local:2380',
-      ETCD_CLIENT_CA_FILE: '/etc/pki/tls/ca.pem',
-      ETCD_CLIENT_CERT_FILE: '/etc/pki/tls/cert.pem',
-      ETCD_CLIENT_KEY_FILE: '/etc/pki/tls/key.pem',
+      CLIENT_SCHEME: 'https',
+      CLIENT_ENDPOINTS: 'https://a.h.ns.svc.cluster.local:2379',
+      PEER_URL_TEMPLATE: 'https://{name}.h.ns.svc.cluster.local:2380',
+      CLIENT_CA_FILE: '/etc/pki/tls/ca.pem',
+      CLIENT_CERT_FILE: '/etc/pki/tls/cert.pem',
+      CLIENT_KEY_FILE: '/etc/pki/tls/key.pem',
     };
     const env = containerEnv(spec, 'etcd-lifecycle-agent', vars, { name: 'a', ip: '198.18.1.11', hostIp: '198.18.1.1', namespace: 'ns' });
 
@@ -90,9 +87,9 @@ describe("KubeBlocks' setup of kbagent and the pods, from the ComponentDefinitio
   it('when an action is called, then the vars take precedence over its own parameters of the same name, and FQDNs have KubeBlocks’ form', () => {
     const ctx = { namespace: 'demo', cluster: 'c', component: 'etcd', clusterDomain: 'cluster.local', pods: ['c-etcd-0'], tls: false };
 
-    expect(actionParameters({ X: 'var', ETCD_PEER_SCHEME: 'http' }, { X: 'own', KB_JOIN_MEMBER_POD_NAME: 'c-etcd-3' })).toEqual({
+    expect(actionParameters({ X: 'var', PEER_SCHEME: 'http' }, { X: 'own', KB_JOIN_MEMBER_POD_NAME: 'c-etcd-3' })).toEqual({
       X: 'var',
-      ETCD_PEER_SCHEME: 'http',
+      PEER_SCHEME: 'http',
       KB_JOIN_MEMBER_POD_NAME: 'c-etcd-3',
     });
     expect(podFqdn(ctx, 'c-etcd-3')).toBe('c-etcd-3.c-etcd-headless.demo.svc.cluster.local');

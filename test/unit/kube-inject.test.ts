@@ -430,10 +430,12 @@ describe('deploy/', () => {
     expect(kubeInject(plain)).toBe(withAgent);
   });
 
-  it("when the kit, kube-inject's output and the KubeBlocks definition are read, then the first two start etcd with one command over the same paths, and no manifest carries a copy of the start script", () => {
+  it("when the kit, kube-inject's output and the KubeBlocks definition are read, then all three start etcd with one command over the same paths, and no manifest carries a copy of the start script", () => {
     const kit = podSpecs(parse(readFileSync(join(ROOT, 'deploy', 'statefulset-with-agent.yaml'), 'utf8')))[0];
     const injected = podSpecs(parse(kubeInject(fixture('statefulset.yaml'))))[0];
-    for (const pod of [kit, injected]) {
+    const [cmpd] = parse(readFileSync(join(ROOT, 'deploy', 'kubeblocks-componentdefinition.yaml'), 'utf8')) as Json[];
+    const kubeblocks = (cmpd.spec as Json).runtime as Json;
+    for (const pod of [kit, injected, kubeblocks]) {
       const etcd = containers(pod).find((c) => c.name === 'etcd') as Json;
       const init = (pod.initContainers as Json[]).find((c) => c.name === PREPARE_NAME) as Json;
       expect(etcd.command).toEqual(etcdStartCommand(['/usr/local/bin/etcd']));
@@ -446,17 +448,6 @@ describe('deploy/', () => {
         expect(c.volumeMounts).toContainEqual({ name: START_VOLUME, mountPath: START_MOUNT_PATH });
       }
     }
-    // The KubeBlocks definition starts etcd with the addon's own script (etcd reads its --config-file,
-    // which would ignore prepare's flags; KubeBlocks' memberJoin action joins the member): no prepare.
-    const [cmpd] = parse(readFileSync(join(ROOT, 'deploy', 'kubeblocks-componentdefinition.yaml'), 'utf8')) as Json[];
-    const runtime = (cmpd.spec as Json).runtime as Json;
-    expect(JSON.stringify(runtime)).not.toContain(START_MOUNT_PATH);
-    expect((runtime.initContainers as Json[]).map((c) => c.name)).not.toContain(PREPARE_NAME);
-    expect(((runtime.containers as Json[]).find((c) => c.name === 'etcd') as Json).command).toEqual([
-      '/bin/bash',
-      '-c',
-      expect.stringContaining('/scripts/start.sh'),
-    ]);
     // A line of the script itself appears in no manifest.
     for (const file of ['statefulset.yaml', 'statefulset-with-agent.yaml', 'kubeblocks-componentdefinition.yaml']) {
       expect([file, readFileSync(join(ROOT, 'deploy', file), 'utf8').includes('etcd-restart')]).toEqual([file, false]);

@@ -1,8 +1,8 @@
 /**
  * deploy/kubeblocks-actionset-backup.yaml against KubeBlocks' own dataprotection CRDs of every vendored
  * release (test/fixtures/kubeblocks/<tag>/, see its NOTICE), strict: unknown fields are errors. Then what
- * binds it to deploy/kubeblocks-componentdefinition.yaml: names, roles, volumes, paths, image and the
- * agent's settings, and the shell of its two scripts.
+ * binds it to deploy/kubeblocks-componentdefinition.yaml and its ComponentVersion: names, roles, volumes,
+ * paths, image and the agent's settings, and the shell of its script.
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -24,6 +24,7 @@ const actionSet = (): Doc => documents().find((d) => d.kind === 'ActionSet');
 const template = (): Doc => documents().find((d) => d.kind === 'BackupPolicyTemplate');
 const cmpd: Doc = YAML.parse(fs.readFileSync(path.join(ROOT, 'deploy/kubeblocks-componentdefinition.yaml'), 'utf8'));
 const container = (name: string): Doc => cmpd.spec.runtime.containers.find((c: Doc) => c.name === name);
+const cmpv: Doc = YAML.parse(fs.readFileSync(path.join(ROOT, 'deploy/kubeblocks-componentversion.yaml'), 'utf8'));
 const envOf = (env: Doc[]): Record<string, string> => Object.fromEntries(env.map((e) => [e.name, e.value]));
 
 const validators = new Map<string, ValidateFunction>();
@@ -118,15 +119,10 @@ describe('the KubeBlocks backup of the agent (deploy/kubeblocks-actionset-backup
     expect(spec.target.role).toBe('follower');
   });
 
-  it("when the method's volumes are read, then they are the pod's TLS and data volumes at the etcd container's paths, mounted read-only", () => {
+  it("when the method's volumes are read, then it is the pod's TLS volume at the containers' path, mounted read-only", () => {
     const { volumes, volumeMounts } = template().spec.backupMethods[0].targetVolumes;
-    expect(volumes).toEqual([cmpd.spec.tls.volumeName, 'data']);
-    expect(cmpd.spec.volumes.map((v: Doc) => v.name)).toContain('data');
-    const etcdData = container('etcd').volumeMounts.find((m: Doc) => m.name === 'data').mountPath;
-    expect(volumeMounts).toEqual([
-      { name: cmpd.spec.tls.volumeName, mountPath: cmpd.spec.tls.mountPath, readOnly: true },
-      { name: 'data', mountPath: etcdData, readOnly: true },
-    ]);
+    expect(volumes).toEqual([cmpd.spec.tls.volumeName]);
+    expect(volumeMounts).toEqual([{ name: cmpd.spec.tls.volumeName, mountPath: cmpd.spec.tls.mountPath, readOnly: true }]);
     // The job mounts the target pod's volumes only on the target pod's node.
     expect(actionSet().spec.backup.backupData.runOnTargetPodNode).toBe(true);
   });
@@ -138,20 +134,19 @@ describe('the KubeBlocks backup of the agent (deploy/kubeblocks-actionset-backup
     for (const name of ['ETCD_AGENT_ETCD_CA_FILE', 'ETCD_AGENT_ETCD_CERT_FILE', 'ETCD_AGENT_ETCD_KEY_FILE'])
       expect(env[name]).toBe(agent[name]);
     // The job runs in a pod of its own: no etcd on its loopback, only every member's client URL.
-    expect(env.ETCD_AGENT_ENDPOINTS).toBe('$(ETCD_CLIENT_ENDPOINTS)');
+    expect(env.ETCD_AGENT_ENDPOINTS).toBe('$(CLIENT_ENDPOINTS)');
     expect(agent.ETCD_AGENT_ENDPOINTS.split(',')).toContain(env.ETCD_AGENT_ENDPOINTS);
     const referenced = Object.values(env).flatMap((v) => [...v.matchAll(/\$\((\w+)\)/g)].map((m) => m[1]));
     expect(referenced.filter((name) => !vars.has(name))).toEqual([]);
-    // Where the ComponentDefinition's start script looks for a snapshot to restore, on the data volume.
-    const backupDir = cmpd.spec.vars.find((v: Doc) => v.name === 'BACKUP_DIR').value;
-    expect(env.BACKUP_DIR).toBe(backupDir);
-    expect(backupDir.startsWith(`${template().spec.backupMethods[0].targetVolumes.volumeMounts[1].mountPath}/`)).toBe(true);
   });
 
-  it("when the jobs' image is read, then it is the image of the ComponentDefinition's agent container", () => {
-    const spec = actionSet().spec;
-    expect(spec.backup.backupData.image).toBe(container('etcd-lifecycle-agent').image);
-    expect(spec.restore.prepareData.image).toBe(container('etcd-lifecycle-agent').image);
+  it("when the job's image is read, then it is the agent's image of every release of the ComponentVersion", () => {
+    const images = new Set(cmpv.spec.releases.map((r: Doc) => r.images['etcd-lifecycle-agent']));
+    expect([...images]).toEqual([actionSet().spec.backup.backupData.image]);
+  });
+
+  it('when the ActionSet is read, then it has no restore: one pod restores and the others join, which a Restore of every volume cannot do', () => {
+    expect(actionSet().spec.restore).toBeUndefined();
   });
 
   it('when the backup script is read, then bash streams the CLI into datasafed, fails with either, and tells KubeBlocks how it ended', () => {
@@ -164,19 +159,11 @@ describe('the KubeBlocks backup of the agent (deploy/kubeblocks-actionset-backup
     expect(script).toMatch(/>"\$DP_BACKUP_INFO_FILE"$/m);
   });
 
-  it('when the restore script is read, then it pulls the same object into BACKUP_DIR, whole or not at all', () => {
-    const [shell, flag, script] = actionSet().spec.restore.prepareData.command as string[];
-    expect([shell, flag]).toEqual(['/bin/bash', '-c']);
-    expect(script).toMatch(/^set -o errexit -o nounset -o pipefail$/m);
-    expect(script).toContain('datasafed pull "${DP_BACKUP_NAME}.db" "$BACKUP_DIR.partial/${DP_BACKUP_NAME}.db"');
-    expect(script.trim().split('\n').at(-1)).toBe('mv "$BACKUP_DIR.partial" "$BACKUP_DIR"');
-  });
-
-  it.each([
-    ['backup', (d: Doc) => d.spec.backup.backupData.command[2]],
-    ['restore', (d: Doc) => d.spec.restore.prepareData.command[2]],
-  ])('when bash parses the %s script, then it has no syntax error', (_which, script) => {
-    expect(() => execFileSync('bash', ['-n', '-c', script(actionSet())], { stdio: 'pipe' })).not.toThrow();
-    expect(() => execFileSync('bash', ['-n', '-c', 'if then'], { stdio: 'pipe' })).toThrow();
-  });
+  it.each([['backup', (d: Doc) => d.spec.backup.backupData.command[2]]])(
+    'when bash parses the %s script, then it has no syntax error',
+    (_which, script) => {
+      expect(() => execFileSync('bash', ['-n', '-c', script(actionSet())], { stdio: 'pipe' })).not.toThrow();
+      expect(() => execFileSync('bash', ['-n', '-c', 'if then'], { stdio: 'pipe' })).toThrow();
+    },
+  );
 });

@@ -1,15 +1,18 @@
 /**
  * deploy/kubeblocks-componentdefinition.yaml against the ComponentDefinition CRD of every KubeBlocks
  * release line (test/fixtures/kubeblocks, see its NOTICE), strict: unknown fields are errors. The one
- * file must install on each of them, so a field only newer releases know fails here.
+ * file must install on each of them, so a field only newer releases know fails here. Also the rules
+ * KubeBlocks' real controller taught it (test/kube/kubeblocks.test.ts runs it there), and its
+ * ComponentVersion (deploy/kubeblocks-componentversion.yaml).
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import YAML from 'yaml';
-import { componentDefinitionErrors, RELEASES } from '../helpers/kubeblocks-releases';
+import { componentDefinitionErrors, componentVersionErrors, RELEASES } from '../helpers/kubeblocks-releases';
 
 const ROOT = path.join(__dirname, '..', '..');
 const CMPD = path.join(ROOT, 'deploy/kubeblocks-componentdefinition.yaml');
+const CMPV = path.join(ROOT, 'deploy/kubeblocks-componentversion.yaml');
 
 // The document is looked into field by field.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -29,6 +32,14 @@ const PARAMETERS: Record<string, string[]> = {
 describe('the KubeBlocks ComponentDefinition (deploy/kubeblocks-componentdefinition.yaml)', () => {
   it.each(TAGS)('when validated strictly against the apps.kubeblocks.io/v1 CRD of KubeBlocks %s, then it has no error', (tag) => {
     expect(componentDefinitionErrors(tag, load())).toEqual([]);
+  });
+
+  it.each(TAGS)('when its ComponentVersion is validated strictly against the CRD of KubeBlocks %s, then it has no error', (tag) => {
+    const version = YAML.parse(fs.readFileSync(CMPV, 'utf8'));
+    expect(componentVersionErrors(tag, version)).toEqual([]);
+    // The check can fail: a release without its images is refused.
+    delete version.spec.releases[0].images;
+    expect(componentVersionErrors(tag, version).join('\n')).toMatch(/images/);
   });
 
   it.each<[string, (doc: Doc) => void, RegExp]>([
@@ -94,7 +105,7 @@ describe('the KubeBlocks ComponentDefinition (deploy/kubeblocks-componentdefinit
     }
     for (const action of Object.values(actions) as Doc[]) expect(action.exec?.image).toBeUndefined();
     expect(actions.roleProbe.http).toMatchObject({ method: 'GET', path: '/v1/role' });
-    expect(actions.availableProbe.http).toMatchObject({ method: 'GET', path: '/v1/available' });
+    expect(actions.availableProbe.http).toMatchObject({ method: 'GET', path: '/v1/available?stampSeconds=10' });
   });
 
   it("when the mutating actions are read, then they require the end state, leave retrying to the controller, and the agent's deadline ends inside kbagent's", () => {
@@ -164,6 +175,58 @@ describe('the KubeBlocks ComponentDefinition (deploy/kubeblocks-componentdefinit
       certFile: 'cert.pem',
       keyFile: 'key.pem',
     });
-    expect(doc.spec.scripts.map((s: Doc) => s.template)).not.toContain('etcd-lifecycle-agent-scripts');
+  });
+
+  it("when its vars are read, then none is named ETCD_*: KubeBlocks puts every var into etcd's environment, where etcd takes ETCD_<FLAG> for a flag", () => {
+    const names: string[] = load().spec.vars.map((v: Doc) => v.name);
+
+    expect(names.filter((n) => n.startsWith('ETCD_'))).toEqual([]);
+  });
+
+  it('when every container is read, then each $(VAR) it uses is a var of the definition or its own env, so the kubelet expands them all', () => {
+    const doc = load();
+    const vars = new Set<string>(doc.spec.vars.map((v: Doc) => v.name));
+    const unexpanded: string[] = [];
+    for (const c of [...doc.spec.runtime.initContainers, ...doc.spec.runtime.containers]) {
+      const own = new Set<string>((c.env ?? []).map((e: Doc) => e.name));
+      const words = [...(c.command ?? []), ...(c.args ?? []), ...(c.env ?? []).map((e: Doc) => e.value ?? '')].join(' ');
+      for (const [, used] of words.matchAll(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g))
+        if (!vars.has(used) && !own.has(used)) unexpanded.push(`${c.name}: ${used}`);
+    }
+    expect(unexpanded).toEqual([]);
+  });
+
+  it('when its start is read, then prepare decides it, etcd takes no --config-file, and the first members start together', () => {
+    const doc = load();
+    const [prepare] = doc.spec.runtime.initContainers;
+    const etcd = doc.spec.runtime.containers.find((c: Doc) => c.name === 'etcd');
+
+    expect(prepare.command.join(' ')).toMatch(/exec etcd-lifecycle-agent prepare$/);
+    expect(etcd.command).toEqual(['/var/run/etcd-lifecycle-agent/sh', '/var/run/etcd-lifecycle-agent/etcd-start', '/usr/local/bin/etcd']);
+    expect(etcd.args.filter((a: string) => a.startsWith('--config-file'))).toEqual([]);
+    // OrderedReady would wait for pod 0 to be Ready, which it is only once a quorum has bootstrapped.
+    expect(doc.spec.podManagementPolicy).toBe('Parallel');
+    expect(doc.spec.configs ?? []).toEqual([]);
+    expect(doc.spec.scripts ?? []).toEqual([]);
+  });
+
+  it("when its name is read, then the KubeBlocks etcd addon's ComponentVersion (compDefs ^etcd-3.*) does not take it", () => {
+    expect(load().metadata.name).not.toMatch(/^etcd-3.*/);
+    expect(load().metadata.annotations['kubeblocks.io/crd-api-version']).toBe('apps.kubeblocks.io/v1');
+  });
+
+  it('when its ComponentVersion is read, then it is for this definition alone and every release names an image for every container', () => {
+    const doc = load();
+    const version: Doc = YAML.parse(fs.readFileSync(CMPV, 'utf8'));
+    const containers = [...doc.spec.runtime.initContainers, ...doc.spec.runtime.containers].map((c: Doc) => c.name).sort();
+
+    expect(version.metadata.annotations['kubeblocks.io/crd-api-version']).toBe('apps.kubeblocks.io/v1');
+    const [rule] = version.spec.compatibilityRules;
+    expect(new RegExp(rule.compDefs[0]).test(doc.metadata.name)).toBe(true);
+    expect(rule.releases).toEqual(version.spec.releases.map((r: Doc) => r.name));
+    for (const release of version.spec.releases) {
+      expect({ release: release.name, containers: Object.keys(release.images).sort() }).toEqual({ release: release.name, containers });
+      expect(release.images.etcd).toBe(`quay.io/coreos/etcd:v${release.serviceVersion}`);
+    }
   });
 });
