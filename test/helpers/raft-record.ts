@@ -7,9 +7,13 @@
  *
  * From those records a test decides what a clock bound used to guess:
  * - `elections()`: the stretches in which the voters did not agree on a leader. One starts at the
- *   first view that leaves the agreed leader (a member lost it, or named another) and ends when a
- *   quorum of the voters has named one leader at one term, each by a line logged inside the stretch
- *   (a killed member's last line is no view of the present).
+ *   first view that leaves the agreed leader (a member lost it, or named another) and ends at the
+ *   line that makes a quorum of the members' views name one leader at one term. A killed member's
+ *   last line stays its view, so only a line naming a leader ends a stretch, and a dead leader's
+ *   stale view of itself cannot match a new term. One member losing and finding the same leader
+ *   again makes a stretch that changed nothing (`changedLeadership` is false).
+ * - `transfers()`: each leader's hand-over (`… starts to transfer leadership to <id>`), which makes
+ *   an election of its own.
  * - `guards()`: etcd's reconfiguration guard. With its strict check (the default) etcd refuses a
  *   membership change as "unhealthy cluster" until its peers have been connected for 5 s
  *   (etcdserver's HealthInterval, docs/api.md §4); each `peer became active` opens one.
@@ -23,7 +27,8 @@ export const RECONFIG_GUARD_MS = 5000;
 export type RaftEvent =
   | { member: string; at: number; kind: 'start'; id: string }
   | { member: string; at: number; kind: 'elected' | 'lost'; leader: string; term: number }
-  | { member: string; at: number; kind: 'peer-active'; peer: string };
+  | { member: string; at: number; kind: 'peer-active'; peer: string }
+  | { member: string; at: number; kind: 'transfer'; to: string; term: number };
 
 /** A stretch without an agreed leader; `to` is undefined while it lasts. Leaders are member names where known, else hex ids. */
 export interface Election {
@@ -59,8 +64,10 @@ export function raftEvents(member: string, log: string): RaftEvent[] {
     if (Number.isNaN(at)) continue;
     const view = /^raft\.node: [0-9a-f]+ (elected|lost) leader ([0-9a-f]+) at term (\d+)$/.exec(msg);
     const start = /^newRaft ([0-9a-f]+) /.exec(msg);
+    const transfer = /^[0-9a-f]+ \[term (\d+)\] starts to transfer leadership to ([0-9a-f]+)$/.exec(msg);
     if (view !== null) events.push({ member, at, kind: view[1] as 'elected' | 'lost', leader: view[2], term: Number(view[3]) });
     else if (start !== null) events.push({ member, at, kind: 'start', id: start[1] });
+    else if (transfer !== null) events.push({ member, at, kind: 'transfer', to: transfer[2], term: Number(transfer[1]) });
     else if (msg === 'peer became active' && typeof entry['peer-id'] === 'string')
       events.push({ member, at, kind: 'peer-active', peer: entry['peer-id'] });
   }
@@ -73,30 +80,40 @@ export function raftEvents(member: string, log: string): RaftEvent[] {
  */
 export function electionsOf(events: ReadonlyArray<RaftEvent>, voters: number): Election[] {
   const quorum = Math.floor(voters / 2) + 1;
-  const sorted = [...events].filter((e) => e.kind !== 'peer-active').sort((a, b) => a.at - b.at);
+  const sorted = [...events].filter((e) => e.kind === 'start' || e.kind === 'elected' || e.kind === 'lost').sort((a, b) => a.at - b.at);
   const found: Election[] = [];
+  /** Each member's view as its last line says, `leader@term`; a start clears it. */
+  const views = new Map<string, string>();
   let agreed: { leader: string; term: number } | undefined;
-  let open: { from: number; named: Map<string, string> } | undefined;
+  let open: Election | undefined;
   for (const e of sorted) {
-    // A process that starts again names no leader until it logs one.
-    if (e.kind === 'start') open?.named.delete(e.member);
+    if (e.kind === 'start') {
+      views.delete(e.member);
+      continue;
+    }
     if (e.kind !== 'elected' && e.kind !== 'lost') continue;
     const view = e.kind === 'elected' ? `${e.leader}@${e.term}` : undefined;
+    if (view === undefined) views.delete(e.member);
+    else views.set(e.member, view);
     if (open === undefined) {
       if (view !== undefined && agreed !== undefined && view === `${agreed.leader}@${agreed.term}`) continue;
-      open = { from: e.at, named: new Map() };
-      found.push({ from: e.at, to: undefined, before: agreed });
+      open = { from: e.at, to: undefined, before: agreed };
+      found.push(open);
     }
-    if (view === undefined) open.named.delete(e.member);
-    else open.named.set(e.member, view);
-    const votes = [...open.named.values()].filter((v) => v === view).length;
-    if (view !== undefined && votes >= quorum && e.kind === 'elected') {
+    // Only a member naming a leader can end it: a lost leader never does, whatever stale lines say.
+    if (view === undefined || e.kind !== 'elected') continue;
+    if ([...views.values()].filter((v) => v === view).length >= quorum) {
       agreed = { leader: e.leader, term: e.term };
-      Object.assign(found[found.length - 1], { to: e.at, after: agreed });
+      Object.assign(open, { to: e.at, after: agreed });
       open = undefined;
     }
   }
   return found;
+}
+
+/** Whether `e` changed the leader or the term (not one member losing and finding the same leader again). */
+export function changedLeadership(e: Election): boolean {
+  return e.after === undefined || e.before === undefined || e.after.leader !== e.before.leader || e.after.term !== e.before.term;
 }
 
 /** The guard windows of `events`: `RECONFIG_GUARD_MS` from each `peer became active`. */
@@ -141,6 +158,14 @@ export class RaftRecord {
   guards(): Guard[] {
     const names = this.names();
     return guardsOf(this.events()).map((g) => ({ ...g, peer: names.get(g.peer) ?? g.peer }));
+  }
+
+  /** Each hand-over of leadership, as the leader logged its start. */
+  transfers(): Array<{ member: string; at: number; to: string; term: number }> {
+    const names = this.names();
+    return this.events().flatMap((e) =>
+      e.kind === 'transfer' ? [{ member: e.member, at: e.at, to: names.get(e.to) ?? e.to, term: e.term }] : [],
+    );
   }
 
   /** Member names by the hex ids their processes started with (a member added again keeps its name). */

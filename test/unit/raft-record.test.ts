@@ -1,4 +1,4 @@
-import { electionsOf, guardsOf, meets, raftEvents, RaftEvent, RECONFIG_GUARD_MS } from '../helpers/raft-record';
+import { changedLeadership, electionsOf, guardsOf, meets, raftEvents, RaftEvent, RECONFIG_GUARD_MS } from '../helpers/raft-record';
 
 const elected = (member: string, at: number, leader: string, term: number): RaftEvent => ({ member, at, kind: 'elected', leader, term });
 const lost = (member: string, at: number, leader: string, term: number): RaftEvent => ({ member, at, kind: 'lost', leader, term });
@@ -44,7 +44,16 @@ describe('electionsOf: stretches in which no quorum of the voters agreed on one 
       ],
     ],
     [
-      'five voters need three fresh lines',
+      'a follower loses the leader and finds it again at the same term (a thawed follower): a stretch that the others, still naming it, end at once',
+      [...formed, lost('b', 100, 'a', 2), elected('b', 101, 'a', 2)],
+      3,
+      [
+        [0, 10, undefined, 'a@2'],
+        [100, 101, 'a@2', 'a@2'],
+      ],
+    ],
+    [
+      'five voters need three lines naming the new leader',
       [
         ...['a', 'b', 'c', 'd', 'e'].map((m, i) => elected(m, i, 'a', 2)),
         lost('b', 100, 'a', 3),
@@ -66,11 +75,12 @@ describe('electionsOf: stretches in which no quorum of the voters agreed on one 
       e.after && `${e.after.leader}@${e.after.term}`,
     ]);
     expect(found).toEqual(expected);
+    expect(electionsOf(events, voters).filter(changedLeadership)).toHaveLength(expected.filter(([, , b, a]) => b !== a).length);
   });
 });
 
 describe('raftEvents: the lines of an etcd log that say something about raft', () => {
-  it('when a log holds 3.4 and 3.6 lines, a start script line and a torn line, then it reads the views, the starts and the peers', () => {
+  it('when a log holds 3.4 and 3.6 lines, a start script line and a torn line, then it reads the views, the starts, the peers and the hand-overs', () => {
     const log = [
       'etcd start: --name=etcd-0',
       '{"level":"info","ts":"2026-12-05T23:13:43.904Z","caller":"raft/raft.go:389","msg":"newRaft bdae9bbc11dd390d [peers: [], term: 0, commit: 0, applied: 0, lastindex: 0, lastterm: 0]"}',
@@ -78,6 +88,7 @@ describe('raftEvents: the lines of an etcd log that say something about raft', (
       '{"level":"info","ts":"2026-12-05T23:13:48.458Z","caller":"raft/node.go:333","msg":"raft.node: bdae9bbc11dd390d lost leader 2943212f5e2cf73 at term 3"}',
       '{"level":"info","ts":"2026-12-05T23:13:48.459245Z","logger":"raft","caller":"v3@v3.6.0/node.go:370","msg":"raft.node: bdae9bbc11dd390d elected leader 3760a4ec3b84f7fa at term 3"}',
       '{"level":"info","ts":"2026-12-05T23:13:49.000Z","msg":"bdae9bbc11dd390d became leader at term 4"}',
+      '{"level":"info","ts":"2026-12-05T23:13:50.000Z","logger":"raft","msg":"bdae9bbc11dd390d [term 4] starts to transfer leadership to 3760a4ec3b84f7fa"}',
       '{"level":"info","ts":"2026-12-05T23:13',
     ].join('\n');
     const at = (ts: string): number => Date.parse(ts);
@@ -86,6 +97,7 @@ describe('raftEvents: the lines of an etcd log that say something about raft', (
       { member: 'etcd-0', at: at('2026-12-05T23:13:44.118Z'), kind: 'peer-active', peer: '3760a4ec3b84f7fa' },
       { member: 'etcd-0', at: at('2026-12-05T23:13:48.458Z'), kind: 'lost', leader: '2943212f5e2cf73', term: 3 },
       { member: 'etcd-0', at: at('2026-12-05T23:13:48.459Z'), kind: 'elected', leader: '3760a4ec3b84f7fa', term: 3 },
+      { member: 'etcd-0', at: at('2026-12-05T23:13:50.000Z'), kind: 'transfer', to: '3760a4ec3b84f7fa', term: 4 },
     ]);
   });
 });
