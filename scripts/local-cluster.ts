@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import type https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
-import { request } from '../agent/lib/http-request';
+import { request, RequestTimeout } from '../agent/lib/http-request';
 import type { Member as AgentMember } from '../agent/proto/types';
 import { baseFlags, etcdInstall, EtcdInstall, isExecutable } from './etcd-version';
 import { freePorts } from './ports';
@@ -65,6 +65,16 @@ export interface ClientTls {
   serverKey: string;
   clientCert?: string;
   clientKey?: string;
+}
+
+/**
+ * What a member's `/health` said: `ok` (`"health":"true"`), `unhealthy` (an answer that is not),
+ * `refused` (the connection refused or reset: nothing listens), `timeout` (no answer within the
+ * deadline: a member that may be frozen, or only slow), `error` (anything else, e.g. TLS).
+ */
+export interface HealthCheck {
+  verdict: 'ok' | 'unhealthy' | 'refused' | 'timeout' | 'error';
+  detail: string;
 }
 
 /** Options for starting one more member process. */
@@ -299,6 +309,11 @@ export class LocalEtcdCluster {
   /** Whether member `name` answers /health with `"true"` within `timeoutMs` (false for a paused one). */
   async isHealthy(name: string, timeoutMs = 1000): Promise<boolean> {
     return (await checkHealth(this.get(name).clientURL, timeoutMs, this.opts.clientTls)) === 'ok';
+  }
+
+  /** What member `name`'s /health says within `timeoutMs`, and why when it is not ok (a refusal is not a timeout). */
+  healthCheck(name: string, timeoutMs = 1000): Promise<HealthCheck> {
+    return probeHealth(this.get(name).clientURL, timeoutMs, this.opts.clientTls);
   }
 
   /**
@@ -569,18 +584,27 @@ function clientTlsOptions(clientURL: string, tls?: ClientTls): https.RequestOpti
 
 /** 'ok' when the member answers /health with `"true"` within `timeoutMs`, else why not. */
 async function checkHealth(clientURL: string, timeoutMs: number, tls?: ClientTls): Promise<string> {
+  const check = await probeHealth(clientURL, timeoutMs, tls);
+  return check.verdict === 'ok' ? 'ok' : check.detail;
+}
+
+/** What /health at `clientURL` says within `timeoutMs` (see {@link HealthCheck}). */
+async function probeHealth(clientURL: string, timeoutMs: number, tls?: ClientTls): Promise<HealthCheck> {
   let answer: { status: number; text: string };
   try {
     answer = await request(`${clientURL}/health`, { timeoutMs: Math.max(timeoutMs, 1), tls: clientTlsOptions(clientURL, tls) });
   } catch (err) {
-    return err instanceof Error ? err.message : String(err);
+    const detail = err instanceof Error ? err.message : String(err);
+    if (err instanceof RequestTimeout) return { verdict: 'timeout', detail };
+    const code = (err as { code?: unknown }).code;
+    return { verdict: code === 'ECONNREFUSED' || code === 'ECONNRESET' || code === 'EPIPE' ? 'refused' : 'error', detail };
   }
   try {
-    if ((JSON.parse(answer.text) as { health?: unknown }).health === 'true') return 'ok';
+    if ((JSON.parse(answer.text) as { health?: unknown }).health === 'true') return { verdict: 'ok', detail: 'ok' };
   } catch {
     // not JSON: said below
   }
-  return `HTTP ${answer.status} ${answer.text.trim()}`;
+  return { verdict: 'unhealthy', detail: `HTTP ${answer.status} ${answer.text.trim()}` };
 }
 
 /**
