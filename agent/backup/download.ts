@@ -4,17 +4,24 @@
  * A failure of the store's stream part way is a StoreError like any other store failure.
  */
 import { createHash } from 'node:crypto';
-import { createWriteStream, promises as fsp } from 'node:fs';
-import { Transform } from 'node:stream';
+import { promises as fsp } from 'node:fs';
+import { Transform, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { StoreError, type BackupStore } from './store';
+
+/** How a download runs: the call's signal, and who hears of each chunk once it is in the file. */
+export interface DownloadOptions {
+  signal?: AbortSignal;
+  /** Told the bytes in the file so far, after each chunk's write returned. */
+  onWritten?: (bytes: number) => void;
+}
 
 /** Streams `key` into `file` (mode 0600, fsynced) and answers its sha256 and size. */
 export async function downloadHashed(
   store: BackupStore,
   key: string,
   file: string,
-  signal?: AbortSignal,
+  { signal, onWritten }: DownloadOptions = {},
 ): Promise<{ sha256: string; size: number }> {
   const hash = createHash('sha256');
   let size = 0;
@@ -25,18 +32,26 @@ export async function downloadHashed(
       done(null, chunk);
     },
   });
+  const handle = await fsp.open(file, 'w', 0o600);
+  let written = 0;
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      handle.write(chunk).then(() => {
+        written += chunk.length;
+        onWritten?.(written);
+        done();
+      }, done);
+    },
+  });
   try {
-    await pipeline(
-      await store.download(key, signal),
-      tap,
-      createWriteStream(file, { mode: 0o600 }),
-      signal === undefined ? {} : { signal },
-    );
-    await syncPath(file);
+    await pipeline(await store.download(key, signal), tap, sink, signal === undefined ? {} : { signal });
+    await handle.sync();
   } catch (err) {
     if (err instanceof StoreError) throw err;
     if (signal?.aborted === true) throw new StoreError('timeout', `${store.description}: reading ${key}: the call's deadline passed`, err);
     throw new StoreError('failed', `${store.description}: reading ${key}: ${(err as Error).message}`, err);
+  } finally {
+    await handle.close();
   }
   return { sha256: hash.digest('hex'), size };
 }

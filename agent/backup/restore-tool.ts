@@ -5,7 +5,7 @@
  * names the binary; without it, `etcdutl` on PATH, else `etcdctl`. The data directory it writes must
  * not exist yet: callers restore into a scratch path and rename it into place.
  */
-import { execFile } from 'node:child_process';
+import { execFile, type ChildProcess } from 'node:child_process';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
 
@@ -43,8 +43,14 @@ export async function findRestoreTool(configured?: string): Promise<RestoreTool>
   throw new Error(`no snapshot restore tool found (set ETCD_AGENT_ETCDUTL): ${failures.join('; ')}`);
 }
 
-/** Restores `snapshotFile` into `dataDir` (which must not exist) as the member `target`. */
-export async function restoreSnapshot(tool: RestoreTool, snapshotFile: string, dataDir: string, target: RestoreTarget): Promise<void> {
+/** Restores `snapshotFile` into `dataDir` (which must not exist) as the member `target`; `started` gets the tool's process. */
+export async function restoreSnapshot(
+  tool: RestoreTool,
+  snapshotFile: string,
+  dataDir: string,
+  target: RestoreTarget,
+  started?: (child: ChildProcess) => void,
+): Promise<void> {
   const args = [
     'snapshot',
     'restore',
@@ -56,7 +62,9 @@ export async function restoreSnapshot(tool: RestoreTool, snapshotFile: string, d
     `--initial-cluster-token=${target.token ?? 'etcd-cluster'}`,
   ];
   try {
-    await run(tool.file, args, { env: { ...process.env, ETCDCTL_API: '3' }, timeout: 30 * 60_000, maxBuffer: 4 * 1024 * 1024 });
+    const running = run(tool.file, args, { env: { ...process.env, ETCDCTL_API: '3' }, timeout: 30 * 60_000, maxBuffer: 4 * 1024 * 1024 });
+    started?.(running.child);
+    await running;
   } catch (err) {
     const e = err as Error & { stderr?: string };
     const said = (e.stderr ?? '').trim().split('\n').slice(-3).join(' ');

@@ -24,10 +24,10 @@
  * made; prepare run as root gives them the owner of the data directory (or of its parent when it
  * is missing), so an etcd of another user can open them.
  */
-import { promises as fsp } from 'node:fs';
+import { existsSync, promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { BOOTSTRAP_MARKER, readDataDir } from '../etcd-data/data-dir';
-import { crashPoint } from '../lib/crash-point';
+import { crashPoint, crashPointWithChild } from '../lib/crash-point';
 import type { Logger } from '../observability/logger';
 import type { StoreLocation } from '../proto/store-location';
 import { downloadHashed, syncPath } from './download';
@@ -148,7 +148,14 @@ export async function restoreBackup(req: RestoreRequest, tool: RestoreTool, logg
     await fsp.mkdir(work, { mode: 0o700 });
     try {
       const file = path.join(work, SNAPSHOT_FILE);
-      const got = await downloadHashed(store, snapshotKey(manifest.name), file);
+      let firstWritten = false;
+      const got = await downloadHashed(store, snapshotKey(manifest.name), file, {
+        // Tests kill prepare here, with part of the snapshot in the file.
+        onWritten: () => {
+          if (!firstWritten) crashPoint('restore-downloading');
+          firstWritten = true;
+        },
+      });
       if (got.size !== manifest.sizeBytes || got.sha256 !== manifest.sha256) {
         throw new RestoreError(
           'download',
@@ -164,12 +171,14 @@ export async function restoreBackup(req: RestoreRequest, tool: RestoreTool, logg
       crashPoint('restore-downloaded');
 
       const restored = path.join(work, RESTORED_DIR);
-      await restoreSnapshot(tool, file, restored, {
-        name: req.name,
-        peerURL: req.peerURL,
-        initialCluster: `${req.name}=${req.peerURL}`,
-        token: req.token,
-      }).catch((err: Error) => {
+      await restoreSnapshot(
+        tool,
+        file,
+        restored,
+        { name: req.name, peerURL: req.peerURL, initialCluster: `${req.name}=${req.peerURL}`, token: req.token },
+        // Tests kill prepare and the tool together here, once the tool has begun writing its output.
+        (child) => crashPointWithChild('restore-tool-running', child, () => existsSync(restored)),
+      ).catch((err: Error) => {
         throw new RestoreError('restore', err.message, { cause: err });
       });
       const made = readDataDir(restored);
@@ -220,6 +229,8 @@ async function place(restored: string, dataDir: string): Promise<void> {
     await fsp.rm(path.join(dataDir, BOOTSTRAP_MARKER), { force: true });
     await fsp.rmdir(dataDir);
   }
+  // Tests kill prepare here: the data directory gone, the restored one not yet in its place.
+  crashPoint('restore-placing');
   await fsp.rename(restored, dataDir);
   await syncPath(path.dirname(dataDir));
 }

@@ -52,7 +52,7 @@ async function check(deps: VerifyDeps, manifest: Manifest, signal: AbortSignal |
   try {
     const file = path.join(scratch, 'snapshot.db');
     // A store that does not answer is no verdict on the backup: its StoreError goes to the caller.
-    const { sha256, size } = await downloadHashed(deps.store, snapshotKey(manifest.name), file, signal);
+    const { sha256, size } = await downloadHashed(deps.store, snapshotKey(manifest.name), file, { signal });
     if (size !== manifest.sizeBytes || sha256 !== manifest.sha256) {
       return failed(
         'sha256',

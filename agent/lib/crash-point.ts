@@ -25,6 +25,24 @@ export function crashPointAfter(name: string, afterMs: number): void {
   if (named(name)) setTimeout(() => process.kill(process.pid, 'SIGKILL'), afterMs).unref();
 }
 
+/**
+ * Once `ready()` answers true (or `child` has exited), kills `child` and then this process with
+ * SIGKILL, when ETCD_AGENT_CRASH_POINTS names `name`: a death in the middle of a tool's run, the two
+ * dying together as the processes of a killed container do.
+ */
+export function crashPointWithChild(
+  name: string,
+  child: { kill(signal: NodeJS.Signals): boolean; exitCode: number | null },
+  ready: () => boolean,
+): void {
+  if (!named(name)) return;
+  setInterval(() => {
+    if (!ready() && child.exitCode === null) return;
+    child.kill('SIGKILL');
+    process.kill(process.pid, 'SIGKILL');
+  }, 2);
+}
+
 function named(name: string): boolean {
   // Read once, on first use, so that importing this module reads nothing.
   names ??= new Set(
