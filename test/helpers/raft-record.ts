@@ -15,8 +15,9 @@
  * - `transfers()`: each leader's hand-over (`… starts to transfer leadership to <id>`), which makes
  *   an election of its own.
  * - `guards()`: etcd's reconfiguration guard. With its strict check (the default) etcd refuses a
- *   membership change as "unhealthy cluster" until its peers have been connected for 5 s
- *   (etcdserver's HealthInterval, docs/api.md §4); each `peer became active` opens one.
+ *   membership change as "unhealthy cluster" while a peer is gone and until it has been connected
+ *   again for 5 s (etcdserver's HealthInterval, docs/api.md §4): a window from `peer became
+ *   inactive` (or a first `peer became active`) to 5 s after `peer became active`.
  */
 import fs from 'node:fs';
 
@@ -27,7 +28,7 @@ export const RECONFIG_GUARD_MS = 5000;
 export type RaftEvent =
   | { member: string; at: number; kind: 'start'; id: string }
   | { member: string; at: number; kind: 'elected' | 'lost'; leader: string; term: number }
-  | { member: string; at: number; kind: 'peer-active'; peer: string }
+  | { member: string; at: number; kind: 'peer-active' | 'peer-inactive'; peer: string }
   | { member: string; at: number; kind: 'transfer'; to: string; term: number };
 
 /** A stretch without an agreed leader; `to` is undefined while it lasts. Leaders are member names where known, else hex ids. */
@@ -40,12 +41,13 @@ export interface Election {
   after?: { leader: string; term: number };
 }
 
-/** A window in which etcd may refuse a membership change as "unhealthy cluster". */
+/** A window in which etcd may refuse a membership change as "unhealthy cluster": a peer gone, or back for less than 5 s. */
 export interface Guard {
   member: string;
   peer: string;
   from: number;
-  to: number;
+  /** Undefined while the peer is still gone. */
+  to: number | undefined;
 }
 
 /** The raft events of one member's log text (JSON lines from etcd's zap logger; any other line is skipped). */
@@ -70,6 +72,8 @@ export function raftEvents(member: string, log: string): RaftEvent[] {
     else if (transfer !== null) events.push({ member, at, kind: 'transfer', to: transfer[2], term: Number(transfer[1]) });
     else if (msg === 'peer became active' && typeof entry['peer-id'] === 'string')
       events.push({ member, at, kind: 'peer-active', peer: entry['peer-id'] });
+    else if (msg.startsWith('peer became inactive') && typeof entry['peer-id'] === 'string')
+      events.push({ member, at, kind: 'peer-inactive', peer: entry['peer-id'] });
   }
   return events;
 }
@@ -116,11 +120,29 @@ export function changedLeadership(e: Election): boolean {
   return e.after === undefined || e.before === undefined || e.after.leader !== e.before.leader || e.after.term !== e.before.term;
 }
 
-/** The guard windows of `events`: `RECONFIG_GUARD_MS` from each `peer became active`. */
+/**
+ * The guard windows of `events`, per member and peer: from the moment the member saw the peer go
+ * (`peer became inactive`), or else from when it became active, to `RECONFIG_GUARD_MS` after it
+ * became active again; a peer still gone keeps its window open (`to` undefined).
+ */
 export function guardsOf(events: ReadonlyArray<RaftEvent>): Guard[] {
-  return events.flatMap((e) =>
-    e.kind === 'peer-active' ? [{ member: e.member, peer: e.peer, from: e.at, to: e.at + RECONFIG_GUARD_MS }] : [],
-  );
+  const found: Guard[] = [];
+  const gone = new Map<string, number>();
+  for (const e of [...events].sort((a, b) => a.at - b.at)) {
+    if (e.kind !== 'peer-active' && e.kind !== 'peer-inactive') continue;
+    const pair = `${e.member} ${e.peer}`;
+    if (e.kind === 'peer-inactive') {
+      if (!gone.has(pair)) gone.set(pair, e.at);
+      continue;
+    }
+    found.push({ member: e.member, peer: e.peer, from: gone.get(pair) ?? e.at, to: e.at + RECONFIG_GUARD_MS });
+    gone.delete(pair);
+  }
+  for (const [pair, from] of gone) {
+    const [member, peer] = pair.split(' ');
+    found.push({ member, peer, from, to: undefined });
+  }
+  return found;
 }
 
 /** Whether [from, to] meets any of `windows` (an open window lasts until now). */

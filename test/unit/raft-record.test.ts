@@ -85,6 +85,7 @@ describe('raftEvents: the lines of an etcd log that say something about raft', (
       'etcd start: --name=etcd-0',
       '{"level":"info","ts":"2026-12-05T23:13:43.904Z","caller":"raft/raft.go:389","msg":"newRaft bdae9bbc11dd390d [peers: [], term: 0, commit: 0, applied: 0, lastindex: 0, lastterm: 0]"}',
       '{"level":"info","ts":"2026-12-05T23:13:44.118Z","caller":"rafthttp/peer_status.go:51","msg":"peer became active","peer-id":"3760a4ec3b84f7fa"}',
+      '{"level":"warn","ts":"2026-12-05T23:13:47.769Z","caller":"rafthttp/peer_status.go:68","msg":"peer became inactive (message send to peer failed)","peer-id":"3760a4ec3b84f7fa","error":"failed to read 3760a4ec3b84f7fa on stream MsgApp v2 (unexpected EOF)"}',
       '{"level":"info","ts":"2026-12-05T23:13:48.458Z","caller":"raft/node.go:333","msg":"raft.node: bdae9bbc11dd390d lost leader 2943212f5e2cf73 at term 3"}',
       '{"level":"info","ts":"2026-12-05T23:13:48.459245Z","logger":"raft","caller":"v3@v3.6.0/node.go:370","msg":"raft.node: bdae9bbc11dd390d elected leader 3760a4ec3b84f7fa at term 3"}',
       '{"level":"info","ts":"2026-12-05T23:13:49.000Z","msg":"bdae9bbc11dd390d became leader at term 4"}',
@@ -95,6 +96,7 @@ describe('raftEvents: the lines of an etcd log that say something about raft', (
     expect(raftEvents('etcd-0', log)).toEqual([
       { member: 'etcd-0', at: at('2026-12-05T23:13:43.904Z'), kind: 'start', id: 'bdae9bbc11dd390d' },
       { member: 'etcd-0', at: at('2026-12-05T23:13:44.118Z'), kind: 'peer-active', peer: '3760a4ec3b84f7fa' },
+      { member: 'etcd-0', at: at('2026-12-05T23:13:47.769Z'), kind: 'peer-inactive', peer: '3760a4ec3b84f7fa' },
       { member: 'etcd-0', at: at('2026-12-05T23:13:48.458Z'), kind: 'lost', leader: '2943212f5e2cf73', term: 3 },
       { member: 'etcd-0', at: at('2026-12-05T23:13:48.459Z'), kind: 'elected', leader: '3760a4ec3b84f7fa', term: 3 },
       { member: 'etcd-0', at: at('2026-12-05T23:13:50.000Z'), kind: 'transfer', to: '3760a4ec3b84f7fa', term: 4 },
@@ -103,6 +105,21 @@ describe('raftEvents: the lines of an etcd log that say something about raft', (
 });
 
 describe('guardsOf and meets', () => {
+  it('when a peer went at t0 and came back at t1, then its guard runs from t0 to t1 + 5 s; one still gone keeps its guard open', () => {
+    const guards = guardsOf([
+      { member: 'a', at: 0, kind: 'peer-active', peer: 'b' },
+      { member: 'a', at: 200, kind: 'peer-inactive', peer: 'b' },
+      { member: 'a', at: 300, kind: 'peer-inactive', peer: 'b' },
+      { member: 'a', at: 900, kind: 'peer-active', peer: 'b' },
+      { member: 'a', at: 950, kind: 'peer-inactive', peer: 'c' },
+    ]);
+    expect(guards).toEqual([
+      { member: 'a', peer: 'b', from: 0, to: RECONFIG_GUARD_MS },
+      { member: 'a', peer: 'b', from: 200, to: 900 + RECONFIG_GUARD_MS },
+      { member: 'a', peer: 'c', from: 950, to: undefined },
+    ]);
+  });
+
   it('when a peer became active at t, then a call from t + 4999 meets its guard and one from t + 5001 does not', () => {
     const guards = guardsOf([{ member: 'a', at: 1000, kind: 'peer-active', peer: 'b' }]);
     expect(guards).toEqual([{ member: 'a', peer: 'b', from: 1000, to: 1000 + RECONFIG_GUARD_MS }]);
