@@ -2,11 +2,19 @@
  * Calls that keep running against an agent while a test changes the world
  * under it (rotates certificates, restarts etcd): reads (health, members) and
  * membership changes (a learner joined, then made to leave), each answer
- * recorded with its start, end and the phase it started in.
+ * recorded with its start, end, the phase it started in and, for health, when
+ * its observation began.
+ *
+ * An answer short of the contract's success is excused only by a fact of etcd's
+ * own record (helpers/raft-record.ts), never by its text: a health 503 whose
+ * observation fell inside an election, a join or leave refused as "unhealthy
+ * cluster" inside etcd's guard after a peer connected. `judge` decides that once
+ * the loop has stopped and the logs are complete.
  */
 import type { RunningAgent } from '../../agent/agent';
 import type { Answer } from './http-call';
 import { get, post } from './membership';
+import { describeElection, meets, type RaftRecord } from './raft-record';
 
 /** One recorded call. */
 export interface LoopCall {
@@ -19,15 +27,20 @@ export interface LoopCall {
   result: string;
   verdict: 'ok' | 'refused' | 'failed';
   message?: string;
+  /** Health: when the answer's observation began (epoch ms), when it had one. */
+  observedAt?: number;
+  /** Why a refusal is excused: the fact of etcd's record it fell inside. */
+  excuse?: string;
+  /** A `busy` answer's lock holder, as the agent read its record from etcd. */
+  holder?: string;
 }
 
 /**
- * How an answer counts. `ok`: what the contract answers when etcd is reachable (health healthy or
- * degraded, a member list, a join added, a leave removed). `refused`: what time lifts and a restart
- * explains: a retryable 409 (`unsafe`, `busy`), e.g. etcd's "unhealthy cluster" for 5 s after a
- * member restart (the loop calls again, as a controller does), or health's 503 while etcd elects a
- * leader with one member down ({@link electing}). `failed`: anything else (other 503s, 504, 500, no
- * answer).
+ * How an answer counts as it arrives. `ok`: what the contract answers when etcd is reachable
+ * (health healthy or degraded, a member list, a join added, a leave removed). `refused`: a
+ * retryable 409 of a join or leave (the loop calls again, as a controller does), or any other
+ * health answer: either may be excused by etcd's record (`judge`). `failed`: anything else (other
+ * 503s, 504, 500, no answer).
  */
 export function verdictOf(kind: LoopCall['kind'], answer: Answer): LoopCall['verdict'] {
   const { status, json } = answer;
@@ -35,7 +48,7 @@ export function verdictOf(kind: LoopCall['kind'], answer: Answer): LoopCall['ver
   switch (kind) {
     case 'health':
       if (status === 200 && ['healthy', 'degraded'].includes(json?.status)) return 'ok';
-      return electing(answer) ? 'refused' : 'failed';
+      return status === 503 ? 'refused' : 'failed';
     case 'members':
       return status === 200 && Array.isArray(json?.members) ? 'ok' : 'failed';
     case 'join':
@@ -43,6 +56,35 @@ export function verdictOf(kind: LoopCall['kind'], answer: Answer): LoopCall['ver
     case 'leave':
       return status === 200 && ['removed', 'already-absent'].includes(json?.outcome) ? 'ok' : 'failed';
   }
+}
+
+/**
+ * Each refusal kept only where etcd's record explains it, with the fact named in `excuse`; every
+ * other refusal becomes `failed`:
+ * - a health 503 whose observation (from its `observedAt` to its answer) met an election, a stretch
+ *   in which the voters agreed on no leader;
+ * - a join or leave etcd refused as unhealthy while it met etcd's guard (the 5 s after a peer
+ *   became active);
+ * - a join or leave refused as `busy` naming the operation that held the lock (etcd's own record).
+ */
+export function judge(calls: LoopCall[], raft: RaftRecord): LoopCall[] {
+  const elections = raft.elections();
+  const guards = raft.guards();
+  return calls.map((c) => {
+    if (c.verdict !== 'refused') return c;
+    let excuse: string | undefined;
+    if (c.kind === 'health') {
+      const during = elections.find((e) => c.observedAt !== undefined && meets(c.observedAt, c.end, [e]));
+      if (during !== undefined) excuse = describeElection(during);
+    } else if (c.result === 'unsafe' && /unhealthy/.test(c.message ?? '')) {
+      const guard = guards.find((g) => meets(c.start, c.end, [g]));
+      if (guard !== undefined)
+        excuse = `etcd's guard: ${guard.peer} became active at ${new Date(guard.from).toISOString().slice(11, 23)} (${guard.member}'s log)`;
+    } else if (c.result === 'busy' && c.holder !== undefined) {
+      excuse = `the lock was held by ${c.holder}`;
+    }
+    return excuse === undefined ? { ...c, verdict: 'failed' } : { ...c, excuse };
+  });
 }
 
 /** A member as /v1/health lists it, as far as the loop reads it. */
@@ -55,23 +97,6 @@ interface HealthMember {
 /** The members of a health answer (none when it lists none). */
 function healthMembers(answer: Answer): HealthMember[] {
   return Array.isArray(answer.json?.members) ? answer.json.members : [];
-}
-
-/**
- * A health 503 that says only that etcd is electing a leader with one member down: exactly one member
- * is unreachable (the one restarting), the others answered (a quorum of them by count) but fewer than
- * a quorum of them name the same leader (none knows one yet, or only one does), and no member has a
- * TLS error. The agent tells the truth there (no agreed leader, no quorum). etcd elects after a
- * leader's stop whenever the leader's own hand-over does not finish before it exits, and until the
- * others have elected, none of them or only one names a leader.
- */
-function electing(answer: Answer): boolean {
-  const errors: unknown[] = Array.isArray(answer.json?.errors) ? answer.json.errors : [];
-  if (answer.status !== 503 || !errors.some((e) => /voters answered and agree on a leader; quorum needs/.test(String(e)))) return false;
-  const members = healthMembers(answer);
-  const tlsError = members.some((m) => (m.errors ?? []).some((e) => /certificate|tls|ssl|handshake/i.test(e)));
-  const reachable = members.filter((m) => m.reachable === true).length;
-  return members.length - reachable === 1 && reachable >= Math.floor(members.length / 2) + 1 && !tlsError;
 }
 
 /** A running loop of calls; `stop()` waits for the calls in flight and answers every call made. */
@@ -141,6 +166,9 @@ export class CallLoop {
       const verdict = verdictOf(kind, answer);
       const result = answer.json?.outcome ?? answer.json?.error?.code ?? (kind === 'health' ? answer.json?.status : String(answer.status));
       call = { kind, phase, start, end: Date.now(), status: answer.status, result, verdict };
+      if (typeof answer.json?.observedAt === 'string') call.observedAt = Date.parse(answer.json.observedAt);
+      const holder = answer.json?.error?.details?.operation;
+      if (holder !== undefined) call.holder = `${holder.agent ?? '?'}'s ${holder.action ?? 'operation'} ${holder.id ?? ''}`.trim();
       if (verdict !== 'ok') call.message = answer.json?.error?.message ?? JSON.stringify(answer.json?.errors ?? answer.text).slice(0, 300);
       // For a health answer that was not ok: why each member that did not count was left out, to trace it.
       const left = (verdict === 'ok' ? [] : healthMembers(answer))
