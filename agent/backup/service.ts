@@ -143,6 +143,11 @@ export class BackupService {
   private async run(req: BackupRequest, context: BackupContext): Promise<BackupResult> {
     const started = performance.now();
     const { config, logger, metrics } = this.deps;
+    // A run that fails before its snapshot begins still shows where it began.
+    logger.info('backup asked', {
+      requestId: context.requestId,
+      ...(context.slot === undefined ? {} : { slot: context.slot.toISOString() }),
+    });
     try {
       const store = await this.store();
       const outcome = await takeBackup(

@@ -1,7 +1,8 @@
 /**
  * A TCP proxy in front of one etcd endpoint that a test can freeze: from then on
  * it forwards nothing, in either direction, like a network that went silent; or
- * make drop only the replies, so that a request is done and its answer lost.
+ * make drop only the replies, so that a request is done and its answer lost; or slow to a
+ * bandwidth, a link that still carries everything, slowly.
  * (etcd3's own tests simulate network faults the same way.)
  */
 import net from 'node:net';
@@ -10,6 +11,7 @@ import net from 'node:net';
 export class TcpProxy {
   private frozen = false;
   private replies = true;
+  private bytesPerSecond: number | undefined;
   private readonly sockets = new Set<net.Socket>();
   private readonly server: net.Server;
   private readonly target: URL;
@@ -41,6 +43,11 @@ export class TcpProxy {
     this.frozen = false;
   }
 
+  /** From now on each direction of each connection carries at most `bytesPerSecond` (undefined: as fast as it can). */
+  throttle(bytesPerSecond: number | undefined): void {
+    this.bytesPerSecond = bytesPerSecond;
+  }
+
   /** From now on requests still pass but no reply comes back: a request is carried out, its answer lost. */
   dropReplies(): void {
     this.replies = false;
@@ -52,6 +59,13 @@ export class TcpProxy {
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 
+  /** Under a throttle, stops reading `from` for as long as `bytes` take at the allowed rate. */
+  private pace(from: net.Socket, bytes: number): void {
+    if (this.bytesPerSecond === undefined) return;
+    from.pause();
+    setTimeout(() => from.resume(), (bytes * 1000) / this.bytesPerSecond);
+  }
+
   private accept(client: net.Socket): void {
     this.sockets.add(client);
     client.on('close', () => this.sockets.delete(client));
@@ -61,15 +75,18 @@ export class TcpProxy {
     this.sockets.add(upstream);
     upstream.on('close', () => {
       this.sockets.delete(upstream);
-      client.destroy();
+      // end, not destroy: what the upstream sent before it closed still reaches the client.
+      client.end();
     });
     upstream.on('error', () => upstream.destroy());
     client.on('close', () => upstream.destroy());
     client.on('data', (chunk) => {
       if (!this.frozen) upstream.write(chunk);
+      this.pace(client, chunk.length);
     });
     upstream.on('data', (chunk) => {
       if (!this.frozen && this.replies) client.write(chunk);
+      this.pace(upstream, chunk.length);
     });
   }
 }

@@ -1,12 +1,16 @@
 /**
  * Backups into a real S3 server (versitygw) when the store fails: down then back, refusing the
- * credentials, without the bucket, silent, and the agent SIGKILLed in the middle of an upload. Each
- * failure is answered with the store's reason, counted and logged, and leaves nothing listed that is
- * not whole; the next backup succeeds; membership reads and health go on unaffected throughout.
+ * credentials, without the bucket, silent, slow (a throttled link: within the store timeout the
+ * backup completes whole, beyond it it fails as a timeout), and the agent SIGKILLed in the middle of
+ * an upload. Each failure is answered with the store's reason, counted and logged, and leaves nothing
+ * listed that is not whole; once the cause is gone the next backup succeeds; health and membership
+ * calls answer as before, also while a failing backup is under way (the agent's own log places each
+ * answer inside the run).
  */
-import { ListMultipartUploadsCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
+import { GetObjectCommand, ListMultipartUploadsCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
+import { createHash } from 'node:crypto';
 import type { RunningAgent } from '../../agent/agent';
-import type { BackupResult } from '../../agent/proto/backup';
+import type { BackupResult, Manifest } from '../../agent/proto/backup';
 import { HttpClient } from '../../scripts/bench/http';
 import { restoreToolPath } from '../helpers/backup-check';
 import { createLogger } from '../../agent/observability/logger';
@@ -19,8 +23,24 @@ import { startS3Server, type S3Server } from '../helpers/s3-server';
 import { TcpProxy } from '../helpers/tcp-proxy';
 
 const STORY_MS = 180_000;
+
+/** One health or member-list answer, recorded while a backup ran. */
+interface Probed {
+  path: string;
+  status: number;
+  // The body as the agent sent it; the checks look into it field by field.
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  body: any;
+  requestId: string;
+}
 /** A store request's own deadline in these tests (ETCD_AGENT_BACKUP_STORE_TIMEOUT_SECONDS). */
 const STORE_TIMEOUT_SECONDS = 3;
+/** The S3 store's part size. */
+const PART_BYTES = 8 * 1024 * 1024;
+/** A slow link that still carries a part within a generous request timeout. */
+const SLOW_BYTES_PER_SECOND = 4 * 1024 * 1024;
+/** A link on which one part takes longer than STORE_TIMEOUT_SECONDS. */
+const TOO_SLOW_BYTES_PER_SECOND = 1024 * 1024;
 
 /** The store failure and step a refused backup names. */
 function failureOf(answer: { status: number; json: { error?: { code?: string; details?: Record<string, unknown> } } }): object {
@@ -77,6 +97,49 @@ describe('backups when the S3 store fails', () => {
       .map((l) => JSON.parse(l) as { step: unknown; error: unknown })
       .map(({ step, error }) => ({ step, error }));
 
+  /**
+   * Health and member-list calls, one after another, until `until` settles; each answer with its
+   * request id, which the agent's log line of the request carries too.
+   */
+  const probeUntil = async (agent: RunningAgent, until: Promise<unknown>): Promise<Probed[]> => {
+    const answers: Probed[] = [];
+    let settled = false;
+    void until.then(
+      () => (settled = true),
+      () => (settled = true),
+    );
+    for (let i = 0; !settled; i++) {
+      const path = i % 2 === 0 ? '/v1/health' : '/v1/members';
+      const a = await get(agent, path);
+      answers.push({ path, status: a.status, body: a.json, requestId: String(a.headers['x-request-id']) });
+    }
+    return answers;
+  };
+
+  /** The answers among `answers` that the agent gave between its first `from` log line and the `to` after it. */
+  const answeredBetween = (answers: Probed[], from: string, to: string): Probed[] => {
+    const lines = logs
+      .text()
+      .split('\n')
+      .filter((l) => l !== '')
+      .map((l) => JSON.parse(l) as { message?: string; requestId?: string });
+    const start = lines.findIndex((l) => l.message === from);
+    const end = lines.findIndex((l, i) => i > start && l.message === to);
+    if (start < 0 || end < 0) throw new Error(`no "${from}" line followed by a "${to}" line in the agent's log`);
+    const ids = new Set(lines.slice(start + 1, end).flatMap((l) => (l.message === 'request' ? [l.requestId] : [])));
+    return answers.filter((a) => ids.has(a.requestId));
+  };
+
+  /** Health and the member list answered correctly inside the run, at least once each. */
+  const answeredThroughout = (inside: Probed[]): void => {
+    expect(inside.filter((a) => a.path === '/v1/health').length).toBeGreaterThan(0);
+    expect(inside.filter((a) => a.path === '/v1/members').length).toBeGreaterThan(0);
+    for (const a of inside) {
+      if (a.path === '/v1/health') expect({ status: a.status, health: a.body.status }).toEqual({ status: 200, health: 'healthy' });
+      else expect({ status: a.status, members: a.body.members?.length }).toEqual({ status: 200, members: cluster.members.length });
+    }
+  };
+
   const failures = async (agent: RunningAgent, step: string, reason: string): Promise<number> =>
     (await agent.metrics.backup.failures.get()).values.find((v) => v.labels.step === step && v.labels.reason === reason)?.value ?? 0;
 
@@ -129,7 +192,7 @@ describe('backups when the S3 store fails', () => {
       'no-bucket',
     ],
   ])(
-    'when %s, then the backup fails with that reason, not retryable, and names no secret',
+    'when %s, then the backup fails with that reason, not retryable, and names no secret; once fixed, the next one succeeds',
     async (_, setup, reason) => {
       const agent = await agentWith(...setup(s3));
       const before = await bucket();
@@ -143,19 +206,30 @@ describe('backups when the S3 store fails', () => {
       expect(logs.text()).not.toContain(s3.secretKey);
       expect(await bucket()).toEqual(before);
       await unaffected(agent);
+
+      // The cause fixed (the right secret, the right bucket): the next backup succeeds.
+      const fixed = await agentWith({ ETCD_AGENT_BACKUP_STORE: s3.location });
+      const taken = await post(fixed, '/v1/backups', {});
+      expect(taken.status).toBe(200);
+      expect((taken.json as BackupResult).verification).toMatchObject({ ok: true });
+      const listed = (await get(fixed, '/v1/backups')).json.backups as { name: string; state: string }[];
+      expect(listed[0]).toMatchObject({ name: (taken.json as BackupResult).manifest?.name, state: 'verified' });
     },
     STORY_MS,
   );
 
   it(
-    'when the store goes silent in the middle, then the backup fails as a timeout and the next one, once it answers, succeeds',
+    'when the store goes silent, then the backup fails as a timeout while health and members answer throughout, and the next one, once it answers, succeeds',
     async () => {
       const proxy = await TcpProxy.start(s3.directEndpoint);
       try {
         const agent = await agentWith({ ETCD_AGENT_BACKUP_STORE: s3.location.replace(s3.endpoint, proxy.url) });
         const before = (await get(agent, '/v1/backups')).json.backups as unknown[];
         proxy.freeze();
-        const refused = await post(agent, '/v1/backups', {});
+        const call = post(agent, '/v1/backups', {});
+        const probed = await probeUntil(agent, call);
+        const refused = await call;
+        answeredThroughout(answeredBetween(probed, 'backup asked', 'backup failed'));
         expect(failureOf(refused)).toMatchObject({ status: 504, code: 'timeout', store: 'timeout' });
         expect(await failures(agent, String(refused.json.error.details?.step), 'timeout')).toBe(1);
         expect(failedLines()).toEqual([{ step: refused.json.error.details?.step, error: refused.json.error.message }]);
@@ -164,6 +238,7 @@ describe('backups when the S3 store fails', () => {
         expect((await get(agent, '/v1/backups')).json.backups).toEqual(before);
         const taken = await post(agent, '/v1/backups', {});
         expect(taken.status).toBe(200);
+        expect((taken.json as BackupResult).verification).toMatchObject({ ok: true });
         expect((await get(agent, '/v1/backups')).json.backups).toHaveLength(before.length + 1);
       } finally {
         await proxy.close();
@@ -218,9 +293,81 @@ describe('backups when the S3 store fails', () => {
         { within: 60_000, every: 1000 },
       );
       expect(taken.abortedUploads).toEqual(left.uploads.map((k) => k.replace(/^cluster-a\//, '')));
+      const aborted = logs
+        .text()
+        .split('\n')
+        .filter((l) => l.includes('"aborted unfinished backup uploads"'))
+        .map((l) => (JSON.parse(l) as { uploads: string[] }).uploads);
+      expect(aborted).toEqual([taken.abortedUploads]);
       expect(taken.verification).toMatchObject({ ok: true });
       expect((await bucket()).uploads).toEqual([]);
       await unaffected(again);
+    },
+    STORY_MS,
+  );
+
+  it(
+    'when the store is slow but progressing, then the backup completes and is whole, while health and members answer throughout',
+    async () => {
+      const proxy = await TcpProxy.start(s3.directEndpoint);
+      try {
+        // A part takes a couple of seconds through the link: inside the request timeout given here.
+        const agent = await agentWith({
+          ETCD_AGENT_BACKUP_STORE: s3.location.replace(s3.endpoint, proxy.url),
+          ETCD_AGENT_BACKUP_STORE_TIMEOUT_SECONDS: '60',
+        });
+        proxy.throttle(SLOW_BYTES_PER_SECOND);
+        const call = post(agent, '/v1/backups', { timeoutSeconds: 60 }, 120_000);
+        const probed = await probeUntil(agent, call);
+        const taken = await call;
+        expect(taken.status).toBe(200);
+        const result = taken.json as BackupResult;
+        const manifest = result.manifest as Manifest;
+        expect(result.verification).toMatchObject({ ok: true });
+        // Several parts went through the slow link.
+        expect(manifest.sizeBytes).toBeGreaterThan(2 * PART_BYTES);
+        // Whole: the object in the bucket is what the manifest says.
+        const object = await s3.client().send(new GetObjectCommand({ Bucket: s3.bucket, Key: `cluster-a/${manifest.name}/snapshot.db` }));
+        const bytes = Buffer.from(await (object.Body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray());
+        expect({ size: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') }).toEqual({
+          size: manifest.sizeBytes,
+          sha256: manifest.sha256,
+        });
+        answeredThroughout(answeredBetween(probed, 'backup started', 'backup verified'));
+      } finally {
+        await proxy.close();
+      }
+    },
+    STORY_MS,
+  );
+
+  it(
+    'when the store is too slow for its request timeout, then the backup fails as a timeout, leaves no upload behind, health and members answer throughout, and the next one at full speed succeeds',
+    async () => {
+      const proxy = await TcpProxy.start(s3.directEndpoint);
+      try {
+        // An 8 MiB part takes 8 s through the link, more than the 3 s a store request may take here.
+        const agent = await agentWith({ ETCD_AGENT_BACKUP_STORE: s3.location.replace(s3.endpoint, proxy.url) });
+        const before = await bucket();
+        proxy.throttle(TOO_SLOW_BYTES_PER_SECOND);
+        const call = post(agent, '/v1/backups', { timeoutSeconds: 60 }, 120_000);
+        const probed = await probeUntil(agent, call);
+        const refused = await call;
+        expect(failureOf(refused)).toEqual({ status: 504, code: 'timeout', store: 'timeout', step: 'upload' });
+        expect(refused.json.error.retryable).toBe(true);
+        expect(await failures(agent, 'upload', 'timeout')).toBe(1);
+        expect(failedLines()).toEqual([{ step: 'upload', error: refused.json.error.message }]);
+        // The failed upload aborted itself: nothing new, listed or unfinished.
+        expect(await bucket()).toEqual(before);
+        answeredThroughout(answeredBetween(probed, 'backup asked', 'backup failed'));
+
+        proxy.throttle(undefined);
+        const taken = await post(agent, '/v1/backups', { timeoutSeconds: 60 }, 120_000);
+        expect(taken.status).toBe(200);
+        expect((taken.json as BackupResult).verification).toMatchObject({ ok: true });
+      } finally {
+        await proxy.close();
+      }
     },
     STORY_MS,
   );
