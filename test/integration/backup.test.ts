@@ -1,18 +1,23 @@
 /**
- * Backups of a real 3-member cluster (3.4–3.7) into a directory store, taken through POST /v1/backups
- * while a writer puts through every member: each one is a whole snapshot of a follower whose manifest's
- * sha256 is the object's, which the agent verified by restoring it, and which a real etcd started on its
- * restored data serves with every write acknowledged at or below its revision.
+ * Backups of a real 3-member cluster (3.4–3.7) into a directory store and into S3 (versitygw), taken
+ * through POST /v1/backups while a writer puts through every member: each one is a whole snapshot of a
+ * follower whose manifest's sha256 is the object's, which the agent verified by restoring it, and which
+ * a real etcd started on its restored data serves with every write acknowledged at or below its
+ * revision. Then the verification on its own: POST /v1/backups/verify, the verification schedule,
+ * damaged objects (each failing check recorded in the manifest, counted and logged), and the gauges of
+ * the newest backup and verification as /metrics shows them.
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { GetObjectCommand } from '@aws-sdk/client-s3';
+import { DeleteObjectsCommand, GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { spawn } from 'node:child_process';
 import type { RunningAgent } from '../../agent/agent';
 import { findRestoreTool, restoreSnapshot } from '../../agent/backup/restore-tool';
+import { manifestBytes, newBackupName } from '../../agent/backup/layout';
 import { BackupSchedule } from '../../agent/backup/schedule';
+import { parseCron } from '../../agent/lib/cron';
 import { readKeySpace } from '../../agent/etcd-data/key-space';
 import { createLogger } from '../../agent/observability/logger';
 import { binCommand } from '../../scripts/bin-command';
@@ -22,8 +27,25 @@ import { lostWrites, restoredKeys, restoreToolPath, Writer } from '../helpers/ba
 import { startTestCluster, type LocalEtcdCluster } from '../helpers/etcd-cluster';
 import { get, leaderOf, post, startMemberAgent } from '../helpers/membership';
 import { startS3Server, type S3Server } from '../helpers/s3-server';
+import { captureLogs } from '../helpers/log-capture';
+import { eventually } from '../helpers/eventually';
+import { itOnFirstVersion } from '../helpers/version-scope';
 
 const STORY_MS = 180_000;
+
+/** The sum of the series of `name` in `agent`'s /metrics that carry every label of `labels` (0 when none does). */
+async function metricOf(agent: RunningAgent, name: string, labels: Record<string, string>): Promise<number> {
+  const text = (await get(agent, '/metrics')).text;
+  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    const series = /^([a-z_]+)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (series === null || series[1] !== name) continue;
+    const has = (series[2] ?? '').split(',');
+    if (wanted.every((pair) => has.includes(pair))) sum += Number(series[3]);
+  }
+  return sum;
+}
 
 /**
  * A backup through agents[0] while a writer puts through every member: a verified follower snapshot
@@ -224,15 +246,41 @@ describe('backups into S3', () => {
   const agents: RunningAgent[] = [];
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'backup-s3-'));
 
+  /** The log of agents[0]. */
+  const logs = captureLogs();
+
   beforeAll(async () => {
     cluster = await startTestCluster(3);
     s3 = await startS3Server();
     // The AWS SDK reads its credentials from the process's environment, as a pod's agent would.
     Object.assign(process.env, s3.env);
-    for (const m of cluster.members) {
-      agents.push(await startMemberAgent(cluster, m.name, { ETCD_AGENT_BACKUP_STORE: s3.location, ETCD_AGENT_ETCDUTL: restoreToolPath() }));
+    for (const [i, m] of cluster.members.entries()) {
+      agents.push(
+        await startMemberAgent(
+          cluster,
+          m.name,
+          { ETCD_AGENT_BACKUP_STORE: s3.location, ETCD_AGENT_ETCDUTL: restoreToolPath() },
+          i === 0 ? createLogger({ stream: logs.stream }) : undefined,
+        ),
+      );
     }
   }, 60_000);
+
+  /** An object of the bucket, by its key under the store's prefix. */
+  const getObject = async (key: string): Promise<Buffer> => {
+    const answer = await s3.client().send(new GetObjectCommand({ Bucket: s3.bucket, Key: `cluster-a/${key}` }));
+    return Buffer.from(await (answer.Body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray());
+  };
+  const putObject = async (key: string, body: Buffer): Promise<void> => {
+    await s3.client().send(new PutObjectCommand({ Bucket: s3.bucket, Key: `cluster-a/${key}`, Body: body, ContentLength: body.length }));
+  };
+  /** The newest verified backup the store lists. */
+  const newestVerified = async (): Promise<Manifest> => {
+    const listed = (await get(agents[0], '/v1/backups')).json as { backups: { state: string; manifest: Manifest }[] };
+    const found = listed.backups.find((b) => b.state === 'verified');
+    if (found === undefined) throw new Error('no verified backup is listed');
+    return found.manifest;
+  };
 
   afterAll(async () => {
     for (const a of agents) await a.stop();
@@ -251,6 +299,154 @@ describe('backups into S3', () => {
         fs.writeFileSync(file, await (object.Body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray());
         return file;
       }),
+    STORY_MS,
+  );
+
+  // The verification and its gauges are the agent's own logic; etcd's restore tool runs in it as in
+  // the backup above, proven on every version there.
+  itOnFirstVersion(
+    'when POST /v1/backups/verify is called, then the backup named (or the newest) is verified again, its record written to the store, and /metrics shows the newest backup and the newest verification',
+    async () => {
+      const before = await newestVerified();
+      const okBefore = await metricOf(agents[0], 'etcd_agent_backup_verifications_total', { result: 'ok' });
+      const named = await post(agents[0], '/v1/backups/verify', { name: before.name }, 120_000);
+      expect(named.status).toBe(200);
+      // The answer is the manifest, after the request id every answer carries first.
+      const again: Manifest & { requestId?: string } = { ...named.json };
+      expect(again.requestId).toEqual(expect.any(String));
+      delete again.requestId;
+      expect(again).toEqual({
+        ...before,
+        verification: expect.objectContaining({ ok: true, keys: (before.verification as { keys: number }).keys }),
+      });
+      expect(Date.parse(again.verification?.verifiedAt ?? '')).toBeGreaterThan(Date.parse(before.verification?.verifiedAt ?? ''));
+      // The record is the store's, which every agent reads.
+      expect(JSON.parse((await getObject(`${before.name}/manifest.json`)).toString())).toEqual(again);
+      expect((await get(agents[2], '/v1/backups')).json.backups[0]).toEqual({ name: before.name, state: 'verified', manifest: again });
+
+      const newest = await post(agents[0], '/v1/backups/verify', {}, 120_000);
+      expect(newest.status).toBe(200);
+      expect((newest.json as Manifest).name).toBe(before.name);
+      expect(await metricOf(agents[0], 'etcd_agent_backup_verifications_total', { result: 'ok' })).toBe(okBefore + 2);
+      const missing = await post(agents[0], '/v1/backups/verify', { name: '20001204T230000.123Z-000000' });
+      expect({ status: missing.status, code: missing.json.error?.code }).toEqual({ status: 404, code: 'not-found' });
+
+      // The gauges say what the store holds: the newest backup, and the newest verification.
+      const latest = (newest.json as Manifest).verification as { verifiedAt: string; durationMs: number };
+      expect({
+        lastSuccess: await metricOf(agents[0], 'etcd_agent_backup_last_success_timestamp_seconds', {}),
+        lastSuccessSize: await metricOf(agents[0], 'etcd_agent_backup_last_success_size_bytes', {}),
+        lastSuccessDuration: await metricOf(agents[0], 'etcd_agent_backup_last_success_duration_seconds', {}),
+        lastVerification: await metricOf(agents[0], 'etcd_agent_backup_last_verification_timestamp_seconds', {}),
+        lastVerificationSize: await metricOf(agents[0], 'etcd_agent_backup_last_verification_size_bytes', {}),
+        lastVerificationDuration: await metricOf(agents[0], 'etcd_agent_backup_last_verification_duration_seconds', {}),
+      }).toEqual({
+        lastSuccess: Date.parse(before.finishedAt) / 1000,
+        lastSuccessSize: before.sizeBytes,
+        lastSuccessDuration: before.durationMs / 1000,
+        lastVerification: Date.parse(latest.verifiedAt) / 1000,
+        lastVerificationSize: before.sizeBytes,
+        lastVerificationDuration: latest.durationMs / 1000,
+      });
+    },
+    STORY_MS,
+  );
+
+  itOnFirstVersion(
+    'when the verification schedule fires, then the newest backup is verified again and the firing ends in one log line',
+    async () => {
+      const before = await newestVerified();
+      const scheduleLogs = captureLogs();
+      // A clock 200 ms before a minute's start: "every minute" fires at once, the schedule's own timer and all.
+      const minute = 60_000;
+      const skew = Math.ceil(Date.now() / minute) * minute + minute - 200 - Date.now();
+      const schedule = new BackupSchedule({
+        verify: parseCron('* * * * *'),
+        service: agents[0].backups,
+        logger: createLogger({ stream: scheduleLogs.stream }),
+        metrics: agents[0].metrics,
+        now: () => Date.now() + skew,
+      });
+      schedule.start();
+      try {
+        const done = await eventually(
+          () => {
+            const line = scheduleLogs
+              .text()
+              .split('\n')
+              .find((l) => l.includes('"scheduled verification done"'));
+            return line === undefined ? false : (JSON.parse(line) as { name: string; ok: boolean; requestId: string });
+          },
+          { within: 60_000 },
+        );
+        expect(done).toMatchObject({ name: before.name, ok: true, requestId: expect.stringMatching(/^verify-schedule-.*:00\.000Z$/) });
+      } finally {
+        await schedule.stop();
+      }
+      const after = await newestVerified();
+      expect(after.name).toBe(before.name);
+      expect(Date.parse(after.verification?.verifiedAt ?? '')).toBeGreaterThan(Date.parse(before.verification?.verifiedAt ?? ''));
+    },
+    STORY_MS,
+  );
+
+  // Whether etcd's own restore tool refuses a snapshot is the tool's, so this runs on every version.
+  it(
+    'when snapshot objects in the store are damaged, then each verification fails naming the check that failed, is counted and logged, the backup is listed failed, and the gauges still show the newest verified one',
+    async () => {
+      const good = await newestVerified();
+      const original = await getObject(`${good.name}/snapshot.db`);
+      const flipped = Buffer.from(original);
+      flipped[Math.floor(flipped.length / 2)] ^= 0xff;
+      const junk = randomBytes(64 * 1024);
+      const withEtcdHash = Buffer.concat([junk, createHash('sha256').update(junk).digest()]);
+      const sha = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
+      const cases: { check: string; object: Buffer; manifest: Partial<Manifest> }[] = [
+        // The object lost a byte after its manifest was written.
+        { check: 'sha256', object: flipped, manifest: {} },
+        // Damaged before it reached the store: the manifest's sum is of the damaged bytes, etcd's own is not.
+        { check: 'etcd-hash', object: flipped, manifest: { sizeBytes: flipped.length, sha256: sha(flipped) } },
+        // Both sums agree, but it is no etcd backend: the restore tool refuses it.
+        { check: 'restore', object: withEtcdHash, manifest: { sizeBytes: withEtcdHash.length, sha256: sha(withEtcdHash) } },
+      ];
+      const failedBefore = await metricOf(agents[0], 'etcd_agent_backup_verifications_total', { result: 'failed' });
+      const verifiedAt = await metricOf(agents[0], 'etcd_agent_backup_last_verification_timestamp_seconds', {});
+      const names: string[] = [];
+      for (const [i, c] of cases.entries()) {
+        const name = newBackupName(new Date(Date.now() + i));
+        names.push(name);
+        const fields: Manifest = { ...good };
+        delete fields.verification;
+        await putObject(`${name}/snapshot.db`, c.object);
+        await putObject(`${name}/manifest.json`, manifestBytes({ ...fields, ...c.manifest, name, finishedAt: new Date().toISOString() }));
+        const answer = await post(agents[0], '/v1/backups/verify', { name }, 120_000);
+        expect(answer.status).toBe(200);
+        const verification = (answer.json as Manifest).verification;
+        expect(verification).toMatchObject({ ok: false, check: c.check, error: expect.any(String) });
+        expect(JSON.parse((await getObject(`${name}/manifest.json`)).toString()).verification).toEqual(verification);
+        expect(await metricOf(agents[0], 'etcd_agent_backup_failures_total', { step: 'verify', reason: c.check })).toBe(1);
+      }
+      const listed = (await get(agents[1], '/v1/backups')).json.backups as { name: string; state: string }[];
+      expect(listed.filter((b) => names.includes(b.name)).map((b) => b.state)).toEqual(['failed', 'failed', 'failed']);
+      expect(await metricOf(agents[0], 'etcd_agent_backup_verifications_total', { result: 'failed' })).toBe(failedBefore + 3);
+      const lines = logs
+        .text()
+        .split('\n')
+        .filter((l) => l.includes('"backup failed its verification"'))
+        .map((l) => JSON.parse(l) as { name: string; check: string; level: string });
+      expect(lines.map(({ name, check, level }) => ({ name, check, level }))).toEqual(
+        cases.map((c, i) => ({ name: names[i], check: c.check, level: 'error' })),
+      );
+      // The newest whole backup is a failed one now; the newest verification is still the good one's.
+      expect(await metricOf(agents[0], 'etcd_agent_backup_last_verification_timestamp_seconds', {})).toBe(verifiedAt);
+      expect(await metricOf(agents[0], 'etcd_agent_backup_last_success_size_bytes', {})).toBe(withEtcdHash.length);
+      await s3.client().send(
+        new DeleteObjectsCommand({
+          Bucket: s3.bucket,
+          Delete: { Objects: names.flatMap((n) => [`cluster-a/${n}/manifest.json`, `cluster-a/${n}/snapshot.db`].map((Key) => ({ Key }))) },
+        }),
+      );
+    },
     STORY_MS,
   );
 });
