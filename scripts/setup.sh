@@ -25,9 +25,9 @@ if command -v go >/dev/null 2>&1; then
   for v in 3.5 3.6 3.7; do
     bash scripts/etcd.sh "$v" >/dev/null || echo "setup: etcd $v could not be built (see above)" >&2
   done
-  # The kbagent end-to-end test runs the real kbagent (a first build takes about 4 min).
+  # The kbagent end-to-end test runs the real kbagent, built from source when missing.
   bash scripts/kbagent.sh >/dev/null || echo "setup: kbagent could not be built (see above)" >&2
-  # The backup tests store into a real S3 server, versitygw (a first build takes about 2 min).
+  # The backup tests store into a real S3 server, versitygw, built from source when missing.
   bash scripts/versitygw.sh >/dev/null || echo "setup: versitygw could not be built (see above)" >&2
 else
   echo "setup: no Go on this machine: etcd 3.5, 3.6 and 3.7 and kbagent are not built (the tests need them; the quick start runs Debian's 3.4)" >&2
