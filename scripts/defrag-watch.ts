@@ -10,12 +10,14 @@
  *   leader has applied everything committed, so while the leader is defragmented in place every
  *   keep-alive of the cluster stalls, through any member (1.4–1.5 s of a 1.3–1.5 s defragmentation on
  *   3.4 and 3.6): what moving leadership away first spares;
- * - `StatusWatch`: each member's Status (`POST /v3/maintenance/status`) every few ms; a member
- *   defragmenting answers no Status until it is done (measured on 3.4–3.7), so a stretch of
- *   unanswered (or late) calls is the member out of service;
+ * - `StatusWatch`: each member's Status (`POST /v3/maintenance/status`) sent every few ms, each
+ *   call not waiting for the ones before, with a long deadline, and when each was sent and
+ *   answered; a member defragmenting answers no Status until it is done (measured on 3.4–3.7);
  * - `defragIntervals`: when each member itself says it defragmented, from its own log lines
  *   ("starting defragment" → "finished defragment", the harness runs etcd with the zap logger):
- *   the exact answer to "were two members defragmenting at once?".
+ *   the exact answer to "were two members defragmenting at once?"; `lockedIntervals`: the part of
+ *   each in which its backend held its locks ("defragmenting" → "finished defragmenting directory",
+ *   "defragmented" on 3.4), inside which it can serve no Status.
  * Times are epoch milliseconds (Date.now()), the clock etcd's log lines use.
  */
 import fs from 'node:fs';
@@ -65,6 +67,36 @@ export function defragIntervals(logFile: string, now = Date.now()): Interval[] {
     const at = typeof entry.ts === 'number' ? entry.ts * 1000 : Date.parse(String(entry.ts));
     if (entry.msg === 'starting defragment') start = at;
     if ((entry.msg === 'finished defragment' || entry.msg === 'failed to defragment') && start !== undefined) {
+      intervals.push({ from: start, to: at });
+      start = undefined;
+    }
+  }
+  if (start !== undefined) intervals.push({ from: start, to: now });
+  return intervals;
+}
+
+/**
+ * The stretches in which a member's backend held its locks to defragment, from its log: from
+ * "defragmenting" (logged once it has them) to "finished defragmenting directory" ("defragmented" on
+ * 3.4), both logged before it lets them go; an unfinished one ends at `now`.
+ */
+export function lockedIntervals(logFile: string, now = Date.now()): Interval[] {
+  const intervals: Interval[] = [];
+  let start: number | undefined;
+  for (const line of fs.readFileSync(logFile, 'utf8').split('\n')) {
+    if (!line.includes('defragment')) continue;
+    let entry: { msg?: string; ts?: string | number };
+    try {
+      entry = JSON.parse(line) as { msg?: string; ts?: string | number };
+    } catch {
+      continue;
+    }
+    const at = typeof entry.ts === 'number' ? entry.ts * 1000 : Date.parse(String(entry.ts));
+    if (entry.msg === 'defragmenting') start = at;
+    if (
+      (entry.msg === 'finished defragmenting directory' || entry.msg === 'defragmented' || entry.msg === 'failed to defragment') &&
+      start !== undefined
+    ) {
       intervals.push({ from: start, to: at });
       start = undefined;
     }
@@ -250,81 +282,60 @@ export class WriteLoad extends MemberLoad {
   }
 }
 
-/** Each member's Status, again and again; stretches it did not answer within `slowMs` are out of service. */
+/** One Status call of the watch: when it was sent and answered (epoch ms), and whether it was served (HTTP 200). */
+export interface StatusCall {
+  sentAt: number;
+  at: number;
+  served: boolean;
+}
+
+/**
+ * Each member's Status, one call every `everyMs` whatever the calls before are doing, each with a
+ * deadline long enough to outlast any defragmentation: when each was sent and answered. A call held
+ * by a member is answered when the member lets it go, so the record says when each member served.
+ */
 export class StatusWatch {
-  /** Stretches each member answered no Status (from the call that went unanswered to the next answer). */
-  readonly silent = new Map<string, Interval[]>();
-  /** Stretches this process itself stalled (a timer late by more than `slowMs`): every call then looks late. */
-  readonly stalls: Interval[] = [];
+  /** Every call answered (or failed), by member name. */
+  readonly calls = new Map<string, StatusCall[]>();
   private running = true;
   private readonly loops: Array<Promise<void>> = [];
-  private readonly lag: NodeJS.Timeout;
 
   constructor(
     members: ReadonlyArray<{ name: string; clientURL: string }>,
-    /** How long a Status may take before the member counts as silent. */
-    readonly slowMs = 250,
     private readonly everyMs = 20,
+    private readonly deadlineMs = 60_000,
   ) {
     for (const m of members) {
-      this.silent.set(m.name, []);
+      this.calls.set(m.name, []);
       this.loops.push(this.loop(m.name, m.clientURL));
     }
-    let last = Date.now();
-    this.lag = setInterval(() => {
-      const now = Date.now();
-      if (now - last > 10 + slowMs / 2) this.stalls.push({ from: last, to: now });
-      last = now;
-    }, 10);
   }
 
   private async loop(name: string, url: string): Promise<void> {
-    let client = new HttpClient(url);
-    let outSince: number | undefined;
+    const client = new HttpClient(url, 64);
+    const inFlight = new Set<Promise<void>>();
     while (this.running) {
-      const sent = Date.now();
-      let ok = false;
-      try {
-        ok = (await client.post('/v3/maintenance/status', {}, this.slowMs)).status === 200;
-      } catch {
-        ok = false;
-      }
-      if (!ok) outSince ??= sent;
-      else if (outSince !== undefined) {
-        this.silent.get(name)?.push({ from: outSince, to: Date.now() });
-        outSince = undefined;
-      }
-      if (!ok) {
-        // A timed-out call leaves a dead keep-alive socket behind: the next one opens a fresh one.
-        client.close();
-        client = new HttpClient(url);
-      }
+      const sentAt = Date.now();
+      const call: Promise<void> = client
+        .post('/v3/maintenance/status', {}, this.deadlineMs)
+        .then(
+          (answer) => answer.status === 200,
+          () => false,
+        )
+        .then((served) => {
+          this.calls.get(name)?.push({ sentAt, at: Date.now(), served });
+          inFlight.delete(call);
+        });
+      inFlight.add(call);
       await new Promise((resolve) => setTimeout(resolve, this.everyMs));
     }
-    if (outSince !== undefined) this.silent.get(name)?.push({ from: outSince, to: Date.now() });
+    await Promise.all(inFlight);
     client.close();
   }
 
-  /**
-   * The silent stretches this process did not cause itself: a stretch within a stall of this process
-   * (its event loop late, so every call looked late) is left out. What remains is members out of service.
-   */
-  outOfService(): Map<string, Interval[]> {
-    // Stalls less than a call's patience apart are one stall to a call made across them.
-    const merged: Interval[] = [];
-    for (const s of this.stalls) {
-      const last = merged.at(-1);
-      if (last !== undefined && s.from - last.to < this.slowMs) last.to = Math.max(last.to, s.to);
-      else merged.push({ ...s });
-    }
-    const explained = (i: Interval): boolean => merged.some((s) => s.from - this.slowMs <= i.from && i.to <= s.to + this.slowMs);
-    return new Map([...this.silent].map(([name, list]) => [name, list.filter((i) => !explained(i))]));
-  }
-
-  /** Stops watching. */
+  /** Stops sending; resolves once the calls in flight are answered. */
   async stop(): Promise<void> {
     this.running = false;
-    clearInterval(this.lag);
     await Promise.all(this.loops);
   }
 }

@@ -18,6 +18,7 @@ import { HttpClient } from '../../scripts/bench/http';
 import {
   defragIntervals,
   KeepAliveLoad,
+  lockedIntervals,
   overlapsBetween,
   StatusWatch,
   WriteLoad,
@@ -56,7 +57,7 @@ async function churn(clientURL: string, count: number, key = 'churn'): Promise<v
  */
 const LOAD = { keys: 10_000, bytes: 1000, passes: 2 };
 /** How long jest lets a story run that writes the load and defragments three members: a patience, many times what it needs. */
-const SLOW_STORY_MS = 180_000;
+const SLOW_STORY_MS = patience(180_000);
 /** A compaction to the revision before the current one: it frees the first pass (the writers' puts are revisions too). */
 const KEEP_LAST_PASS = { retainRevisions: 1 };
 
@@ -95,28 +96,42 @@ function intervalsOf(cluster: LocalEtcdCluster, since: number): Map<string, Inte
 }
 
 /**
- * What the Status watch saw of the defragmentations the members logged: each one longer than twice the
- * watch's patience seen as the member being silent for half of it, or at least for the watch's
- * patience (one Status unanswered that long: a shorter silence is never recorded). etcd logs the start
- * before it has its locks, so a short one may block Status for less than half its logged time. The
- * log, not the watch, says whether two overlapped: when etcd is slow to answer at all, every member
- * answers late together (those stretches are counted, `silentTogetherMs`, not asserted).
+ * What the Status watch saw of each stretch in which a member's backend held its locks to
+ * defragment (its own log, `lockedIntervals`): a Status sent inside it and served (200) before its
+ * end would be the member serving while defragmenting; none may be, and at least one must have been
+ * sent inside it, so the member was watched. Both are order facts between the watch's record and
+ * etcd's log, both on this machine's clock: a call is sent inside a stretch when its send time is,
+ * and served before its end when its answer arrived before it (a late arrival only delays `at`).
  */
-function watchSaw(watch: StatusWatch, intervals: Map<string, Interval[]>): { seen: string[]; missed: string[]; silentTogetherMs: number } {
-  // A stall of this process only adds silence: whether a member was seen silent reads the raw watch.
-  const raw = watch.silent;
-  const silent = watch.outOfService();
-  const seen: string[] = [];
+function watchSaw(watch: StatusWatch, cluster: LocalEtcdCluster, since: number): { held: string[]; missed: string[] } {
+  const held: string[] = [];
   const missed: string[] = [];
-  for (const [name, list] of intervals) {
-    for (const i of list) {
-      if (i.to - i.from < 600) continue;
-      const covered = (raw.get(name) ?? []).reduce((sum, s) => sum + Math.max(0, Math.min(s.to, i.to) - Math.max(s.from, i.from)), 0);
-      (covered >= Math.min(0.5 * (i.to - i.from), watch.slowMs) ? seen : missed).push(`${name} ${i.to - i.from} ms`);
+  for (const m of cluster.members) {
+    const calls = watch.calls.get(m.name) ?? [];
+    for (const locked of lockedIntervals(m.logFile).filter((i) => i.from >= since)) {
+      const inside = calls.filter((c) => c.sentAt > locked.from && c.sentAt < locked.to);
+      const served = inside.filter((c) => c.served && c.at < locked.to);
+      const what = `${m.name} ${locked.to - locked.from} ms: ${inside.length} Status sent inside, ${served.length} served before its end`;
+      (inside.length > 0 && served.length === 0 ? held : missed).push(what);
     }
   }
-  const silentTogetherMs = overlapsBetween(silent).reduce((sum, o) => sum + Math.min(o.a1.to, o.b1.to) - Math.max(o.a1.from, o.b1.from), 0);
-  return { seen, missed, silentTogetherMs };
+  return { held, missed };
+}
+
+/** Whether every member has a put, a keep-alive and a Status answered that were sent at or after `since`. */
+function everyMemberAnswered(
+  cluster: LocalEtcdCluster,
+  load: WriteLoad,
+  keepAlives: KeepAliveLoad,
+  watch: StatusWatch,
+  since: number,
+): boolean {
+  return cluster.members.every(
+    (m) =>
+      (load.answered.get(m.name) ?? []).some(([sent]) => sent >= since) &&
+      (keepAlives.answered.get(m.name) ?? []).some(([sent]) => sent >= since) &&
+      (watch.calls.get(m.name) ?? []).some((c) => c.served && c.sentAt >= since),
+  );
 }
 
 /** The members in the order their defragmentations began. */
@@ -239,12 +254,15 @@ describeOnFirstVersion('a rolling defragmentation of a 3-member cluster under a 
       const keepAlives = new KeepAliveLoad(cluster.members);
       const watch = new StatusWatch(cluster.members);
       const operations = new OperationsWatch(observer, runner);
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      // The watches are at work on every member before the call: each has an answer of each.
+      await eventually(() => everyMemberAnswered(cluster, load, keepAlives, watch, since), { within: 15_000, every: 20 });
 
       let reply: Answer;
       try {
         reply = await post(runner, DEFRAG, { ...SMALL, compact: KEEP_LAST_PASS, timeoutSeconds: 60 });
-        await new Promise((resolve) => setTimeout(resolve, 300));
+        // And after it: each has an answer of each to a call sent once the reply was in.
+        const replied = Date.now();
+        await eventually(() => everyMemberAnswered(cluster, load, keepAlives, watch, replied), { within: 15_000, every: 20 });
       } finally {
         await Promise.all([load.stop(), keepAlives.stop(), watch.stop(), operations.stop()]);
       }
@@ -275,9 +293,10 @@ describeOnFirstVersion('a rolling defragmentation of a 3-member cluster under a 
       expect([...intervals.values()].map((l) => l.length)).toEqual([1, 1, 1]);
       expect(overlapsBetween(intervals)).toEqual([]);
       expect(order(intervals).at(-1)).toBe(leaderBefore);
-      // What a watch of their Status saw: each member silent while it defragmented.
-      const saw = watchSaw(watch, intervals);
+      // What a watch of their Status saw: each member served none while its backend was locked.
+      const saw = watchSaw(watch, cluster, since);
       expect(saw.missed).toEqual([]);
+      expect(saw.held).toHaveLength(3);
       // What another agent's GET /v1/operations showed: the member being defragmented, the leader's turn after the move.
       expect(operations.mostAtOnce).toBe(1);
       // The runner's /v1/health said what it was doing: a sample that fell inside a member's
@@ -366,7 +385,7 @@ describeOnFirstVersion('a rolling defragmentation of a 3-member cluster under a 
         expect(new Set(members.map((m) => m.name)).size).toBe(members.length);
         const intervals = intervalsOf(cluster, since);
         expect(overlapsBetween(intervals)).toEqual([]);
-        expect(watchSaw(watch, intervals).missed).toEqual([]);
+        expect(watchSaw(watch, cluster, since).missed).toEqual([]);
         expect(intervals.get(killedDuring)?.length).toBe(1);
         // Every member is below the threshold now.
         const health = (await get(observer, '/v1/health')).json;
@@ -394,12 +413,7 @@ describeOnFirstVersion('a rolling defragmentation of a 3-member cluster under a 
       const target = cluster.members[2];
       const outside = cluster.etcdctl(['defrag', '--command-timeout=60s'], [target.clientURL]);
       // Once etcd says it has begun, the agent is asked.
-      for (
-        const deadline = Date.now() + patience(10_000);
-        Date.now() < deadline && defragIntervals(target.logFile).every((i) => i.from < since);
-      ) {
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
+      await eventually(() => defragIntervals(target.logFile).some((i) => i.from >= since), { within: 10_000, every: 10 });
       let reply: Answer;
       try {
         reply = await post(runner, DEFRAG, { ...SMALL, compact: false, timeoutSeconds: 60 });
@@ -564,10 +578,7 @@ describe('NOSPACE cleared by one call', () => {
       });
       answeredAt = Date.now();
       // Writes work again: every writer gets a put answered.
-      for (const deadline = Date.now() + patience(15_000); Date.now() < deadline;) {
-        if (cluster.members.every((m) => (load.answered.get(m.name)?.length ?? 0) > 0)) break;
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
+      await eventually(() => cluster.members.every((m) => (load.answered.get(m.name)?.length ?? 0) > 0), { within: 15_000, every: 100 });
     } finally {
       await load.stop();
     }
