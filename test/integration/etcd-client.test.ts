@@ -5,6 +5,9 @@ import type { Member, MemberStatus } from '../../agent/proto/types';
 import { withCluster } from '../helpers/etcd-cluster';
 import { eventually } from '../helpers/eventually';
 
+/** The deadline of the status calls this file makes where a member answers (the agent's default is 500 ms). */
+const STATUS_MS = 1000;
+
 /** What a call settled to, and how long it took. */
 async function timed<T>(call: () => Promise<T>): Promise<{ ms: number; value?: T; error?: unknown }> {
   const started = Date.now();
@@ -91,7 +94,7 @@ describe('EtcdCluster against a real 3-member cluster', () => {
     const { members } = await client.listMembers(Deadline.in(5000));
     const before = statusCalls;
 
-    const statuses = await Promise.all(members.map((m) => client.memberStatus(m.clientURLs[0], 1000)));
+    const statuses = await Promise.all(members.map((m) => client.memberStatus(m.clientURLs[0], STATUS_MS)));
 
     // Three here; a read hedged to an endpoint not asked before may still be asking its Status for its version.
     expect(statusCalls - before).toBeGreaterThanOrEqual(3);
@@ -108,7 +111,8 @@ describe('EtcdCluster against a real 3-member cluster', () => {
       expect(s.raftIndex).toBeGreaterThan(0);
       expect(s.dbSizeBytes).toBeGreaterThan(0);
       expect(s.latencyMs).toBeGreaterThanOrEqual(0);
-      expect(s.latencyMs).toBeLessThan(1000);
+      // Within the call's own deadline (the timeout passed: configuration.md ETCD_AGENT_STATUS_TIMEOUT_MS).
+      expect(s.latencyMs).toBeLessThanOrEqual(STATUS_MS);
     }
   });
 
@@ -122,10 +126,11 @@ describe('EtcdCluster against a real 3-member cluster', () => {
     try {
       const paused = await timed(() => client.memberStatus(follower.clientURLs[0], 500));
 
+      // Fails at its own 500 ms deadline, as the message says: its timer fired; no hang, no refusal.
       expect(paused.value).toBeUndefined();
       expect(paused.error).toBeInstanceOf(AgentError);
       expect(paused.error).toMatchObject({ code: 'unavailable', status: 503, retryable: true });
-      expect(paused.ms).toBeLessThan(2000);
+      expect(paused.error).toMatchObject({ message: 'etcd did not answer in time' });
 
       const live = await Promise.all(others.map((m) => client.memberStatus(m.clientURLs[0], 1000)));
       expect(live.map((s) => s.memberId)).toEqual(others.map((m) => m.id));
@@ -226,8 +231,8 @@ describe('EtcdCluster against a real 3-member cluster', () => {
     const list = await timed(() => closed.listMembers(Deadline.in(5000)));
     const status = await timed(() => closed.memberStatus(cluster().member('etcd-0').clientURL, 500));
 
-    expect(list.error).toMatchObject({ code: 'unavailable', retryable: true });
+    // Refused as unavailable, saying why: a call that hung would end as a timeout at its 5 s deadline.
+    expect(list.error).toMatchObject({ code: 'unavailable', retryable: true, message: 'the agent is shutting down' });
     expect(status.error).toMatchObject({ code: 'unavailable', message: 'the agent is shutting down' });
-    expect(list.ms).toBeLessThan(1000);
   });
 });
