@@ -9,6 +9,7 @@
 #   bash scripts/kube.sh import ARCHIVE... import more OCI or docker image archives into it
 #   bash scripts/kube.sh pvs [COUNT]       make Released PVs Available again (their directory
 #                                          emptied), then add PVs until COUNT are Available
+#   bash scripts/kube.sh kubeblocks        run KubeBlocks' controller on it (below); again: nothing
 #   bash scripts/kube.sh down              stop it and remove everything it made
 #
 # What `up` starts. Every daemon runs in a network namespace of its own, etcd-lifecycle-agent-kube,
@@ -105,7 +106,7 @@ die() {
 }
 
 usage() {
-  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -846,6 +847,71 @@ up() {
   print_usage
 }
 
+# ---------------------------------------------------------------- KubeBlocks
+
+kb_namespace=kb-system
+kb_health=127.0.0.1:18081
+
+# kubeblocks: KubeBlocks v1.0.2's controller (its manager, `bash scripts/kubeblocks.sh`) running
+# against the cluster, as its Helm chart would run it but as one more daemon of this cluster (in the
+# node's network namespace, so it reaches the API server and every pod IP, and `down` ends it):
+# - its 28 CRDs from the same module, applied server-side (two are too big for a client-side apply);
+# - the namespace kb-system (its CM_NAMESPACE, where the pods of Custom OpsRequests run, under the
+#   ServiceAccount kubeblocks), and the ClusterRole kubeblocks-cluster-pod-role its Helm chart makes
+#   and each Component's RoleBinding names (kbagent writes its probes' Events with it);
+# - the manager: the apps, workloads, operations and parameters controllers (the Helm chart's; not
+#   extensions, whose Addons fetch charts from outside), no leader election, no webhooks (they only
+#   convert v1alpha1 objects; ENABLE_WEBHOOKS is unset), KUBEBLOCKS_TOOLS_IMAGE the tools image of
+#   `bash scripts/image.sh kubeblocks-tools` (it must have been imported), images taken as they are
+#   (IfNotPresent), in an empty working directory (it reads ./config.yaml) and an environment of its own.
+# It waits until the manager reports ready. On a cluster where it already runs, it applies the CRDs
+# and objects again and leaves the manager as it is.
+kubeblocks() {
+  local manager crds version tools
+  manager="$(bash scripts/kubeblocks.sh)" || die "KubeBlocks' manager could not be built (above)"
+  crds="$(bash scripts/kubeblocks.sh crds)" || die "KubeBlocks' CRDs could not be found (above)"
+  version="$(sed -n -E 's/^[[:space:]]*(require )?github\.com\/apecloud\/kubeblocks v([0-9][0-9A-Za-z.+-]*)( .*)?$/\2/p' tools/kubeblocks-1.0/go.mod | sed -n 1p)"
+  tools="docker.io/library/kubeblocks-tools:$version"
+  ctr_ images ls -q | grep -q -x -F "$tools" ||
+    die "the tools image $tools is not imported: bash scripts/kube.sh import \$(bash scripts/image.sh kubeblocks-tools)"
+  kc apply --server-side --force-conflicts -f "$crds" >/dev/null
+  # shellcheck disable=SC2046
+  kc wait --for=condition=Established --timeout=120s $(kc get crd -o name | grep -F '.kubeblocks.io') >/dev/null
+  kc apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: $kb_namespace
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: kubeblocks
+  namespace: $kb_namespace
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: kubeblocks-cluster-pod-role
+rules:
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, get, update]
+EOF
+  if ! running kubeblocks-manager; then
+    rm -rf "$dir/kubeblocks"
+    mkdir -p "$dir/kubeblocks"
+    start kubeblocks-manager env -i -C "$dir/kubeblocks" PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME="$dir/kubeblocks" \
+      KUBECONFIG="$dir/kubeconfig" CM_NAMESPACE="$kb_namespace" KUBEBLOCKS_SERVICEACCOUNT_NAME=kubeblocks \
+      KUBEBLOCKS_TOOLS_IMAGE="$tools" KUBEBLOCKS_IMAGE_PULL_POLICY=IfNotPresent \
+      "$manager" --kubeconfig="$dir/kubeconfig" --apps=true --workloads=true --operations=true --parameters=true \
+      --extensions=false --experimental=false --trace=false --leader-elect=false \
+      --metrics-bind-address=0 --health-probe-bind-address="$kb_health" --zap-log-level=info
+  fi
+  wait_daemon 300 kubeblocks-manager "KubeBlocks' manager ready" in_node curl -sf "http://$kb_health/readyz"
+  say "KubeBlocks v$version's manager runs (logs/kubeblocks-manager.log), tools image $tools"
+}
+
 status() {
   local name state=0
   if [ ! -d "$dir" ]; then
@@ -905,6 +971,14 @@ import)
   need_root import
   [ -f "$dir/up" ] || die "no cluster is up in $dir: bash scripts/kube.sh up"
   import_images "$@"
+  ;;
+kubeblocks)
+  [ $# -eq 0 ] || usage
+  need_root kubeblocks
+  [ -f "$dir/up" ] || die "no cluster is up in $dir: bash scripts/kube.sh up"
+  exec 8>"$lock"
+  flock 8
+  kubeblocks
   ;;
 pvs)
   [ $# -le 1 ] || usage

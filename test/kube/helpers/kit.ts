@@ -155,7 +155,13 @@ export async function waitForMembers(
   {
     withinMs = 300_000,
     health = (p: PodRecord) => askHealth(p),
-  }: { withinMs?: number; health?: (p: PodRecord) => Promise<Pick<HealthRecord, 'pod' | 'status' | 'voters'>> } = {},
+    othersContainers = [],
+  }: {
+    withinMs?: number;
+    health?: (p: PodRecord) => Promise<Pick<HealthRecord, 'pod' | 'status' | 'voters'>>;
+    /** Containers someone else adds to the pods (KubeBlocks' kbagent), whose probes are theirs. */
+    othersContainers?: string[];
+  } = {},
 ): Promise<void> {
   const refused = await eventually(
     async () => {
@@ -172,7 +178,9 @@ export async function waitForMembers(
   expect(refused).toEqual([]);
   for (const name of names) {
     const spec = s.pods.objects.get(name)?.spec as { containers: Array<{ name: string; readinessProbe?: unknown }> };
-    expect(spec.containers.filter((c) => c.readinessProbe === undefined).map((c) => c.name)).toEqual([]);
+    expect(spec.containers.filter((c) => c.readinessProbe === undefined && !othersContainers.includes(c.name)).map((c) => c.name)).toEqual(
+      [],
+    );
   }
   await eventually(
     async () => {

@@ -221,6 +221,12 @@ export interface EtcdRecord {
   clusterId?: string;
   memberId?: string;
   isLearner?: boolean;
+  /** The leader this member knows (its id), and its raft term. */
+  leader?: string;
+  raftTerm?: string;
+  /** Its database file's size, and how much of it holds data (what a defragmentation gives back is the rest). */
+  dbSize?: number;
+  dbSizeInUse?: number;
   /** The member list this etcd gave (a learner may refuse it). */
   members?: EtcdMember[];
   error?: string;
@@ -237,7 +243,14 @@ async function gateway(pod: PodRecord, path: string): Promise<Record<string, unk
 export async function askEtcd(pod: PodRecord): Promise<EtcdRecord> {
   const sentAt = Date.now();
   const base = { sentAt, pod: pod.name, podUid: pod.uid };
-  let status: { header?: { cluster_id?: string; member_id?: string }; isLearner?: boolean };
+  let status: {
+    header?: { cluster_id?: string; member_id?: string };
+    isLearner?: boolean;
+    leader?: string;
+    raftTerm?: string;
+    dbSize?: string;
+    dbSizeInUse?: string;
+  };
   try {
     status = (await gateway(pod, '/v3/maintenance/status')) as typeof status;
   } catch (err) {
@@ -248,6 +261,10 @@ export async function askEtcd(pod: PodRecord): Promise<EtcdRecord> {
     clusterId: status.header?.cluster_id,
     memberId: status.header?.member_id,
     isLearner: status.isLearner === true,
+    leader: status.leader,
+    raftTerm: status.raftTerm,
+    ...(status.dbSize === undefined ? {} : { dbSize: Number(status.dbSize) }),
+    ...(status.dbSizeInUse === undefined ? {} : { dbSizeInUse: Number(status.dbSizeInUse) }),
   };
   try {
     const list = (await gateway(pod, '/v3/cluster/member/list')) as {

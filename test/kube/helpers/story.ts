@@ -33,6 +33,8 @@ export interface Story {
   /** Marks a step in the story's records. */
   step(what: string): void;
   steps: Array<{ at: number; what: string }>;
+  /** More records a story keeps as evidence when it fails, by name (a KubeBlocks story's Cluster phases and agent logs). */
+  evidence: Map<string, () => unknown>;
   /** Waits until the writer has had `count` more writes acknowledged than now (it writes through this moment). */
   moreWrites(count?: number): Promise<void>;
   /** Stops the writer and checks that every acknowledged write is there; answers the writes. */
@@ -43,6 +45,13 @@ export interface Story {
 export interface StoryOptions {
   /** The namespace's Pod Security level, enforced by the API server (default `restricted`). */
   podSecurity?: 'restricted' | 'baseline' | 'privileged';
+  /** The etcd client Service the writer writes through (default `etcd`, the kit's). */
+  clientService?: string;
+  /**
+   * What owns the pods, deleted first when the namespace goes (default `statefulsets`; a KubeBlocks
+   * story's pods are its Cluster's).
+   */
+  owners?: string;
 }
 
 /**
@@ -78,9 +87,10 @@ export function kubeStory(title: string, namespace: string, body: (s: Story) => 
         health,
         etcd,
         steps,
+        evidence: new Map(),
         clientURL: async () => {
           if (clientURL === undefined) {
-            const service = await api.get(`/api/v1/namespaces/${namespace}/services/etcd`);
+            const service = await api.get(`/api/v1/namespaces/${namespace}/services/${options.clientService ?? 'etcd'}`);
             clientURL = `http://${String(service.spec.clusterIP)}:2379`;
           }
           return clientURL;
@@ -124,7 +134,7 @@ export function kubeStory(title: string, namespace: string, body: (s: Story) => 
       }
       pods.stop();
       const removing = Date.now();
-      const removed = await removeNamespace(api, namespace).catch((err: unknown) => err);
+      const removed = await removeNamespace(api, namespace, options.owners ?? 'statefulsets').catch((err: unknown) => err);
       process.stderr.write(
         `kube story ${namespace} ("${title}"): ${seconds(Date.now() - started)} s, of which ${seconds(Date.now() - removing)} s removing its namespace; writer: ${s.writer.summary()}\n`,
       );
@@ -154,12 +164,13 @@ function namespaceManifest(name: string, level: string): string {
 }
 
 /**
- * Deletes the namespace and waits until it is gone, with everything in it. Its StatefulSets go
- * first, and their pods with them: the namespace controller, finding pods still terminating, waits
- * out their whole grace period before it looks again, however soon they are gone.
+ * Deletes the namespace and waits until it is gone, with everything in it. What owns its pods
+ * (`owners`: its StatefulSets, or a KubeBlocks Cluster) goes first, and their pods with them: the
+ * namespace controller, finding pods still terminating, waits out their whole grace period before
+ * it looks again, however soon they are gone.
  */
-async function removeNamespace(api: KubeApi, namespace: string): Promise<void> {
-  await mustKubectl(['delete', 'statefulsets', '--all', '-n', namespace, '--wait=false']);
+async function removeNamespace(api: KubeApi, namespace: string, owners: string): Promise<void> {
+  await mustKubectl(['delete', owners, '--all', '-n', namespace, '--wait=false']);
   await eventually(
     async () => {
       const left = (await api.list(`/api/v1/namespaces/${namespace}/pods`)).map((p) => p.metadata.name);
@@ -180,6 +191,7 @@ async function removeNamespace(api: KubeApi, namespace: string): Promise<void> {
 async function keepEvidence(s: Story): Promise<string> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `kube-story-${s.namespace}-`));
   const records = {
+    ...Object.fromEntries([...s.evidence].map(([name, get]) => [name, get()])),
     steps: s.steps,
     pods: s.pods.records,
     health: s.health.records,
@@ -189,6 +201,13 @@ async function keepEvidence(s: Story): Promise<string> {
   fs.writeFileSync(path.join(dir, 'records.json'), JSON.stringify(records, null, 1));
   const ns = ['-n', s.namespace];
   const objects = await kubectl(['get', 'all,pvc,pdb,events', '-o', 'wide', ...ns]);
+  // A KubeBlocks story's objects, and its controller's log (scripts/kube.sh kubeblocks writes it there).
+  if (s.evidence.has('kubeblocks')) {
+    const kubeblocks = await kubectl(['get', 'clusters,components,instancesets,opsrequests', '-o', 'yaml', ...ns]);
+    fs.writeFileSync(path.join(dir, 'kubeblocks.yaml'), kubeblocks.stdout + kubeblocks.stderr);
+    const manager = path.join(path.dirname(kubeconfig()), 'logs', 'kubeblocks-manager.log');
+    if (fs.existsSync(manager)) fs.copyFileSync(manager, path.join(dir, 'kubeblocks-manager.log'));
+  }
   fs.writeFileSync(path.join(dir, 'objects.txt'), objects.stdout + objects.stderr);
   const yaml = await kubectl(['get', 'pods,statefulset,pvc', '-o', 'yaml', ...ns]);
   fs.writeFileSync(path.join(dir, 'objects.yaml'), yaml.stdout + yaml.stderr);
