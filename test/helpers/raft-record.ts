@@ -182,6 +182,18 @@ export class RaftRecord {
     return guardsOf(this.events()).map((g) => ({ ...g, peer: names.get(g.peer) ?? g.peer }));
   }
 
+  /**
+   * The leader `member` named at `at`, by its last line before then (its name where known; none
+   * after a start until it names one, or after it lost one).
+   */
+  leaderSeenBy(member: string, at: number): string | undefined {
+    const last = this.events()
+      .filter((e) => e.member === member && e.at <= at && (e.kind === 'start' || e.kind === 'elected' || e.kind === 'lost'))
+      .sort((a, b) => a.at - b.at)
+      .at(-1);
+    return last?.kind === 'elected' ? (this.names().get(last.leader) ?? last.leader) : undefined;
+  }
+
   /** Each hand-over of leadership, as the leader logged its start. */
   transfers(): Array<{ member: string; at: number; to: string; term: number }> {
     const names = this.names();
