@@ -18,15 +18,22 @@ export interface RawAnswer {
   /** True when the connection ended (or the wait ran out) before a full response arrived. */
   noAnswer: boolean;
   elapsedMs: number;
+  /** When it ended (epoch ms): answered, closed or given up on. */
+  endedAt: number;
+}
+
+/** What a caller may be told while a request goes: `written` once the first piece is handed to the kernel. */
+export interface RawEvents {
+  written?: () => void;
 }
 
 /** Sends `pieces` to `host:port` and waits (up to `timeoutMs`) for the server to answer and close. */
-export function rawRequest(host: string, port: number, pieces: RawPiece[], timeoutMs = 10_000): Promise<RawAnswer> {
-  return rawRequestAt({ host, port }, pieces, timeoutMs);
+export function rawRequest(host: string, port: number, pieces: RawPiece[], timeoutMs = 10_000, events: RawEvents = {}): Promise<RawAnswer> {
+  return rawRequestAt({ host, port }, pieces, timeoutMs, events);
 }
 
 /** As `rawRequest`, to any address `net.connect` takes (a Unix socket's `path`, say). */
-export function rawRequestAt(to: net.NetConnectOpts, pieces: RawPiece[], timeoutMs = 10_000): Promise<RawAnswer> {
+export function rawRequestAt(to: net.NetConnectOpts, pieces: RawPiece[], timeoutMs = 10_000, events: RawEvents = {}): Promise<RawAnswer> {
   const started = Date.now();
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
@@ -39,7 +46,8 @@ export function rawRequestAt(to: net.NetConnectOpts, pieces: RawPiece[], timeout
       clearTimeout(timer);
       for (const pause of pauses) clearTimeout(pause);
       socket.destroy();
-      resolve({ ...parseResponse(Buffer.concat(chunks)), elapsedMs: Date.now() - started });
+      const endedAt = Date.now();
+      resolve({ ...parseResponse(Buffer.concat(chunks)), elapsedMs: endedAt - started, endedAt });
     };
     const timer = setTimeout(finish, timeoutMs);
     socket.on('data', (c: Buffer) => {
@@ -50,6 +58,7 @@ export function rawRequestAt(to: net.NetConnectOpts, pieces: RawPiece[], timeout
     socket.on('close', finish);
     socket.on('error', finish);
     socket.on('connect', async () => {
+      let first = true;
       for (const piece of pieces) {
         if (done || socket.destroyed) return;
         if (typeof piece === 'object' && !Buffer.isBuffer(piece)) {
@@ -61,14 +70,15 @@ export function rawRequestAt(to: net.NetConnectOpts, pieces: RawPiece[], timeout
             pauses.add(pause);
           });
         } else {
-          socket.write(piece);
+          socket.write(piece, first ? () => events.written?.() : undefined);
+          first = false;
         }
       }
     });
   });
 }
 
-function parseResponse(all: Buffer): Omit<RawAnswer, 'elapsedMs'> {
+function parseResponse(all: Buffer): Omit<RawAnswer, 'elapsedMs' | 'endedAt'> {
   // Interim answers (100 Continue) come before the real one; skip them.
   let raw = all;
   while (/^HTTP\/1\.[01] 1\d\d /.test(raw.toString('latin1', 0, 13))) {
