@@ -1,4 +1,5 @@
 import { LocalClusterOptions, LocalEtcdCluster } from '../../scripts/local-cluster';
+import { patience } from './eventually';
 
 export { freePort, freePorts } from '../../scripts/ports';
 export { LocalEtcdCluster } from '../../scripts/local-cluster';
@@ -18,7 +19,7 @@ export function withCluster(size: number, opts: Omit<LocalClusterOptions, 'size'
   let cluster: LocalEtcdCluster | undefined;
   beforeAll(async () => {
     cluster = await startTestCluster(size, opts);
-  }, 30_000);
+  }, patience(30_000));
   afterAll(async () => {
     await cluster?.destroy();
   });
@@ -33,12 +34,12 @@ export function withCluster(size: number, opts: Omit<LocalClusterOptions, 'size'
  * exceeded", which raises the NOSPACE alarm); answers the refusal. etcd measures its backend at each
  * batch commit (every 100 ms), so a burst of puts inside one interval all pass: each put is
  * followed by a pause longer than that. Any other failure (a put's timeout, say) is not the refusal
- * sought and is tried again; the loop ends by itself after `timeoutMs`.
+ * sought and is tried again; the loop ends by itself after `timeoutMs` of patience (TEST_TIME_SCALE lengthens it).
  */
 export async function fillUntilNoSpace(put: (key: string, value: Buffer) => Promise<unknown>, timeoutMs = 30_000): Promise<Error> {
   const big = Buffer.alloc(600_000, 'x');
   let last: unknown;
-  for (let i = 0, until = Date.now() + timeoutMs; Date.now() < until; i++) {
+  for (let i = 0, until = Date.now() + patience(timeoutMs); Date.now() < until; i++) {
     try {
       await put(`big/${i}`, big);
     } catch (err) {

@@ -310,58 +310,61 @@ export function describeKbAgentEndToEnd(tls: boolean): void {
     let bins: { etcd: ReturnType<typeof etcdInstall>; node24: string; kbagent: string };
     let healthyAt = 0;
 
-    beforeAll(async () => {
-      const started = performance.now();
-      const phases: string[] = [];
-      let mark = started;
-      const phase = (what: string): void => {
-        const now = performance.now();
-        phases.push(`${what} ${Math.round(now - mark)}`);
-        mark = now;
-      };
-      kb = await kbAgentBinary();
-      bins = {
-        etcd: etcdInstall(),
-        node24: execFileSync('bash', [path.join(ROOT, 'scripts/node24.sh')], { encoding: 'utf8' }).trim(),
-        kbagent: kb.path,
-      };
-      say(
-        `[kbagent e2e ${label}] kbagent github.com/apecloud/kubeblocks ${kb.version} (${kb.path}); etcd ${bins.etcd.version}; agent on ${execFileSync(bins.node24, ['--version'], { encoding: 'utf8' }).trim()}`,
-      );
-      phase('binaries');
-      templates = await GoTemplates.start(
-        kb.path,
-        SPEC.vars.filter((v: Spec) => v.expression).map((v: Spec) => v.expression),
-      );
-      phase('template engine');
-      dir = fs.mkdtempSync(path.join(os.tmpdir(), `kbagent-e2e-${label}-`));
-      network = await PodNetwork.create();
-      const [ctl, ...podNamespaces] = await network.addAll([
-        { name: 'ctl', address: network.address(2) },
-        ...ORDINALS.map((i) => ({ name: `pod${i}`, address: network.address(11 + i) })),
-      ]);
-      ORDINALS.forEach((i) => namespaces.set(i, podNamespaces[i]));
-      controller = await NetnsCaller.start(network, ctl, dir);
-      network.writeHosts(ORDINALS.map((i) => ({ ip: network.address(11 + i), names: [fqdn(names[i])] })));
-      phase('namespaces');
-      if (tls)
-        pki = await createPki({
-          hosts: [`*.${fullComponentName(ctxOf(5))}-headless.${BASE.namespace}.svc.${BASE.clusterDomain}`, '127.0.0.1', 'localhost'],
-        });
-      const founders = names.slice(0, 3);
-      await Promise.all([0, 1, 2].map((i) => createPod(i, 3, { cluster: founders, state: 'new' })));
-      phase('pods');
-      const h = await waitFor(
-        () => health(names[0]),
-        (x) => x?.status === 'healthy' && x.quorum.voters === 3,
-        30_000,
-      );
-      healthyAt = performance.now();
-      phase('healthy');
-      say(
-        `[kbagent e2e ${label}] 3 pods (etcd, agent, kbagent each) up and healthy in ${Math.round(performance.now() - started)} ms (${phases.join(', ')} ms); leader ${h.leader.name}`,
-      );
-    }, 20 * 60_000);
+    beforeAll(
+      async () => {
+        const started = performance.now();
+        const phases: string[] = [];
+        let mark = started;
+        const phase = (what: string): void => {
+          const now = performance.now();
+          phases.push(`${what} ${Math.round(now - mark)}`);
+          mark = now;
+        };
+        kb = await kbAgentBinary();
+        bins = {
+          etcd: etcdInstall(),
+          node24: execFileSync('bash', [path.join(ROOT, 'scripts/node24.sh')], { encoding: 'utf8' }).trim(),
+          kbagent: kb.path,
+        };
+        say(
+          `[kbagent e2e ${label}] kbagent github.com/apecloud/kubeblocks ${kb.version} (${kb.path}); etcd ${bins.etcd.version}; agent on ${execFileSync(bins.node24, ['--version'], { encoding: 'utf8' }).trim()}`,
+        );
+        phase('binaries');
+        templates = await GoTemplates.start(
+          kb.path,
+          SPEC.vars.filter((v: Spec) => v.expression).map((v: Spec) => v.expression),
+        );
+        phase('template engine');
+        dir = fs.mkdtempSync(path.join(os.tmpdir(), `kbagent-e2e-${label}-`));
+        network = await PodNetwork.create();
+        const [ctl, ...podNamespaces] = await network.addAll([
+          { name: 'ctl', address: network.address(2) },
+          ...ORDINALS.map((i) => ({ name: `pod${i}`, address: network.address(11 + i) })),
+        ]);
+        ORDINALS.forEach((i) => namespaces.set(i, podNamespaces[i]));
+        controller = await NetnsCaller.start(network, ctl, dir);
+        network.writeHosts(ORDINALS.map((i) => ({ ip: network.address(11 + i), names: [fqdn(names[i])] })));
+        phase('namespaces');
+        if (tls)
+          pki = await createPki({
+            hosts: [`*.${fullComponentName(ctxOf(5))}-headless.${BASE.namespace}.svc.${BASE.clusterDomain}`, '127.0.0.1', 'localhost'],
+          });
+        const founders = names.slice(0, 3);
+        await Promise.all([0, 1, 2].map((i) => createPod(i, 3, { cluster: founders, state: 'new' })));
+        phase('pods');
+        const h = await waitFor(
+          () => health(names[0]),
+          (x) => x?.status === 'healthy' && x.quorum.voters === 3,
+          30_000,
+        );
+        healthyAt = performance.now();
+        phase('healthy');
+        say(
+          `[kbagent e2e ${label}] 3 pods (etcd, agent, kbagent each) up and healthy in ${Math.round(performance.now() - started)} ms (${phases.join(', ')} ms); leader ${h.leader.name}`,
+        );
+      },
+      patience(20 * 60_000),
+    );
 
     afterAll(async () => {
       await Promise.all([...pods.values()].map((p) => p.stop().catch(() => undefined)));
@@ -388,242 +391,283 @@ export function describeKbAgentEndToEnd(tls: boolean): void {
       );
     });
 
-    it('when a scale-out adds pod 3 and the reply of its first memberJoin is lost, then the replay succeeds and the cluster has one member for pod 3 (seed 000)', async () => {
-      const joining = names[3];
-      await createPod(3, 4, { cluster: names.slice(0, 4), state: 'existing' });
-      const own = { KB_JOIN_MEMBER_POD_NAME: joining, KB_JOIN_MEMBER_POD_FQDN: fqdn(joining) };
-      // etcd refuses membership changes until every voter has been connected for 5 s (its strict
-      // reconfiguration check): a scale-out right after the cluster formed would be refused, another story.
-      await new Promise((resolve) => setTimeout(resolve, Math.max(0, healthyAt + ETCD_RECONFIG_GUARD_MS - performance.now())));
+    it(
+      'when a scale-out adds pod 3 and the reply of its first memberJoin is lost, then the replay succeeds and the cluster has one member for pod 3 (seed 000)',
+      async () => {
+        const joining = names[3];
+        await createPod(3, 4, { cluster: names.slice(0, 4), state: 'existing' });
+        const own = { KB_JOIN_MEMBER_POD_NAME: joining, KB_JOIN_MEMBER_POD_FQDN: fqdn(joining) };
+        // etcd refuses membership changes until every voter has been connected for 5 s (its strict
+        // reconfiguration check): a scale-out right after the cluster formed would be refused, another story.
+        await new Promise((resolve) => setTimeout(resolve, Math.max(0, healthyAt + ETCD_RECONFIG_GUARD_MS - performance.now())));
 
-      const sent = performance.now();
-      const first = await callLosingReply(joining, 'memberJoin', own, 4);
-      const executed = await pod(joining).kbLog.waitFor((l) => l.msg === 'Action Executed' && l.fields.action === 'memberJoin', sent, 5000);
-      const after = await members([names[0], names[1]]);
-      await new Promise((resolve) => setTimeout(resolve, REQUEUE_MS));
-      const replays = await untilDone(joining, 'memberJoin', own, 4, 5);
-      const listed = await members([names[0], names[1]]);
+        const sent = performance.now();
+        const first = await callLosingReply(joining, 'memberJoin', own, 4);
+        const executed = await pod(joining).kbLog.waitFor(
+          (l) => l.msg === 'Action Executed' && l.fields.action === 'memberJoin',
+          sent,
+          5000,
+        );
+        const after = await members([names[0], names[1]]);
+        await new Promise((resolve) => setTimeout(resolve, REQUEUE_MS));
+        const replays = await untilDone(joining, 'memberJoin', own, 4, 5);
+        const listed = await members([names[0], names[1]]);
 
-      // The first call did its work: kbagent had the agent's answer, and the member is in the list.
-      expect(after.filter((m) => m.peerURLs.includes(peerURL(joining)))).toHaveLength(1);
-      const result = JSON.parse(replays.at(-1)?.answer?.output ?? '{}');
-      expect(result).toMatchObject({ action: 'memberJoin', complete: true, member: { name: joining, isLearner: false, started: true } });
-      expect(listed.filter((m) => m.peerURLs.includes(peerURL(joining)))).toHaveLength(1);
-      expect(listed).toHaveLength(4);
-      expect(listed.every((m) => !m.isLearner)).toBe(true);
-      say(
-        `[kbagent e2e ${label}] scale-out 3→4: first memberJoin ${short(first)}, kbagent had "${String(executed.fields.result).slice(0, 90)}…" ` +
-          `(then ${after.length} members, ${joining} a ${after.find((m) => m.peerURLs.includes(peerURL(joining)))?.isLearner ? 'learner' : 'voter'}); ` +
-          `replay: ${replays.map(short).join(', ')} → ${result.outcome}; members ${listed.length}, one for ${joining}; its etcd restarted ${pod(joining).etcdRestartCount} times before it was a member`,
-      );
-    }, 90_000);
+        // The first call did its work: kbagent had the agent's answer, and the member is in the list.
+        expect(after.filter((m) => m.peerURLs.includes(peerURL(joining)))).toHaveLength(1);
+        const result = JSON.parse(replays.at(-1)?.answer?.output ?? '{}');
+        expect(result).toMatchObject({ action: 'memberJoin', complete: true, member: { name: joining, isLearner: false, started: true } });
+        expect(listed.filter((m) => m.peerURLs.includes(peerURL(joining)))).toHaveLength(1);
+        expect(listed).toHaveLength(4);
+        expect(listed.every((m) => !m.isLearner)).toBe(true);
+        say(
+          `[kbagent e2e ${label}] scale-out 3→4: first memberJoin ${short(first)}, kbagent had "${String(executed.fields.result).slice(0, 90)}…" ` +
+            `(then ${after.length} members, ${joining} a ${after.find((m) => m.peerURLs.includes(peerURL(joining)))?.isLearner ? 'learner' : 'voter'}); ` +
+            `replay: ${replays.map(short).join(', ')} → ${result.outcome}; members ${listed.length}, one for ${joining}; its etcd restarted ${pod(joining).etcdRestartCount} times before it was a member`,
+        );
+      },
+      patience(90_000),
+    );
 
-    it('when memberJoin runs for pod 4 whose etcd has not started, then kbagent reports a failure the controller retries, and success once etcd has started', async () => {
-      const joining = names[4];
-      await createPod(4, 5);
-      const own = { KB_JOIN_MEMBER_POD_NAME: joining, KB_JOIN_MEMBER_POD_FQDN: fqdn(joining) };
-      let startedAt = 0;
+    it(
+      'when memberJoin runs for pod 4 whose etcd has not started, then kbagent reports a failure the controller retries, and success once etcd has started',
+      async () => {
+        const joining = names[4];
+        await createPod(4, 5);
+        const own = { KB_JOIN_MEMBER_POD_NAME: joining, KB_JOIN_MEMBER_POD_FQDN: fqdn(joining) };
+        let startedAt = 0;
 
-      const attempts = await untilDone(joining, 'memberJoin', own, 5, 6, async () => {
-        if (startedAt === 0) {
-          startEtcd(pod(joining), names, 'existing');
-          startedAt = performance.now();
-        }
-      });
-      const listed = await members([names[0], names[1]]);
+        const attempts = await untilDone(joining, 'memberJoin', own, 5, 6, async () => {
+          if (startedAt === 0) {
+            startEtcd(pod(joining), names, 'existing');
+            startedAt = performance.now();
+          }
+        });
+        const listed = await members([names[0], names[1]]);
 
-      expect(attempts.length).toBeGreaterThanOrEqual(2);
-      expect(refusal(attempts[0].answer)).toMatchObject({
-        status: '409',
-        code: 'in-progress',
-        message: expect.stringContaining(`${joining}: added (unstarted)`),
-      });
-      expect(JSON.parse(attempts.at(-1)?.answer?.output ?? '{}')).toMatchObject({
-        complete: true,
-        member: { name: joining, isLearner: false },
-      });
-      expect(listed.filter((m) => m.peerURLs.includes(peerURL(joining)))).toHaveLength(1);
-      expect(listed.filter((m) => !m.isLearner)).toHaveLength(5);
-      say(`[kbagent e2e ${label}] memberJoin before etcd started: ${attempts.map(short).join(' → ')}; 5 voters`);
-    }, 90_000);
+        expect(attempts.length).toBeGreaterThanOrEqual(2);
+        expect(refusal(attempts[0].answer)).toMatchObject({
+          status: '409',
+          code: 'in-progress',
+          message: expect.stringContaining(`${joining}: added (unstarted)`),
+        });
+        expect(JSON.parse(attempts.at(-1)?.answer?.output ?? '{}')).toMatchObject({
+          complete: true,
+          member: { name: joining, isLearner: false },
+        });
+        expect(listed.filter((m) => m.peerURLs.includes(peerURL(joining)))).toHaveLength(1);
+        expect(listed.filter((m) => !m.isLearner)).toHaveLength(5);
+        say(`[kbagent e2e ${label}] memberJoin before etcd started: ${attempts.map(short).join(' → ')}; 5 voters`);
+      },
+      patience(90_000),
+    );
 
     describe('scale-in: memberLeave', () => {
       let leaving: string;
       let gone: string;
 
-      it('when two of five voters are down, then memberLeave of a healthy follower is refused (unsafe) and retried, nothing is removed; once they are back it is removed', async () => {
-        const lead = await leader(names[0], names);
-        const followers = names.filter((n) => n !== lead);
-        leaving = followers[followers.length - 1];
-        const down = followers.filter((n) => n !== leaving).slice(0, 2);
-        await Promise.all(down.map((n) => pod(n).stopEtcd()));
-        const own = { KB_LEAVE_MEMBER_POD_NAME: leaving, KB_LEAVE_MEMBER_POD_FQDN: fqdn(leaving) };
-        let restoredAt = 0;
+      it(
+        'when two of five voters are down, then memberLeave of a healthy follower is refused (unsafe) and retried, nothing is removed; once they are back it is removed',
+        async () => {
+          const lead = await leader(names[0], names);
+          const followers = names.filter((n) => n !== lead);
+          leaving = followers[followers.length - 1];
+          const down = followers.filter((n) => n !== leaving).slice(0, 2);
+          await Promise.all(down.map((n) => pod(n).stopEtcd()));
+          const own = { KB_LEAVE_MEMBER_POD_NAME: leaving, KB_LEAVE_MEMBER_POD_FQDN: fqdn(leaving) };
+          let restoredAt = 0;
 
-        const attempts = await untilDone(leaving, 'memberLeave', own, 5, 8, async (_a, i) => {
-          if (i === 0) expect((await members([lead])).length).toBe(5);
-          if (i === 1) {
-            expect((await members([lead])).length).toBe(5);
-            for (const n of down) startEtcd(pod(n), names, 'existing');
-            restoredAt = performance.now();
-          }
-        });
-        const listed = await members([lead]);
+          const attempts = await untilDone(leaving, 'memberLeave', own, 5, 8, async (_a, i) => {
+            if (i === 0) expect((await members([lead])).length).toBe(5);
+            if (i === 1) {
+              expect((await members([lead])).length).toBe(5);
+              for (const n of down) startEtcd(pod(n), names, 'existing');
+              restoredAt = performance.now();
+            }
+          });
+          const listed = await members([lead]);
 
-        expect(attempts.slice(0, 2).map((a) => refusal(a.answer))).toEqual([
-          expect.objectContaining({ status: '409', code: 'unsafe' }),
-          expect.objectContaining({ status: '409', code: 'unsafe' }),
-        ]);
-        const result = JSON.parse(attempts.at(-1)?.answer?.output ?? '{}');
-        say(
-          `[kbagent e2e ${label}] memberLeave of follower ${leaving} with ${down.join(', ')} down: ${attempts.map(short).join(' → ')}; ${result.outcome} ${Math.round(performance.now() - restoredAt)} ms after they were started again`,
-        );
-        expect(result).toMatchObject({
-          action: 'memberLeave',
-          outcome: expect.stringMatching(/^(removed|already-absent)$/),
-          complete: true,
-        });
-        // `already-absent` only after a call whose removal went through while its answer could not say so
-        // (a retryable 504 timeout or 503 unavailable: the leaving member's own etcd stops as it is removed).
-        if (result.outcome === 'already-absent')
-          expect(attempts.slice(2, -1).map((a) => refusal(a.answer).code)).toEqual(
-            expect.arrayContaining([expect.stringMatching(/^(timeout|unavailable)$/)]),
+          expect(attempts.slice(0, 2).map((a) => refusal(a.answer))).toEqual([
+            expect.objectContaining({ status: '409', code: 'unsafe' }),
+            expect.objectContaining({ status: '409', code: 'unsafe' }),
+          ]);
+          const result = JSON.parse(attempts.at(-1)?.answer?.output ?? '{}');
+          say(
+            `[kbagent e2e ${label}] memberLeave of follower ${leaving} with ${down.join(', ')} down: ${attempts.map(short).join(' → ')}; ${result.outcome} ${Math.round(performance.now() - restoredAt)} ms after they were started again`,
           );
-        expect(listed.map((m) => m.name).sort()).toEqual(names.filter((n) => n !== leaving).sort());
-        await pod(leaving).stopEtcd();
-      }, 90_000);
+          expect(result).toMatchObject({
+            action: 'memberLeave',
+            outcome: expect.stringMatching(/^(removed|already-absent)$/),
+            complete: true,
+          });
+          // `already-absent` only after a call whose removal went through while its answer could not say so
+          // (a retryable 504 timeout or 503 unavailable: the leaving member's own etcd stops as it is removed).
+          if (result.outcome === 'already-absent')
+            expect(attempts.slice(2, -1).map((a) => refusal(a.answer).code)).toEqual(
+              expect.arrayContaining([expect.stringMatching(/^(timeout|unavailable)$/)]),
+            );
+          expect(listed.map((m) => m.name).sort()).toEqual(names.filter((n) => n !== leaving).sort());
+          await pod(leaving).stopEtcd();
+        },
+        patience(90_000),
+      );
 
-      it('when memberLeave runs on the leader, then the agent moves leadership away first and removes it', async () => {
-        const remaining = names.filter((n) => n !== leaving);
-        gone = await leader(remaining[0], remaining);
-        const own = { KB_LEAVE_MEMBER_POD_NAME: gone, KB_LEAVE_MEMBER_POD_FQDN: fqdn(gone) };
+      it(
+        'when memberLeave runs on the leader, then the agent moves leadership away first and removes it',
+        async () => {
+          const remaining = names.filter((n) => n !== leaving);
+          gone = await leader(remaining[0], remaining);
+          const own = { KB_LEAVE_MEMBER_POD_NAME: gone, KB_LEAVE_MEMBER_POD_FQDN: fqdn(gone) };
 
-        const attempts = await untilDone(gone, 'memberLeave', own, 4, 6);
-        const rest = remaining.filter((n) => n !== gone);
-        const listed = await members(rest);
-        const after = await leader(rest[0], rest);
+          const attempts = await untilDone(gone, 'memberLeave', own, 4, 6);
+          const rest = remaining.filter((n) => n !== gone);
+          const listed = await members(rest);
+          const after = await leader(rest[0], rest);
 
-        const result = JSON.parse(attempts.at(-1)?.answer?.output ?? '{}');
-        expect(result).toMatchObject({ outcome: 'removed', complete: true, leaderTransferred: true });
-        expect(listed.map((m) => m.name).sort()).toEqual([...rest].sort());
-        expect(rest).toContain(after);
-        await pod(gone).stopEtcd();
-        say(
-          `[kbagent e2e ${label}] memberLeave of leader ${gone}: ${attempts.map(short).join(' → ')}; leadership moved to ${after}; 3 voters left`,
-        );
-      }, 60_000);
+          const result = JSON.parse(attempts.at(-1)?.answer?.output ?? '{}');
+          expect(result).toMatchObject({ outcome: 'removed', complete: true, leaderTransferred: true });
+          expect(listed.map((m) => m.name).sort()).toEqual([...rest].sort());
+          expect(rest).toContain(after);
+          await pod(gone).stopEtcd();
+          say(
+            `[kbagent e2e ${label}] memberLeave of leader ${gone}: ${attempts.map(short).join(' → ')}; leadership moved to ${after}; 3 voters left`,
+          );
+        },
+        patience(60_000),
+      );
 
-      it('when memberLeave is called again for a member already gone, then it succeeds and changes nothing', async () => {
-        const own = { KB_LEAVE_MEMBER_POD_NAME: leaving, KB_LEAVE_MEMBER_POD_FQDN: fqdn(leaving) };
-        const rest = names.filter((n) => n !== leaving && n !== gone);
+      it(
+        'when memberLeave is called again for a member already gone, then it succeeds and changes nothing',
+        async () => {
+          const own = { KB_LEAVE_MEMBER_POD_NAME: leaving, KB_LEAVE_MEMBER_POD_FQDN: fqdn(leaving) };
+          const rest = names.filter((n) => n !== leaving && n !== gone);
 
-        const attempt = await call(leaving, 'memberLeave', own, 3);
-        const listed = await members(rest);
+          const attempt = await call(leaving, 'memberLeave', own, 3);
+          const listed = await members(rest);
 
-        expect(JSON.parse(attempt.answer?.output ?? '{}')).toMatchObject({ outcome: 'already-absent', complete: true });
-        expect(listed).toHaveLength(3);
-        say(`[kbagent e2e ${label}] memberLeave of ${leaving}, already gone: ${short(attempt)} → already-absent; 3 members`);
-        await Promise.all(
-          [leaving, gone].map(async (n) => {
-            await pod(n).stop();
-            pods.delete(n);
-          }),
-        );
-      }, 30_000);
+          expect(JSON.parse(attempt.answer?.output ?? '{}')).toMatchObject({ outcome: 'already-absent', complete: true });
+          expect(listed).toHaveLength(3);
+          say(`[kbagent e2e ${label}] memberLeave of ${leaving}, already gone: ${short(attempt)} → already-absent; 3 members`);
+          await Promise.all(
+            [leaving, gone].map(async (n) => {
+              await pod(n).stop();
+              pods.delete(n);
+            }),
+          );
+        },
+        patience(30_000),
+      );
     });
 
     describe('switchover and roleProbe', () => {
-      it("when switchover names a candidate, then leadership moves to it, and kbagent's periodic roleProbe reports the new roles within its period", async () => {
-        const members3 = [...pods.keys()];
-        const current = await leader(members3[0], members3);
-        const candidate = members3.find((n) => n !== current) as string;
-        const own = {
-          KB_SWITCHOVER_CURRENT_NAME: current,
-          KB_SWITCHOVER_CURRENT_FQDN: fqdn(current),
-          KB_SWITCHOVER_ROLE: 'leader',
-          KB_SWITCHOVER_CANDIDATE_NAME: candidate,
-          KB_SWITCHOVER_CANDIDATE_FQDN: fqdn(candidate),
-        };
-        // kbagent reports a role only when it changes: first its probe has seen the roles as they are now.
-        await reported(current, 'roleProbe', (r) => r.output === 'leader', ROLE_PERIOD_MS + 3000);
-        await reported(candidate, 'roleProbe', (r) => r.output === 'follower', ROLE_PERIOD_MS + 3000);
+      it(
+        "when switchover names a candidate, then leadership moves to it, and kbagent's periodic roleProbe reports the new roles within its period",
+        async () => {
+          const members3 = [...pods.keys()];
+          const current = await leader(members3[0], members3);
+          const candidate = members3.find((n) => n !== current) as string;
+          const own = {
+            KB_SWITCHOVER_CURRENT_NAME: current,
+            KB_SWITCHOVER_CURRENT_FQDN: fqdn(current),
+            KB_SWITCHOVER_ROLE: 'leader',
+            KB_SWITCHOVER_CANDIDATE_NAME: candidate,
+            KB_SWITCHOVER_CANDIDATE_FQDN: fqdn(candidate),
+          };
+          // kbagent reports a role only when it changes: first its probe has seen the roles as they are now.
+          await reported(current, 'roleProbe', (r) => r.output === 'leader', ROLE_PERIOD_MS + 3000);
+          await reported(candidate, 'roleProbe', (r) => r.output === 'follower', ROLE_PERIOD_MS + 3000);
 
-        const attempts = await untilDone(current, 'switchover', own, 3, 3);
-        const done = performance.now();
-        const [toLeader, toFollower] = await Promise.all([
-          report(candidate, 'roleProbe', done - attempts.at(-1)!.ms, (r) => r.code === 0 && r.output === 'leader', ROLE_PERIOD_MS + 3000),
-          report(current, 'roleProbe', done - attempts.at(-1)!.ms, (r) => r.code === 0 && r.output === 'follower', ROLE_PERIOD_MS + 3000),
-        ]);
+          const attempts = await untilDone(current, 'switchover', own, 3, 3);
+          const done = performance.now();
+          const [toLeader, toFollower] = await Promise.all([
+            report(candidate, 'roleProbe', done - attempts.at(-1)!.ms, (r) => r.code === 0 && r.output === 'leader', ROLE_PERIOD_MS + 3000),
+            report(current, 'roleProbe', done - attempts.at(-1)!.ms, (r) => r.code === 0 && r.output === 'follower', ROLE_PERIOD_MS + 3000),
+          ]);
 
-        expect(JSON.parse(attempts.at(-1)?.answer?.output ?? '{}')).toMatchObject({ outcome: 'transferred', leader: { name: candidate } });
-        expect(await leader(candidate, members3)).toBe(candidate);
-        // Within one probe period of the change (and the probe's own call).
-        for (const r of [toLeader, toFollower]) expect(r.at - done).toBeLessThan(ROLE_PERIOD_MS + 2000);
-        say(
-          `[kbagent e2e ${label}] switchover ${current} → ${candidate}: ${attempts.map(short).join(' → ')}; roleProbe (every ${ROLE_PERIOD_MS / 1000} s) reported ${candidate} leader ${Math.round(toLeader.at - done)} ms and ${current} follower ${Math.round(toFollower.at - done)} ms after the answer`,
-        );
-      }, 60_000);
+          expect(JSON.parse(attempts.at(-1)?.answer?.output ?? '{}')).toMatchObject({
+            outcome: 'transferred',
+            leader: { name: candidate },
+          });
+          expect(await leader(candidate, members3)).toBe(candidate);
+          // Within one probe period of the change (and the probe's own call).
+          for (const r of [toLeader, toFollower]) expect(r.at - done).toBeLessThan(ROLE_PERIOD_MS + 2000);
+          say(
+            `[kbagent e2e ${label}] switchover ${current} → ${candidate}: ${attempts.map(short).join(' → ')}; roleProbe (every ${ROLE_PERIOD_MS / 1000} s) reported ${candidate} leader ${Math.round(toLeader.at - done)} ms and ${current} follower ${Math.round(toFollower.at - done)} ms after the answer`,
+          );
+        },
+        patience(60_000),
+      );
 
-      it('when switchover names no candidate, then leadership moves to another voter, and roleProbe reports it', async () => {
-        const members3 = [...pods.keys()];
-        const current = await leader(members3[0], members3);
-        const own = { KB_SWITCHOVER_CURRENT_NAME: current, KB_SWITCHOVER_CURRENT_FQDN: fqdn(current), KB_SWITCHOVER_ROLE: 'leader' };
-        await Promise.all(
-          members3.map((n) => reported(n, 'roleProbe', (r) => r.output === (n === current ? 'leader' : 'follower'), ROLE_PERIOD_MS + 3000)),
-        );
+      it(
+        'when switchover names no candidate, then leadership moves to another voter, and roleProbe reports it',
+        async () => {
+          const members3 = [...pods.keys()];
+          const current = await leader(members3[0], members3);
+          const own = { KB_SWITCHOVER_CURRENT_NAME: current, KB_SWITCHOVER_CURRENT_FQDN: fqdn(current), KB_SWITCHOVER_ROLE: 'leader' };
+          await Promise.all(
+            members3.map((n) =>
+              reported(n, 'roleProbe', (r) => r.output === (n === current ? 'leader' : 'follower'), ROLE_PERIOD_MS + 3000),
+            ),
+          );
 
-        const attempts = await untilDone(current, 'switchover', own, 3, 3);
-        const done = performance.now();
-        const result = JSON.parse(attempts.at(-1)?.answer?.output ?? '{}');
-        const next = result.leader?.name as string;
-        const toLeader = await report(
-          next,
-          'roleProbe',
-          done - attempts.at(-1)!.ms,
-          (r) => r.code === 0 && r.output === 'leader',
-          ROLE_PERIOD_MS + 3000,
-        );
+          const attempts = await untilDone(current, 'switchover', own, 3, 3);
+          const done = performance.now();
+          const result = JSON.parse(attempts.at(-1)?.answer?.output ?? '{}');
+          const next = result.leader?.name as string;
+          const toLeader = await report(
+            next,
+            'roleProbe',
+            done - attempts.at(-1)!.ms,
+            (r) => r.code === 0 && r.output === 'leader',
+            ROLE_PERIOD_MS + 3000,
+          );
 
-        expect(result).toMatchObject({ outcome: 'transferred', complete: true });
-        expect(toLeader.at - done).toBeLessThan(ROLE_PERIOD_MS + 2000);
-        expect(next).not.toBe(current);
-        expect(members3).toContain(next);
-        say(
-          `[kbagent e2e ${label}] switchover of ${current}, no candidate: ${attempts.map(short).join(' → ')} → ${next}; roleProbe reported it leader ${Math.round(toLeader.at - done)} ms after the answer`,
-        );
-      }, 60_000);
+          expect(result).toMatchObject({ outcome: 'transferred', complete: true });
+          expect(toLeader.at - done).toBeLessThan(ROLE_PERIOD_MS + 2000);
+          expect(next).not.toBe(current);
+          expect(members3).toContain(next);
+          say(
+            `[kbagent e2e ${label}] switchover of ${current}, no candidate: ${attempts.map(short).join(' → ')} → ${next}; roleProbe reported it leader ${Math.round(toLeader.at - done)} ms after the answer`,
+          );
+        },
+        patience(60_000),
+      );
     });
 
-    it("when the cluster loses its quorum and gets it back, then kbagent's availableProbe reports unavailable, then available, each within its period", async () => {
-      const members3 = [...pods.keys()];
-      const [stays, ...down] = members3;
-      // Every pod's kbagent has reported available last.
-      await Promise.all(
-        members3.map((n) => reported(n, 'availableProbe', (r) => r.output.startsWith('available'), AVAILABLE_PERIOD_MS + 3000)),
-      );
+    it(
+      "when the cluster loses its quorum and gets it back, then kbagent's availableProbe reports unavailable, then available, each within its period",
+      async () => {
+        const members3 = [...pods.keys()];
+        const [stays, ...down] = members3;
+        // Every pod's kbagent has reported available last.
+        await Promise.all(
+          members3.map((n) => reported(n, 'availableProbe', (r) => r.output.startsWith('available'), AVAILABLE_PERIOD_MS + 3000)),
+        );
 
-      const lost = performance.now();
-      await Promise.all(down.map((n) => pod(n).stopEtcd()));
-      const failed = await report(stays, 'availableProbe', lost, (r) => r.code !== 0, AVAILABLE_PERIOD_MS + 3000);
-      const back = performance.now();
-      for (const n of down) startEtcd(pod(n), members3, 'existing');
-      const available = await report(stays, 'availableProbe', back, (r) => r.code === 0, AVAILABLE_PERIOD_MS + 6000);
+        const lost = performance.now();
+        await Promise.all(down.map((n) => pod(n).stopEtcd()));
+        const failed = await report(stays, 'availableProbe', lost, (r) => r.code !== 0, AVAILABLE_PERIOD_MS + 3000);
+        const back = performance.now();
+        for (const n of down) startEtcd(pod(n), members3, 'existing');
+        const available = await report(stays, 'availableProbe', back, (r) => r.code === 0, AVAILABLE_PERIOD_MS + 6000);
 
-      const said = refusal({ error: 'failed', message: failed.message });
-      expect(said).toMatchObject({
-        status: '503',
-        code: 'unavailable',
-        message: expect.stringMatching(/^no quorum: [01] of 3 voters healthy, 2 required$/),
-      });
-      expect(available.output).toMatch(/^available: /);
-      expect(failed.at - lost).toBeLessThan(AVAILABLE_PERIOD_MS + 2000);
-      // The quorum is back once etcd has started and elected a leader (about 1–2 s), then within a period.
-      expect(available.at - back).toBeLessThan(AVAILABLE_PERIOD_MS + 4000);
-      say(
-        `[kbagent e2e ${label}] availableProbe (every ${AVAILABLE_PERIOD_MS / 1000} s) of ${stays}: quorum lost → reported code ${failed.code} in ${Math.round(failed.at - lost)} ms ` +
-          `(agent: ${said.status} ${said.code}, ${said.message}); quorum back → reported code ${available.code} in ${Math.round(available.at - back)} ms (output "${available.output}…", its first 32 bytes)`,
-      );
-    }, 60_000);
+        const said = refusal({ error: 'failed', message: failed.message });
+        expect(said).toMatchObject({
+          status: '503',
+          code: 'unavailable',
+          message: expect.stringMatching(/^no quorum: [01] of 3 voters healthy, 2 required$/),
+        });
+        expect(available.output).toMatch(/^available: /);
+        expect(failed.at - lost).toBeLessThan(AVAILABLE_PERIOD_MS + 2000);
+        // The quorum is back once etcd has started and elected a leader (about 1–2 s), then within a period.
+        expect(available.at - back).toBeLessThan(AVAILABLE_PERIOD_MS + 4000);
+        say(
+          `[kbagent e2e ${label}] availableProbe (every ${AVAILABLE_PERIOD_MS / 1000} s) of ${stays}: quorum lost → reported code ${failed.code} in ${Math.round(failed.at - lost)} ms ` +
+            `(agent: ${said.status} ${said.code}, ${said.message}); quorum back → reported code ${available.code} in ${Math.round(available.at - back)} ms (output "${available.output}…", its first 32 bytes)`,
+        );
+      },
+      patience(60_000),
+    );
   });
 }
 

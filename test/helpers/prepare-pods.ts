@@ -25,7 +25,7 @@ import { baseFlags, etcdInstall } from '../../scripts/etcd-version';
 import { freePorts } from '../../scripts/ports';
 import { binCommand } from '../../scripts/bin-command';
 import { ChildAgent, LogLine, MAIN_JS } from './child-agent';
-import { eventually } from './eventually';
+import { eventually, patience } from './eventually';
 
 /** Debian's static busybox (package busybox-static), which the agent's image copies into the pod as etcd's shell. */
 export const BUSYBOX = '/bin/busybox';
@@ -431,16 +431,15 @@ export class PodSet {
     );
   }
 
-  /** Resolves once pod `name`'s etcd has exited (e.g. a panic at start). */
+  /** Resolves once pod `name`'s etcd has exited (e.g. a panic at start), within `timeoutMs` of patience. */
   async etcdExit(name: string, timeoutMs = 15_000): Promise<void> {
+    const waitMs = patience(timeoutMs);
     const exited = this.pod(name).etcdExited;
     if (exited === undefined) return;
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
       exited,
-      new Promise(
-        (_, reject) => (timer = setTimeout(() => reject(new Error(`${name}'s etcd still runs after ${timeoutMs} ms`)), timeoutMs)),
-      ),
+      new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`${name}'s etcd still runs after ${waitMs} ms`)), waitMs))),
     ]);
     clearTimeout(timer);
   }

@@ -12,7 +12,7 @@ import { loadConfig } from '../../agent/config/config';
 import { createLogger } from '../../agent/observability/logger';
 import { createPki, KeyPair, TestPki } from '../helpers/certs';
 import { call } from '../helpers/http-call';
-import { eventually } from '../helpers/eventually';
+import { eventually, patience } from '../helpers/eventually';
 import { captureLogs } from '../helpers/log-capture';
 
 let pki: TestPki;
@@ -20,7 +20,7 @@ const running: RunningAgent[] = [];
 
 beforeAll(async () => {
   pki = await createPki();
-}, 30_000);
+}, patience(30_000));
 afterAll(async () => {
   await Promise.all(running.map((a) => a.stop(2000)));
   await pki?.cleanup();

@@ -16,7 +16,7 @@ import type { HeldLock } from '../../agent/etcd/held-lock';
 import { MembershipLock } from '../../agent/etcd/lock';
 import { createLogger } from '../../agent/observability/logger';
 import { LocalEtcdCluster, startTestCluster } from '../helpers/etcd-cluster';
-import { eventually } from '../helpers/eventually';
+import { eventually, patience } from '../helpers/eventually';
 import type { Answer } from '../helpers/http-call';
 import { changesSent, get, leaderOf, post, startMemberAgent, until } from '../helpers/membership';
 import { meets, RaftRecord } from '../helpers/raft-record';
@@ -46,7 +46,7 @@ describe('any agent, with only its own member as endpoint, finds a live member f
     c = await startTestCluster(3);
     raft = RaftRecord.ofFiles(() => c.members, 3);
     await agentBeside('etcd-0');
-  }, 30_000);
+  }, patience(30_000));
 
   afterAll(async () => {
     await lock?.release();

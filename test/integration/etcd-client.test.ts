@@ -3,7 +3,7 @@ import { EtcdCluster } from '../../agent/etcd/cluster-client';
 import { AgentError } from '../../agent/proto/errors';
 import type { Member, MemberStatus } from '../../agent/proto/types';
 import { withCluster } from '../helpers/etcd-cluster';
-import { eventually } from '../helpers/eventually';
+import { eventually, patience } from '../helpers/eventually';
 
 /** The deadline of the status calls this file makes where a member answers (the agent's default is 500 ms). */
 const STATUS_MS = 1000;
@@ -116,42 +116,46 @@ describe('EtcdCluster against a real 3-member cluster', () => {
     }
   });
 
-  it('when a follower is paused, then its status call fails fast as unavailable, the others answer, and the list still reads', async () => {
-    const c = cluster();
-    const { members } = await client.listMembers(Deadline.in(5000));
-    const first = await client.memberStatus(members[0].clientURLs[0], 1000);
-    const follower = members.find((m) => m.id !== first.leaderId) as Member;
-    const others = members.filter((m) => m !== follower);
-    c.pause(follower.name);
-    try {
-      const paused = await timed(() => client.memberStatus(follower.clientURLs[0], 500));
+  it(
+    'when a follower is paused, then its status call fails fast as unavailable, the others answer, and the list still reads',
+    async () => {
+      const c = cluster();
+      const { members } = await client.listMembers(Deadline.in(5000));
+      const first = await client.memberStatus(members[0].clientURLs[0], 1000);
+      const follower = members.find((m) => m.id !== first.leaderId) as Member;
+      const others = members.filter((m) => m !== follower);
+      c.pause(follower.name);
+      try {
+        const paused = await timed(() => client.memberStatus(follower.clientURLs[0], 500));
 
-      // Fails at its own 500 ms deadline, as the message says: its timer fired; no hang, no refusal.
-      expect(paused.value).toBeUndefined();
-      expect(paused.error).toBeInstanceOf(AgentError);
-      expect(paused.error).toMatchObject({ code: 'unavailable', status: 503, retryable: true });
-      expect(paused.error).toMatchObject({ message: 'etcd did not answer in time' });
+        // Fails at its own 500 ms deadline, as the message says: its timer fired; no hang, no refusal.
+        expect(paused.value).toBeUndefined();
+        expect(paused.error).toBeInstanceOf(AgentError);
+        expect(paused.error).toMatchObject({ code: 'unavailable', status: 503, retryable: true });
+        expect(paused.error).toMatchObject({ message: 'etcd did not answer in time' });
 
-      const live = await Promise.all(others.map((m) => client.memberStatus(m.clientURLs[0], 1000)));
-      expect(live.map((s) => s.memberId)).toEqual(others.map((m) => m.id));
-      expect(live.map((s) => s.leaderId)).toEqual([first.leaderId, first.leaderId]);
+        const live = await Promise.all(others.map((m) => client.memberStatus(m.clientURLs[0], 1000)));
+        expect(live.map((s) => s.memberId)).toEqual(others.map((m) => m.id));
+        expect(live.map((s) => s.leaderId)).toEqual([first.leaderId, first.leaderId]);
 
-      // etcd3 picks a host at random for each call, so several reads surely try the paused one. Such an
-      // attempt waits out its 3 s attempt timeout before the retry goes elsewhere (after three misses in a row the
-      // host's circuit opens): a read may be slow, never wrong, and never fails inside a generous deadline.
-      for (let i = 0; i < 5; i++) {
-        const read = await timed(() => client.listMembers(Deadline.in(15_000)));
-        expect(read.error).toBeUndefined();
-        expect(read.value?.members.map((m) => m.id).sort()).toEqual(members.map((m) => m.id).sort());
-        expect(read.value?.answeredBy).not.toBe(follower.id);
+        // etcd3 picks a host at random for each call, so several reads surely try the paused one. Such an
+        // attempt waits out its 3 s attempt timeout before the retry goes elsewhere (after three misses in a row the
+        // host's circuit opens): a read may be slow, never wrong, and never fails inside a generous deadline.
+        for (let i = 0; i < 5; i++) {
+          const read = await timed(() => client.listMembers(Deadline.in(15_000)));
+          expect(read.error).toBeUndefined();
+          expect(read.value?.members.map((m) => m.id).sort()).toEqual(members.map((m) => m.id).sort());
+          expect(read.value?.answeredBy).not.toBe(follower.id);
+        }
+      } finally {
+        if (c.member(follower.name).state === 'paused') c.resume(follower.name);
       }
-    } finally {
-      if (c.member(follower.name).state === 'paused') c.resume(follower.name);
-    }
 
-    const resumed = await eventually(() => client.memberStatus(follower.clientURLs[0], 1000), { within: 5000, every: 100 });
-    expect(resumed).toMatchObject({ memberId: follower.id, leaderId: first.leaderId });
-  }, 90_000);
+      const resumed = await eventually(() => client.memberStatus(follower.clientURLs[0], 1000), { within: 5000, every: 100 });
+      expect(resumed).toMatchObject({ memberId: follower.id, leaderId: first.leaderId });
+    },
+    patience(90_000),
+  );
 
   /** Range RPCs member `url` has served (etcd's own gRPC server metrics): the barrier read of `listMembers` is one. */
   async function rangesServed(url: string): Promise<number> {

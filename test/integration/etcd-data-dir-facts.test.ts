@@ -10,10 +10,10 @@ import { Deadline } from '../../agent/lib/deadline';
 import { EtcdCluster } from '../../agent/etcd/cluster-client';
 import { readDataDir } from '../../agent/etcd-data/data-dir';
 import { withCluster } from '../helpers/etcd-cluster';
-import { eventually } from '../helpers/eventually';
+import { eventually, patience } from '../helpers/eventually';
 import { PodSet } from '../helpers/prepare-pods';
 
-jest.setTimeout(60_000);
+jest.setTimeout(patience(60_000));
 
 const THREE = ['etcd-0', 'etcd-1', 'etcd-2'];
 let pods: PodSet;
@@ -127,37 +127,41 @@ describe('etcd data directories and bootstrap', () => {
 describe('etcd WAL segments', () => {
   const cluster = withCluster(1, { extraArgs: ['--snapshot-count=10', '--max-wals=1'] });
 
-  it('when more than one 64 MB segment was written and a snapshot passed the cut, then at restart the first segment is purged and the member is read from the lowest one left', async () => {
-    const c = cluster();
-    const walDir = path.join(c.member('etcd-0').dataDir, 'member', 'wal');
-    const segments = (): string[] =>
-      fs
-        .readdirSync(walDir)
-        .filter((f) => f.endsWith('.wal'))
-        .sort();
-    const before = readDataDir(c.member('etcd-0').dataDir);
-    expect(before.kind).toBe('member');
-    const client = new EtcdCluster({ endpoints: c.clientURLs() });
-    try {
-      const value = randomBytes(1_000_000);
-      // Until a second segment exists, then 12 more entries, so that a snapshot (every 10) is past the cut.
-      let after = 0;
-      for (let i = 0; after < 12; i++) {
-        await client.raw
-          .put(`wal/${i % 4}`)
-          .value(value)
-          .exec();
-        if (segments().length > 1) after++;
-        if (i > 200) throw new Error(`no second WAL segment after ${i} MB`);
+  it(
+    'when more than one 64 MB segment was written and a snapshot passed the cut, then at restart the first segment is purged and the member is read from the lowest one left',
+    async () => {
+      const c = cluster();
+      const walDir = path.join(c.member('etcd-0').dataDir, 'member', 'wal');
+      const segments = (): string[] =>
+        fs
+          .readdirSync(walDir)
+          .filter((f) => f.endsWith('.wal'))
+          .sort();
+      const before = readDataDir(c.member('etcd-0').dataDir);
+      expect(before.kind).toBe('member');
+      const client = new EtcdCluster({ endpoints: c.clientURLs() });
+      try {
+        const value = randomBytes(1_000_000);
+        // Until a second segment exists, then 12 more entries, so that a snapshot (every 10) is past the cut.
+        let after = 0;
+        for (let i = 0; after < 12; i++) {
+          await client.raw
+            .put(`wal/${i % 4}`)
+            .value(value)
+            .exec();
+          if (segments().length > 1) after++;
+          if (i > 200) throw new Error(`no second WAL segment after ${i} MB`);
+        }
+      } finally {
+        client.close();
       }
-    } finally {
-      client.close();
-    }
-    expect(segments()[0]).toBe('0000000000000000-0000000000000000.wal');
+      expect(segments()[0]).toBe('0000000000000000-0000000000000000.wal');
 
-    await c.restart('etcd-0');
-    await eventually(async () => expect(segments()[0]).not.toBe('0000000000000000-0000000000000000.wal'), { within: 10_000, every: 100 });
-    expect(segments()[0]).toMatch(/^0000000000000001-[0-9a-f]{16}\.wal$/);
-    expect(readDataDir(c.member('etcd-0').dataDir)).toEqual(before);
-  }, 90_000);
+      await c.restart('etcd-0');
+      await eventually(async () => expect(segments()[0]).not.toBe('0000000000000000-0000000000000000.wal'), { within: 10_000, every: 100 });
+      expect(segments()[0]).toMatch(/^0000000000000001-[0-9a-f]{16}\.wal$/);
+      expect(readDataDir(c.member('etcd-0').dataDir)).toEqual(before);
+    },
+    patience(90_000),
+  );
 });

@@ -13,9 +13,9 @@ import { atLeast } from '../../agent/etcd/server-version';
 import type { Member } from '../../agent/proto/types';
 import { etcdInstall, type EtcdInstall } from '../../scripts/etcd-version';
 import { freePorts, withCluster } from '../helpers/etcd-cluster';
-import { eventually } from '../helpers/eventually';
+import { eventually, patience } from '../helpers/eventually';
 
-jest.setTimeout(60_000);
+jest.setTimeout(patience(60_000));
 
 /**
  * `fn` with both ends of its call inside one wall-clock second (etcd derives a member id from the peer

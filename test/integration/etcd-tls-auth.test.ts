@@ -142,7 +142,7 @@ describe('when etcd serves its clients over TLS and requires client certificates
       },
     });
     await etcdAcceptsChanges(cluster);
-  }, 60_000);
+  }, patience(60_000));
   afterAll(async () => {
     await Promise.all(agents.map((a) => a.stop(2000)));
     await cluster?.destroy();
@@ -154,18 +154,22 @@ describe('when etcd serves its clients over TLS and requires client certificates
     await expect(memberListWithoutClientCert(cluster, pki)).rejects.toThrow(/bad certificate|certificate required|context deadline/i);
   });
 
-  it('when the agent has the CA and a client certificate, then health, join and leave work', async () => {
-    const agent = await startAgentWith({
-      ETCD_AGENT_ETCD_CA_FILE: pki.ca.cert,
-      ETCD_AGENT_ETCD_CERT_FILE: pki.client.cert,
-      ETCD_AGENT_ETCD_KEY_FILE: pki.client.key,
-    });
-    await expectHealthy(agent);
-    expect((await get(agent, '/v1/health/local')).status).toBe(200);
+  it(
+    'when the agent has the CA and a client certificate, then health, join and leave work',
+    async () => {
+      const agent = await startAgentWith({
+        ETCD_AGENT_ETCD_CA_FILE: pki.ca.cert,
+        ETCD_AGENT_ETCD_CERT_FILE: pki.client.cert,
+        ETCD_AGENT_ETCD_KEY_FILE: pki.client.key,
+      });
+      await expectHealthy(agent);
+      expect((await get(agent, '/v1/health/local')).status).toBe(200);
 
-    await joinAndLeave(cluster, agent, 'etcd-3');
-    expect(await changesSent(agent.metrics)).toMatchObject({ add: 1, remove: 1 });
-  }, 60_000);
+      await joinAndLeave(cluster, agent, 'etcd-3');
+      expect(await changesSent(agent.metrics)).toMatchObject({ add: 1, remove: 1 });
+    },
+    patience(60_000),
+  );
 
   it('when the agent shows no client certificate, then calls answer 503 unavailable and say why', async () => {
     const agent = await startAgentWith({ ETCD_AGENT_ETCD_CA_FILE: pki.ca.cert });
@@ -258,7 +262,7 @@ describe('when etcd has authentication enabled', () => {
     // The harness's own member lists and new members' --initial-cluster: etcd 3.5+ answers MemberList only to a user.
     cluster.authenticateAs(`root:${secrets.root}`);
     await etcdAcceptsChanges(cluster);
-  }, 60_000);
+  }, patience(60_000));
   afterAll(async () => {
     await Promise.all(started.map((s) => s.agent.stop(2000)));
     await cluster?.destroy();
@@ -301,22 +305,30 @@ describe('when etcd has authentication enabled', () => {
     expect(seen).toEqual(expected);
   });
 
-  it('when the agent authenticates as a user with the root role, then health, join and leave work, the learner answering Status too', async () => {
-    const { agent } = await startWith(as('root', files.root));
-    await expectHealthy(agent);
+  it(
+    'when the agent authenticates as a user with the root role, then health, join and leave work, the learner answering Status too',
+    async () => {
+      const { agent } = await startWith(as('root', files.root));
+      await expectHealthy(agent);
 
-    await joinAndLeave(cluster, agent, 'etcd-3');
-    expect(await changesSent(agent.metrics)).toMatchObject({ add: 1, remove: 1 });
-  }, 60_000);
+      await joinAndLeave(cluster, agent, 'etcd-3');
+      expect(await changesSent(agent.metrics)).toMatchObject({ add: 1, remove: 1 });
+    },
+    patience(60_000),
+  );
 
-  it('when the agent reaches etcd through a follower only, then a learner is still promoted (a promote a follower forwards loses the credentials before etcd 3.5.28 and 3.6.6, etcd-io/etcd#20757)', async () => {
-    const leader = await leaderOf(cluster);
-    const follower = cluster.members.find((m) => CORE_NAMES.includes(m.name) && m.name !== leader.name) as { clientURL: string };
-    const { agent } = await startWith(as('root', files.root), [follower.clientURL]);
+  it(
+    'when the agent reaches etcd through a follower only, then a learner is still promoted (a promote a follower forwards loses the credentials before etcd 3.5.28 and 3.6.6, etcd-io/etcd#20757)',
+    async () => {
+      const leader = await leaderOf(cluster);
+      const follower = cluster.members.find((m) => CORE_NAMES.includes(m.name) && m.name !== leader.name) as { clientURL: string };
+      const { agent } = await startWith(as('root', files.root), [follower.clientURL]);
 
-    await joinAndLeave(cluster, agent, 'etcd-3');
-    expect(await changesSent(agent.metrics)).toMatchObject({ add: 1, promote: 1, remove: 1 });
-  }, 90_000);
+      await joinAndLeave(cluster, agent, 'etcd-3');
+      expect(await changesSent(agent.metrics)).toMatchObject({ add: 1, promote: 1, remove: 1 });
+    },
+    patience(90_000),
+  );
 
   it('when the agent user lacks the root role, then reads and health work but a join and a leave answer 503 unavailable naming the RPC and the root role, and nothing changes', async () => {
     const { agent } = await startWith(as('limited', files.limited));

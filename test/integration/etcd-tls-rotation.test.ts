@@ -33,7 +33,7 @@ import { findEtcdctl } from '../../scripts/local-cluster';
 import { CallLoop, judge, LoopCall } from '../helpers/call-loop';
 import { createPki, KeyPair, TestPki } from '../helpers/certs';
 import { LocalEtcdCluster, startTestCluster } from '../helpers/etcd-cluster';
-import { eventually } from '../helpers/eventually';
+import { eventually, patience } from '../helpers/eventually';
 import { etcdAcceptsChanges, get, leaderOf, post } from '../helpers/membership';
 import { changedLeadership, RaftRecord } from '../helpers/raft-record';
 
@@ -136,7 +136,7 @@ beforeAll(async () => {
     },
   });
   agent = await startAgent(config, { logger: createLogger({ stream, level: 'info' }), metrics: createMetrics({ defaultMetrics: false }) });
-}, 90_000);
+}, patience(90_000));
 
 afterAll(async () => {
   await loop?.stop();
@@ -163,144 +163,152 @@ async function servedSince(since: number): Promise<void> {
 const failures = (calls: LoopCall[]): LoopCall[] => calls.filter((c) => c.verdict === 'failed');
 
 describe('when the etcd client certificates are rotated while the agent serves (client-cert auth)', () => {
-  it('then no call fails: in place, by Secret symlink swap, CA bundle then new CA alone, across an etcd restart that trusts only the new CA', async () => {
-    const health = await eventually(
-      async () => {
-        const answer = await get(agent, '/v1/health');
-        expect(answer.json.status).toBe('healthy');
-        return answer;
-      },
-      { within: 15_000, every: 200 },
-    );
-    expect(health.json.quorum).toMatchObject({ voters: 3, healthyVoters: 3 });
-    loop = new CallLoop(agent, (i) => cluster.reservePeerURL(`rotation-${i}`)).start();
-    await servedSince(0);
-
-    // 1. In place, certificate first: the agent sees a certificate beside the wrong key and keeps the old pair.
-    loop.phase = 'in-place';
-    const second = await oldPki.ca.issue('agent-2', { hosts: [] });
-    fs.writeFileSync(path.join(f.secret, '..v1', 'tls.crt'), fs.readFileSync(second.cert));
-    await eventually(async () => expect(logText.includes(REJECTED)).toBe(true), { within: 10_000, every: 50 });
-    expect(reloadCount()).toBe(0);
-    const written = [Date.now()];
-    fs.writeFileSync(path.join(f.secret, '..v1', 'tls.key'), fs.readFileSync(second.key));
-    const swaps = [await waitReloads(1)];
-
-    // 2. The CA file, in place: the old CA and the new one.
-    loop.phase = 'ca-bundle';
-    written.push(Date.now());
-    fs.writeFileSync(f.agentCa, cat(oldPki.ca.cert, newPki.ca.cert));
-    swaps.push(await waitReloads(2));
-
-    // 3. A Secret volume's symlink swap to a pair of the new CA.
-    loop.phase = 'secret-swap';
-    const third = await newPki.ca.issue('agent-3', { hosts: [] });
-    written.push(Date.now());
-    swapSecret('..v2', third);
-    swaps.push(await waitReloads(3));
-    await servedSince(swaps[2]);
-
-    // 4. etcd moves to the new CA: its server certificate, and trust in the new CA alone, member by
-    // member (the leader last, so leadership moves once). Old connections die with the processes.
-    loop.phase = 'etcd-restart';
-    const leader = await leaderOf(cluster);
-    const order = [...cluster.members.map((m) => m.name).filter((n) => n !== leader.name), leader.name];
-    await newPki.ca.issue('etcd-server', { into: f.etcdServer });
-    await newPki.ca.issue('harness', { hosts: [], into: f.harness });
-    fs.copyFileSync(newPki.ca.cert, f.etcdTrust);
-    const restarting = Date.now();
-    for (const name of order) await cluster.restart(name);
-    // The leader went last, so leadership moved away from it when it stopped, as etcd logged it.
-    const moved = raft.elections().filter((e) => e.from >= restarting && changedLeadership(e));
-    expect(moved.filter((e) => e.before?.leader === leader.name).map((e) => e.after?.leader)).toEqual([
-      expect.not.stringMatching(leader.name),
-    ]);
-    loop.phase = 'after-restart';
-    // Every earlier agent certificate is now refused by etcd itself.
-    for (const pair of [f.firstAgentPair, second]) {
-      await expect(etcdctlWith(cluster, newPki.ca.cert, pair, ['member', 'list'])).rejects.toThrow(
-        /bad certificate|unknown certificate authority|context deadline|tls/i,
+  it(
+    'then no call fails: in place, by Secret symlink swap, CA bundle then new CA alone, across an etcd restart that trusts only the new CA',
+    async () => {
+      const health = await eventually(
+        async () => {
+          const answer = await get(agent, '/v1/health');
+          expect(answer.json.status).toBe('healthy');
+          return answer;
+        },
+        { within: 15_000, every: 200 },
       );
-    }
-    // All three voters answer the agent's Status calls, each on a connection made since the restart
-    // (`degraded` is allowed: the loop's unstarted learner is unreachable by design).
-    await eventually(async () => expect((await get(agent, '/v1/health')).json.quorum).toMatchObject({ voters: 3, healthyVoters: 3 }), {
-      within: 10_000,
-      every: 200,
-    });
+      expect(health.json.quorum).toMatchObject({ voters: 3, healthyVoters: 3 });
+      loop = new CallLoop(agent, (i) => cluster.reservePeerURL(`rotation-${i}`)).start();
+      await servedSince(0);
 
-    // 5. The CA file: the new CA alone.
-    loop.phase = 'new-ca-only';
-    written.push(Date.now());
-    fs.writeFileSync(f.agentCa, fs.readFileSync(newPki.ca.cert));
-    swaps.push(await waitReloads(4));
-    await servedSince(swaps[3]);
-    await loop.stopChanges();
+      // 1. In place, certificate first: the agent sees a certificate beside the wrong key and keeps the old pair.
+      loop.phase = 'in-place';
+      const second = await oldPki.ca.issue('agent-2', { hosts: [] });
+      fs.writeFileSync(path.join(f.secret, '..v1', 'tls.crt'), fs.readFileSync(second.cert));
+      await eventually(async () => expect(logText.includes(REJECTED)).toBe(true), { within: 10_000, every: 50 });
+      expect(reloadCount()).toBe(0);
+      const written = [Date.now()];
+      fs.writeFileSync(path.join(f.secret, '..v1', 'tls.key'), fs.readFileSync(second.key));
+      const swaps = [await waitReloads(1)];
 
-    // A real member joins (learner, then voter) and leaves, over the rotated credentials.
-    loop.phase = 'join-leave';
-    await joinAndLeave(cluster, agent, 'etcd-3');
-    // Refusals are kept only where etcd's log explains them (call-loop.ts judge), in whatever phase.
-    const calls = judge(await loop.stop(), raft);
+      // 2. The CA file, in place: the old CA and the new one.
+      loop.phase = 'ca-bundle';
+      written.push(Date.now());
+      fs.writeFileSync(f.agentCa, cat(oldPki.ca.cert, newPki.ca.cert));
+      swaps.push(await waitReloads(2));
 
-    expect(failures(calls)).toEqual([]);
-    expect(reloadCount()).toBe(4);
-    const count = (kind: LoopCall['kind'], phase?: string): number =>
-      calls.filter((c) => c.kind === kind && c.verdict === 'ok' && (phase === undefined || c.phase === phase)).length;
-    for (const phase of ['in-place', 'ca-bundle', 'secret-swap', 'etcd-restart', 'after-restart', 'new-ca-only']) {
-      expect({ phase, health: count('health', phase) > 0, members: count('members', phase) > 0 }).toEqual({
-        phase,
-        health: true,
-        members: true,
+      // 3. A Secret volume's symlink swap to a pair of the new CA.
+      loop.phase = 'secret-swap';
+      const third = await newPki.ca.issue('agent-3', { hosts: [] });
+      written.push(Date.now());
+      swapSecret('..v2', third);
+      swaps.push(await waitReloads(3));
+      await servedSince(swaps[2]);
+
+      // 4. etcd moves to the new CA: its server certificate, and trust in the new CA alone, member by
+      // member (the leader last, so leadership moves once). Old connections die with the processes.
+      loop.phase = 'etcd-restart';
+      const leader = await leaderOf(cluster);
+      const order = [...cluster.members.map((m) => m.name).filter((n) => n !== leader.name), leader.name];
+      await newPki.ca.issue('etcd-server', { into: f.etcdServer });
+      await newPki.ca.issue('harness', { hosts: [], into: f.harness });
+      fs.copyFileSync(newPki.ca.cert, f.etcdTrust);
+      const restarting = Date.now();
+      for (const name of order) await cluster.restart(name);
+      // The leader went last, so leadership moved away from it when it stopped, as etcd logged it.
+      const moved = raft.elections().filter((e) => e.from >= restarting && changedLeadership(e));
+      expect(moved.filter((e) => e.before?.leader === leader.name).map((e) => e.after?.leader)).toEqual([
+        expect.not.stringMatching(leader.name),
+      ]);
+      loop.phase = 'after-restart';
+      // Every earlier agent certificate is now refused by etcd itself.
+      for (const pair of [f.firstAgentPair, second]) {
+        await expect(etcdctlWith(cluster, newPki.ca.cert, pair, ['member', 'list'])).rejects.toThrow(
+          /bad certificate|unknown certificate authority|context deadline|tls/i,
+        );
+      }
+      // All three voters answer the agent's Status calls, each on a connection made since the restart
+      // (`degraded` is allowed: the loop's unstarted learner is unreachable by design).
+      await eventually(async () => expect((await get(agent, '/v1/health')).json.quorum).toMatchObject({ voters: 3, healthyVoters: 3 }), {
+        within: 10_000,
+        every: 200,
       });
-    }
-    expect(count('join')).toBeGreaterThan(3);
-    expect(count('leave')).toBeGreaterThan(3);
-    // The swaps happened under load: calls were in flight at those instants, and finished well.
-    const inFlight = swaps.flatMap((at) => loop.inFlightAt(at));
-    expect(inFlight.length).toBeGreaterThan(0);
-    expect(inFlight.filter((c) => c.verdict !== 'ok')).toEqual([]);
-    // Every lock the joins and leaves took was released with its lease: none is left in etcd.
-    await eventually(async () => expect(await cluster.etcdctl(['lease', 'list'])).toMatch(/found 0 leases/), {
-      within: 15_000,
-      every: 250,
-    });
-    const lags = swaps.map((at, i) => at - written[i]);
-    process.stdout.write(
-      `etcd TLS rotation: ${summary(calls, inFlight.length)}; file written → new clients in use: ${lags.join(', ')} ms\n`,
-    );
-  }, 240_000);
 
-  it('when a membership lock is held across a rotation, then its lease survives (past its TTL) and is released with it', async () => {
-    // The agent's own key prefix, so the agent sees the lock taken; another agent's name, so it does not take it over.
-    const lock = new MembershipLock(agent.cluster, {
-      keyPrefix: agent.config.keyPrefix,
-      agent: 'etcd-1',
-      logger: agent.logger,
-      ttlSeconds: LOCK_TTL_S,
-    });
-    const held = await lock.acquire({ action: 'memberJoin', member: { name: 'x', peerURLs: [] } }, Deadline.in(10_000));
-    const kv = (await agent.cluster.raw.get(`${agent.config.keyPrefix}lock`).exec()).kvs[0];
-    const before = reloadCount();
-    swapSecret('..v3', await newPki.ca.issue('agent-4', { hosts: [] }));
-    await waitReloads(before + 1);
+      // 5. The CA file: the new CA alone.
+      loop.phase = 'new-ca-only';
+      written.push(Date.now());
+      fs.writeFileSync(f.agentCa, fs.readFileSync(newPki.ca.cert));
+      swaps.push(await waitReloads(4));
+      await servedSince(swaps[3]);
+      await loop.stopChanges();
 
-    // The lease lives on the pinned old client past the retired clients' grace and then one more TTL,
-    // when a lease nobody renewed would be gone: a window of the agent's own timers, counted from the
-    // moment it logged the reload.
-    const reloadedAt = reloads[reloads.length - 1];
-    await new Promise((resolve) => setTimeout(resolve, Math.max(0, reloadedAt + RETIRE_GRACE_MS + LOCK_TTL_S * 1000 - Date.now())));
-    expect(Number((await agent.cluster.raw.leaseClient.leaseTimeToLive({ ID: kv.lease })).TTL)).toBeGreaterThan(0);
-    expect(() => held.assertHeld()).not.toThrow();
-    await held.setStep('after-rotation', Deadline.in(5000));
-    const join = await post(agent, '/v1/members/join', { name: 'etcd-9', peerURLs: ['http://127.0.0.1:9'], timeoutSeconds: 2 });
-    expect(join.json.error?.code).toBe('busy'); // the lock is still held, as etcd sees it
-    await held.release();
-    await eventually(async () => expect(await cluster.etcdctl(['lease', 'list'])).toMatch(/found 0 leases/), {
-      within: 10_000,
-      every: 250,
-    });
-  }, 60_000);
+      // A real member joins (learner, then voter) and leaves, over the rotated credentials.
+      loop.phase = 'join-leave';
+      await joinAndLeave(cluster, agent, 'etcd-3');
+      // Refusals are kept only where etcd's log explains them (call-loop.ts judge), in whatever phase.
+      const calls = judge(await loop.stop(), raft);
+
+      expect(failures(calls)).toEqual([]);
+      expect(reloadCount()).toBe(4);
+      const count = (kind: LoopCall['kind'], phase?: string): number =>
+        calls.filter((c) => c.kind === kind && c.verdict === 'ok' && (phase === undefined || c.phase === phase)).length;
+      for (const phase of ['in-place', 'ca-bundle', 'secret-swap', 'etcd-restart', 'after-restart', 'new-ca-only']) {
+        expect({ phase, health: count('health', phase) > 0, members: count('members', phase) > 0 }).toEqual({
+          phase,
+          health: true,
+          members: true,
+        });
+      }
+      expect(count('join')).toBeGreaterThan(3);
+      expect(count('leave')).toBeGreaterThan(3);
+      // The swaps happened under load: calls were in flight at those instants, and finished well.
+      const inFlight = swaps.flatMap((at) => loop.inFlightAt(at));
+      expect(inFlight.length).toBeGreaterThan(0);
+      expect(inFlight.filter((c) => c.verdict !== 'ok')).toEqual([]);
+      // Every lock the joins and leaves took was released with its lease: none is left in etcd.
+      await eventually(async () => expect(await cluster.etcdctl(['lease', 'list'])).toMatch(/found 0 leases/), {
+        within: 15_000,
+        every: 250,
+      });
+      const lags = swaps.map((at, i) => at - written[i]);
+      process.stdout.write(
+        `etcd TLS rotation: ${summary(calls, inFlight.length)}; file written → new clients in use: ${lags.join(', ')} ms\n`,
+      );
+    },
+    patience(240_000),
+  );
+
+  it(
+    'when a membership lock is held across a rotation, then its lease survives (past its TTL) and is released with it',
+    async () => {
+      // The agent's own key prefix, so the agent sees the lock taken; another agent's name, so it does not take it over.
+      const lock = new MembershipLock(agent.cluster, {
+        keyPrefix: agent.config.keyPrefix,
+        agent: 'etcd-1',
+        logger: agent.logger,
+        ttlSeconds: LOCK_TTL_S,
+      });
+      const held = await lock.acquire({ action: 'memberJoin', member: { name: 'x', peerURLs: [] } }, Deadline.in(10_000));
+      const kv = (await agent.cluster.raw.get(`${agent.config.keyPrefix}lock`).exec()).kvs[0];
+      const before = reloadCount();
+      swapSecret('..v3', await newPki.ca.issue('agent-4', { hosts: [] }));
+      await waitReloads(before + 1);
+
+      // The lease lives on the pinned old client past the retired clients' grace and then one more TTL,
+      // when a lease nobody renewed would be gone: a window of the agent's own timers, counted from the
+      // moment it logged the reload.
+      const reloadedAt = reloads[reloads.length - 1];
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, reloadedAt + RETIRE_GRACE_MS + LOCK_TTL_S * 1000 - Date.now())));
+      expect(Number((await agent.cluster.raw.leaseClient.leaseTimeToLive({ ID: kv.lease })).TTL)).toBeGreaterThan(0);
+      expect(() => held.assertHeld()).not.toThrow();
+      await held.setStep('after-rotation', Deadline.in(5000));
+      const join = await post(agent, '/v1/members/join', { name: 'etcd-9', peerURLs: ['http://127.0.0.1:9'], timeoutSeconds: 2 });
+      expect(join.json.error?.code).toBe('busy'); // the lock is still held, as etcd sees it
+      await held.release();
+      await eventually(async () => expect(await cluster.etcdctl(['lease', 'list'])).toMatch(/found 0 leases/), {
+        within: 10_000,
+        every: 250,
+      });
+    },
+    patience(60_000),
+  );
 });
 
 /** Join a reserved member, start its etcd, wait until it is a voter, then make it leave. */

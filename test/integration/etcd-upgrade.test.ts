@@ -133,7 +133,7 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     caller = new HealthCaller(target, () => [...agents].map(([name, a]) => ({ name, url: a.url }))).start();
     // A precondition, not a figure: a patience for a new cluster and its three agents to answer healthy.
     await waitHealthy(0, 40_000);
-  }, 90_000);
+  }, patience(90_000));
 
   afterAll(async () => {
     await writer?.stop();
@@ -294,178 +294,202 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     return `${lines.join('\n')}\n`;
   }
 
-  it('when two of three members run 3.6, then the cluster stays at 3.5, and a 3.5 learner joins, is promoted and leaves through the agent', async () => {
-    // etcd-0 runs 3.6 with etcd's default snapshot count, as a quiet cluster does: its log keeps what 3.5 wrote.
-    await restartOn('etcd-0', v36, ['--snapshot-count=10000']);
-    await restartOn('etcd-1', v36);
-    const seen = await versions();
-    expect(Object.values(seen).map((v) => v.server)).toEqual([v36.version, v36.version, v35.version]);
-    expect(Object.values(seen).map((v) => v.cluster)).toEqual(['3.5.0', '3.5.0', '3.5.0']);
-    await joinAndLeave('etcd-3', v35, 'etcd-0');
-  }, 90_000);
+  it(
+    'when two of three members run 3.6, then the cluster stays at 3.5, and a 3.5 learner joins, is promoted and leaves through the agent',
+    async () => {
+      // etcd-0 runs 3.6 with etcd's default snapshot count, as a quiet cluster does: its log keeps what 3.5 wrote.
+      await restartOn('etcd-0', v36, ['--snapshot-count=10000']);
+      await restartOn('etcd-1', v36);
+      const seen = await versions();
+      expect(Object.values(seen).map((v) => v.server)).toEqual([v36.version, v36.version, v35.version]);
+      expect(Object.values(seen).map((v) => v.cluster)).toEqual(['3.5.0', '3.5.0', '3.5.0']);
+      await joinAndLeave('etcd-3', v35, 'etcd-0');
+    },
+    patience(90_000),
+  );
 
-  it('when the third member runs 3.6, then the cluster version becomes 3.6', async () => {
-    await restartOn('etcd-2', v36);
-    await clusterVersionBecomes('3.6.0');
-  }, 60_000);
+  it(
+    'when the third member runs 3.6, then the cluster version becomes 3.6',
+    async () => {
+      await restartOn('etcd-2', v36);
+      await clusterVersionBecomes('3.6.0');
+    },
+    patience(60_000),
+  );
 
-  it("when a 3.6 member whose log still holds 3.5's requests is started on 3.7, then etcd alone panics, prepare's start script refuses it with one line naming the remedy, and the remedy works", async () => {
-    const name = 'etcd-0';
-    const member = cluster.member(name);
-    restarting = name;
-    const stopAt = Date.now();
-    await cluster.stop(name);
-    const exitedAt = Date.now();
-    const window = { member: name, from: exitedAt, to: Number.POSITIVE_INFINITY };
-    stopped.push(window);
-    const tail = scanWal(member.dataDir);
-    expect(tail?.v2Entries).toBeGreaterThan(0);
+  it(
+    "when a 3.6 member whose log still holds 3.5's requests is started on 3.7, then etcd alone panics, prepare's start script refuses it with one line naming the remedy, and the remedy works",
+    async () => {
+      const name = 'etcd-0';
+      const member = cluster.member(name);
+      restarting = name;
+      const stopAt = Date.now();
+      await cluster.stop(name);
+      const exitedAt = Date.now();
+      const window = { member: name, from: exitedAt, to: Number.POSITIVE_INFINITY };
+      stopped.push(window);
+      const tail = scanWal(member.dataDir);
+      expect(tail?.v2Entries).toBeGreaterThan(0);
 
-    // What etcd 3.7 does by itself: it panics replaying the log, exit 2; the kubelet would restart it forever.
-    let from = fs.statSync(member.logFile).size;
-    await cluster.restart(name, { etcd: v37, wait: false });
-    expect(await cluster.waitForExit(name)).toBe('code 2');
-    expect(logSince(member.logFile, from)).toContain('unmarshal should never fail');
-    findings.push(
-      `etcd ${v37.version} alone on 3.6 data with ${tail?.v2Entries} requests of 3.5 after the last snapshot: panic "unmarshal should never fail", exit 2`,
-    );
+      // What etcd 3.7 does by itself: it panics replaying the log, exit 2; the kubelet would restart it forever.
+      let from = fs.statSync(member.logFile).size;
+      await cluster.restart(name, { etcd: v37, wait: false });
+      expect(await cluster.waitForExit(name)).toBe('code 2');
+      expect(logSince(member.logFile, from)).toContain('unmarshal should never fail');
+      findings.push(
+        `etcd ${v37.version} alone on 3.6 data with ${tail?.v2Entries} requests of 3.5 after the last snapshot: panic "unmarshal should never fail", exit 2`,
+      );
 
-    // The pod's way: prepare, then the start script, with the 3.7 binary.
-    const prepared = await prepare(name);
-    expect(prepared.prepared).toMatchObject({
-      dataVersions: { storage: '3.6.0', cluster: '3.6.0', v2Entries: tail?.v2Entries },
-      etcdVersions: '3.6 to 3.6',
-    });
-    from = fs.statSync(member.logFile).size;
-    await cluster.restart(name, { etcd: v37, wait: false, launcher: startScript(name, v37) });
-    expect(await cluster.waitForExit(name)).toBe('code 1');
-    const refusedAt = Date.now();
-    const refusal =
-      `etcd ${v37.version} cannot replay the ${tail?.v2Entries} requests etcd 3.5 left in this member's write-ahead log: ` +
-      'run etcd 3.6 until it takes a snapshot (restart it once with --snapshot-count=1), then upgrade';
-    expect(logSince(member.logFile, from)).toBe(`etcd-lifecycle-agent: ${refusal}\n`);
-    expect((await observedSince(agentUrl(name), '/v1/health/local', refusedAt)).json.errors[0]).toBe(refusal);
-    findings.push(`etcd ${v37.version} through prepare and the start script: exit 1, one line: "${refusal}"`);
+      // The pod's way: prepare, then the start script, with the 3.7 binary.
+      const prepared = await prepare(name);
+      expect(prepared.prepared).toMatchObject({
+        dataVersions: { storage: '3.6.0', cluster: '3.6.0', v2Entries: tail?.v2Entries },
+        etcdVersions: '3.6 to 3.6',
+      });
+      from = fs.statSync(member.logFile).size;
+      await cluster.restart(name, { etcd: v37, wait: false, launcher: startScript(name, v37) });
+      expect(await cluster.waitForExit(name)).toBe('code 1');
+      const refusedAt = Date.now();
+      const refusal =
+        `etcd ${v37.version} cannot replay the ${tail?.v2Entries} requests etcd 3.5 left in this member's write-ahead log: ` +
+        'run etcd 3.6 until it takes a snapshot (restart it once with --snapshot-count=1), then upgrade';
+      expect(logSince(member.logFile, from)).toBe(`etcd-lifecycle-agent: ${refusal}\n`);
+      expect((await observedSince(agentUrl(name), '/v1/health/local', refusedAt)).json.errors[0]).toBe(refusal);
+      findings.push(`etcd ${v37.version} through prepare and the start script: exit 1, one line: "${refusal}"`);
 
-    // The remedy the line names: 3.6 once more with --snapshot-count=1, until a snapshot clears the log.
-    expect((await prepare(name)).code).toBe(0);
-    window.to = Date.now();
-    await cluster.restart(name, { etcd: v36, wait: false, launcher: startScript(name, v36), args: ['--snapshot-count=1'] });
-    const back = await waitHealthy(window.to);
-    restarting = undefined;
-    restarts.push({
-      member: name,
-      from: `${v36.version} (refused ${v37.version})`,
-      to: `${v36.version} --snapshot-count=1`,
-      stopAt,
-      exitedAt,
-      spawnedAt: window.to,
-      backAt: back.at,
-    });
-    await logClean(name);
-    // Replaying its log from the old snapshot, etcd applies 3.5's cluster version again, and its storage
-    // version monitor migrates the backend down to 3.5 (storageVersion removed) until the later 3.6 entry
-    // brings it back: wait for etcd's own word that it is 3.6 again before stopping it.
-    const seen = new Set<string>();
-    const storageBack = Date.now();
-    for (let waitMs = patience(20_000), until = Date.now() + waitMs; ;) {
-      const storage = (await etcdVersions(member.clientURL)).storage ?? 'none';
-      seen.add(storage);
-      if (storage === '3.6.0') break;
-      if (Date.now() > until) throw new Error(`${name}'s storage version is ${storage}, not 3.6.0, ${waitMs} ms after its restart`);
-      await sleep(100);
-    }
-    findings.push(
-      `${name} on ${v36.version} after the restart: storage version ${[...seen].join(' → ')} (${Date.now() - storageBack} ms after its snapshot)`,
-    );
-  }, 60_000);
+      // The remedy the line names: 3.6 once more with --snapshot-count=1, until a snapshot clears the log.
+      expect((await prepare(name)).code).toBe(0);
+      window.to = Date.now();
+      await cluster.restart(name, { etcd: v36, wait: false, launcher: startScript(name, v36), args: ['--snapshot-count=1'] });
+      const back = await waitHealthy(window.to);
+      restarting = undefined;
+      restarts.push({
+        member: name,
+        from: `${v36.version} (refused ${v37.version})`,
+        to: `${v36.version} --snapshot-count=1`,
+        stopAt,
+        exitedAt,
+        spawnedAt: window.to,
+        backAt: back.at,
+      });
+      await logClean(name);
+      // Replaying its log from the old snapshot, etcd applies 3.5's cluster version again, and its storage
+      // version monitor migrates the backend down to 3.5 (storageVersion removed) until the later 3.6 entry
+      // brings it back: wait for etcd's own word that it is 3.6 again before stopping it.
+      const seen = new Set<string>();
+      const storageBack = Date.now();
+      for (let waitMs = patience(20_000), until = Date.now() + waitMs; ;) {
+        const storage = (await etcdVersions(member.clientURL)).storage ?? 'none';
+        seen.add(storage);
+        if (storage === '3.6.0') break;
+        if (Date.now() > until) throw new Error(`${name}'s storage version is ${storage}, not 3.6.0, ${waitMs} ms after its restart`);
+        await sleep(100);
+      }
+      findings.push(
+        `${name} on ${v36.version} after the restart: storage version ${[...seen].join(' → ')} (${Date.now() - storageBack} ms after its snapshot)`,
+      );
+    },
+    patience(60_000),
+  );
 
-  it('when one member runs 3.7, then the cluster stays at 3.6, and a 3.6 learner joins, is promoted and leaves through the agent', async () => {
-    await restartOn('etcd-0', v37);
-    const seen = await versions();
-    expect(Object.values(seen).map((v) => v.server)).toEqual([v37.version, v36.version, v36.version]);
-    expect(Object.values(seen).map((v) => v.cluster)).toEqual(['3.6.0', '3.6.0', '3.6.0']);
-    await joinAndLeave('etcd-4', v36, 'etcd-1');
-  }, 90_000);
+  it(
+    'when one member runs 3.7, then the cluster stays at 3.6, and a 3.6 learner joins, is promoted and leaves through the agent',
+    async () => {
+      await restartOn('etcd-0', v37);
+      const seen = await versions();
+      expect(Object.values(seen).map((v) => v.server)).toEqual([v37.version, v36.version, v36.version]);
+      expect(Object.values(seen).map((v) => v.cluster)).toEqual(['3.6.0', '3.6.0', '3.6.0']);
+      await joinAndLeave('etcd-4', v36, 'etcd-1');
+    },
+    patience(90_000),
+  );
 
-  it('when every member runs 3.7, then the cluster version becomes 3.7', async () => {
-    // They snapshot every SNAPSHOT_COUNT entries: by now their logs hold no request of 3.5 (prepare would refuse 3.7 otherwise).
-    await logClean('etcd-1');
-    await restartOn('etcd-1', v37);
-    await logClean('etcd-2');
-    await restartOn('etcd-2', v37);
-    await clusterVersionBecomes('3.7.0');
-  }, 60_000);
+  it(
+    'when every member runs 3.7, then the cluster version becomes 3.7',
+    async () => {
+      // They snapshot every SNAPSHOT_COUNT entries: by now their logs hold no request of 3.5 (prepare would refuse 3.7 otherwise).
+      await logClean('etcd-1');
+      await restartOn('etcd-1', v37);
+      await logClean('etcd-2');
+      await restartOn('etcd-2', v37);
+      await clusterVersionBecomes('3.7.0');
+    },
+    patience(60_000),
+  );
 
-  it('when a member with 3.7 data is started under 3.5, then prepare and its start script refuse it with one line that health names, nothing is lost, and 3.7 brings it back', async () => {
-    const name = 'etcd-2';
-    const member = cluster.member(name);
-    restarting = name;
-    const stopAt = Date.now();
-    await cluster.stop(name);
-    const exitedAt = Date.now();
-    const window = { member: name, from: exitedAt, to: Number.POSITIVE_INFINITY };
-    stopped.push(window);
-    expect(readDataVersions(member.dataDir)).toEqual({ storage: '3.7.0', cluster: '3.7.0' });
+  it(
+    'when a member with 3.7 data is started under 3.5, then prepare and its start script refuse it with one line that health names, nothing is lost, and 3.7 brings it back',
+    async () => {
+      const name = 'etcd-2';
+      const member = cluster.member(name);
+      restarting = name;
+      const stopAt = Date.now();
+      await cluster.stop(name);
+      const exitedAt = Date.now();
+      const window = { member: name, from: exitedAt, to: Number.POSITIVE_INFINITY };
+      stopped.push(window);
+      expect(readDataVersions(member.dataDir)).toEqual({ storage: '3.7.0', cluster: '3.7.0' });
 
-    // What etcd 3.5 does by itself: a fatal line among its JSON logs, exit 1; the kubelet would restart it forever.
-    let from = fs.statSync(member.logFile).size;
-    await cluster.restart(name, { etcd: v35, wait: false });
-    expect(await cluster.waitForExit(name)).toBe('code 1');
-    const alone = logSince(member.logFile, from);
-    expect(alone).toContain('invalid downgrade; server version is lower than determined cluster version');
-    findings.push(
-      `etcd ${v35.version} alone on 3.7 data: exit 1 after ${alone.trimEnd().split('\n').length} log lines, "invalid downgrade; server version is lower than determined cluster version"`,
-    );
+      // What etcd 3.5 does by itself: a fatal line among its JSON logs, exit 1; the kubelet would restart it forever.
+      let from = fs.statSync(member.logFile).size;
+      await cluster.restart(name, { etcd: v35, wait: false });
+      expect(await cluster.waitForExit(name)).toBe('code 1');
+      const alone = logSince(member.logFile, from);
+      expect(alone).toContain('invalid downgrade; server version is lower than determined cluster version');
+      findings.push(
+        `etcd ${v35.version} alone on 3.7 data: exit 1 after ${alone.trimEnd().split('\n').length} log lines, "invalid downgrade; server version is lower than determined cluster version"`,
+      );
 
-    // The pod's way: prepare (the init container), then the start script under busybox, with the 3.5 binary.
-    const prepared = await prepare(name);
-    expect(prepared.code).toBe(0);
-    expect(prepared.prepared).toMatchObject({
-      state: 'existing',
-      dataVersions: { storage: '3.7.0', cluster: '3.7.0' },
-      etcdVersions: '3.7 to 3.8',
-    });
-    from = fs.statSync(member.logFile).size;
-    await cluster.restart(name, { etcd: v35, wait: false, launcher: startScript(name, v35) });
-    expect(await cluster.waitForExit(name)).toBe('code 1');
-    const refusedAt = Date.now();
-    const refusal = `etcd ${v35.version} cannot run data written by 3.7; upgrade the image or restore`;
-    expect(logSince(member.logFile, from)).toBe(`etcd-lifecycle-agent: ${refusal}\n`);
-    expect(fs.readFileSync(noteFile(name), 'utf8')).toBe(`${refusal}\n`);
-    findings.push(`etcd ${v35.version} through prepare and the start script: exit 1, one line: "${refusal}"`);
+      // The pod's way: prepare (the init container), then the start script under busybox, with the 3.5 binary.
+      const prepared = await prepare(name);
+      expect(prepared.code).toBe(0);
+      expect(prepared.prepared).toMatchObject({
+        state: 'existing',
+        dataVersions: { storage: '3.7.0', cluster: '3.7.0' },
+        etcdVersions: '3.7 to 3.8',
+      });
+      from = fs.statSync(member.logFile).size;
+      await cluster.restart(name, { etcd: v35, wait: false, launcher: startScript(name, v35) });
+      expect(await cluster.waitForExit(name)).toBe('code 1');
+      const refusedAt = Date.now();
+      const refusal = `etcd ${v35.version} cannot run data written by 3.7; upgrade the image or restore`;
+      expect(logSince(member.logFile, from)).toBe(`etcd-lifecycle-agent: ${refusal}\n`);
+      expect(fs.readFileSync(noteFile(name), 'utf8')).toBe(`${refusal}\n`);
+      findings.push(`etcd ${v35.version} through prepare and the start script: exit 1, one line: "${refusal}"`);
 
-    // Health names it, in every answer observed since: the member's own agent, locally and for the
-    // cluster; the caller's agent sees it degraded.
-    const local = await observedSince(agentUrl(name), '/v1/health/local', refusedAt);
-    expect(local.status).toBe(503);
-    expect(local.json.errors[0]).toBe(refusal);
-    const health = await observedSince(agentUrl(name), '/v1/health', refusedAt);
-    expect(health.json.status).toBe('degraded');
-    expect(health.json.errors).toContain(`${name}: ${refusal}`);
-    expect(health.json.members.find((m: { name: string }) => m.name === name).errors[0]).toBe(refusal);
-    const other = await get(agentUrl('etcd-0'), '/v1/health');
-    expect(other.json.status).toBe('degraded');
-    expect(readDataVersions(member.dataDir)).toEqual({ storage: '3.7.0', cluster: '3.7.0' });
+      // Health names it, in every answer observed since: the member's own agent, locally and for the
+      // cluster; the caller's agent sees it degraded.
+      const local = await observedSince(agentUrl(name), '/v1/health/local', refusedAt);
+      expect(local.status).toBe(503);
+      expect(local.json.errors[0]).toBe(refusal);
+      const health = await observedSince(agentUrl(name), '/v1/health', refusedAt);
+      expect(health.json.status).toBe('degraded');
+      expect(health.json.errors).toContain(`${name}: ${refusal}`);
+      expect(health.json.members.find((m: { name: string }) => m.name === name).errors[0]).toBe(refusal);
+      const other = await get(agentUrl('etcd-0'), '/v1/health');
+      expect(other.json.status).toBe('degraded');
+      expect(readDataVersions(member.dataDir)).toEqual({ storage: '3.7.0', cluster: '3.7.0' });
 
-    // The 3.7 image back (a new pod: prepare again), through the same script.
-    expect((await prepare(name)).code).toBe(0);
-    window.to = Date.now();
-    await cluster.restart(name, { etcd: v37, wait: false, launcher: startScript(name, v37) });
-    const back = await waitHealthy(window.to);
-    restarting = undefined;
-    restarts.push({
-      member: name,
-      from: `${v37.version} (refused ${v35.version})`,
-      to: v37.version,
-      stopAt,
-      exitedAt,
-      spawnedAt: window.to,
-      backAt: back.at,
-    });
-    expect(fs.readFileSync(noteFile(name), 'utf8')).toBe('');
-    expect((await observedSince(agentUrl(name), '/v1/health/local', back.observedAt ?? back.at)).status).toBe(200);
-  }, 60_000);
+      // The 3.7 image back (a new pod: prepare again), through the same script.
+      expect((await prepare(name)).code).toBe(0);
+      window.to = Date.now();
+      await cluster.restart(name, { etcd: v37, wait: false, launcher: startScript(name, v37) });
+      const back = await waitHealthy(window.to);
+      restarting = undefined;
+      restarts.push({
+        member: name,
+        from: `${v37.version} (refused ${v35.version})`,
+        to: v37.version,
+        stopAt,
+        exitedAt,
+        spawnedAt: window.to,
+        backAt: back.at,
+      });
+      expect(fs.readFileSync(noteFile(name), 'utf8')).toBe('');
+      expect((await observedSince(agentUrl(name), '/v1/health/local', back.observedAt ?? back.at)).status).toBe(200);
+    },
+    patience(60_000),
+  );
 
   it('through all of it, health was never healthy while a member was stopped, and roleProbe named no role for a stopped member', () => {
     const healthyWhileStopped = caller.health.filter(
@@ -552,13 +576,17 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     },
   );
 
-  it('at the end, every acknowledged write reads back', async () => {
-    await writer.stop();
-    const stored = await readPrefix(cluster.member('etcd-0').clientURL, writer.prefix);
-    const lost = writer.acks.filter((a) => stored.get(writer.key(a.n)) !== String(a.n));
-    expect(writer.acks.length).toBeGreaterThan(100);
-    expect(lost).toEqual([]);
-  }, 30_000);
+  it(
+    'at the end, every acknowledged write reads back',
+    async () => {
+      await writer.stop();
+      const stored = await readPrefix(cluster.member('etcd-0').clientURL, writer.prefix);
+      const lost = writer.acks.filter((a) => stored.get(writer.key(a.n)) !== String(a.n));
+      expect(writer.acks.length).toBeGreaterThan(100);
+      expect(lost).toEqual([]);
+    },
+    patience(30_000),
+  );
 
   /** Runs `prepare` (the built bin, as the init container does) for stopped member `name`; answers its exit code and its `prepared` line. */
   async function prepare(name: string): Promise<{ code: number | null; prepared?: Record<string, unknown>; output: string; ms: number }> {

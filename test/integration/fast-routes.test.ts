@@ -12,6 +12,7 @@ import { createMetrics, Metrics } from '../../agent/observability/metrics';
 import { withCluster } from '../helpers/etcd-cluster';
 import { Answer, call } from '../helpers/http-call';
 import { captureLogs } from '../helpers/log-capture';
+import { patience } from '../helpers/eventually';
 
 /** Headers a server may vary per answer, and those Node itself adds. */
 const VARYING = new Set(['date', 'x-request-id', 'content-length', 'connection', 'keep-alive']);
@@ -61,7 +62,7 @@ describe('the fast routes against express serving the same routes, on a real 3-m
     });
     metrics = createMetrics({ defaultMetrics: false });
     agent = await startAgent(config, { logger: createLogger({ level: 'info', stream: logs.stream }), metrics });
-  }, 30_000);
+  }, patience(30_000));
 
   afterAll(async () => {
     await agent?.stop(2000);

@@ -120,7 +120,7 @@ describe('fault injection: agent SIGKILLs, a killed leader, a frozen member (rea
     watch.start();
     // etcd refuses any member add until its peers have been connected for 5 s.
     await etcdAcceptsChanges(cluster());
-  }, 180_000);
+  }, patience(180_000));
 
   afterAll(async () => {
     await watch?.stop();
@@ -340,6 +340,6 @@ describe('fault injection: agent SIGKILLs, a killed leader, a frozen member (rea
       );
       expect(stray.map((g) => watch.describe(g))).toEqual([]);
     },
-    60_000 + ITERATIONS * ITERATION_BOUND_MS,
+    patience(60_000 + ITERATIONS * ITERATION_BOUND_MS),
   );
 });

@@ -16,6 +16,7 @@ import { fillUntilNoSpace, LocalEtcdCluster, startTestCluster } from '../helpers
 import type { Answer } from '../helpers/http-call';
 import { get, startMemberAgent, until } from '../helpers/membership';
 import { PeerFronts } from '../helpers/peer-fronts';
+import { patience } from '../helpers/eventually';
 
 const LEARNER = 'etcd-3';
 
@@ -35,7 +36,7 @@ describe('a learner catching up, and an alarm, seen through /v1/health and /v1/h
       extraArgs: ['--strict-reconfig-check=false', '--quota-backend-bytes=3000000'],
     });
     agent = await startMemberAgent(c, 'etcd-0');
-  }, 30_000);
+  }, patience(30_000));
 
   afterAll(async () => {
     await lock?.release();

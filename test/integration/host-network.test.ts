@@ -11,6 +11,7 @@ import path from 'node:path';
 import { binCommand } from '../../scripts/bin-command';
 import { ChildAgent, MAIN_JS as main } from '../helpers/child-agent';
 import { call, CallOptions } from '../helpers/http-call';
+import { patience } from '../helpers/eventually';
 let dir = '';
 const agents: ChildAgent[] = [];
 
@@ -96,7 +97,7 @@ describe('a host-network agent with a token', () => {
     fs.writeFileSync(tokenFile, 'host-net-token-51c9\n', { mode: 0o600 });
     // Host network learned from the pod's addresses, as kube-inject wires them.
     agent = await start({ POD_IP: '10.0.0.5', HOST_IP: '10.0.0.5', ETCD_AGENT_TOKEN_FILE: tokenFile });
-  }, 30_000);
+  }, patience(30_000));
 
   it('when it starts, then its listening line says host network', () => {
     expect(agent.lines.find((l) => l.message === 'listening')).toMatchObject({ hostNetwork: true });

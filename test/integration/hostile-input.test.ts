@@ -678,37 +678,41 @@ describe('hostile input (real etcd, real HTTP)', () => {
     await agent?.stop(2000);
   });
 
-  it(`when hundreds of generated malformed requests hit every route (seed ${SEED}), then each is refused with a 4xx envelope, the agent stays up and the member list does not change`, async () => {
-    const before = await cluster().listMembers();
-    const cases = generateCases(prng(SEED));
-    const failures: string[] = [];
-    const perFamily = new Map<string, number>();
-    const started = Date.now();
+  it(
+    `when hundreds of generated malformed requests hit every route (seed ${SEED}), then each is refused with a 4xx envelope, the agent stays up and the member list does not change`,
+    async () => {
+      const before = await cluster().listMembers();
+      const cases = generateCases(prng(SEED));
+      const failures: string[] = [];
+      const perFamily = new Map<string, number>();
+      const started = Date.now();
 
-    // Eight at a time: slow cases overlap with the rest, and the agent serves concurrent abuse.
-    let next = 0;
-    const worker = async (): Promise<void> => {
-      while (next < cases.length) {
-        const c = cases[next++];
-        const answer = await rawRequest(host, port(), c.pieces, REQUEST_TIMEOUT_MS + 5000);
-        perFamily.set(c.family, (perFamily.get(c.family) ?? 0) + 1);
-        const why = violation(c, answer);
-        if (why !== undefined) failures.push(`[${c.family}] ${c.title}: ${why}`);
-      }
-    };
-    await Promise.all(Array.from({ length: 8 }, worker));
+      // Eight at a time: slow cases overlap with the rest, and the agent serves concurrent abuse.
+      let next = 0;
+      const worker = async (): Promise<void> => {
+        while (next < cases.length) {
+          const c = cases[next++];
+          const answer = await rawRequest(host, port(), c.pieces, REQUEST_TIMEOUT_MS + 5000);
+          perFamily.set(c.family, (perFamily.get(c.family) ?? 0) + 1);
+          const why = violation(c, answer);
+          if (why !== undefined) failures.push(`[${c.family}] ${c.title}: ${why}`);
+        }
+      };
+      await Promise.all(Array.from({ length: 8 }, worker));
 
-    const summary = [...perFamily].map(([f, n]) => `${f} ${n}`).join(', ');
-    process.stdout.write(`hostile input: ${cases.length} requests in ${Date.now() - started} ms (seed ${SEED}): ${summary}\n`);
-    expect(cases.length).toBeGreaterThanOrEqual(200);
-    expect(failures.slice(0, 25)).toEqual([]);
+      const summary = [...perFamily].map(([f, n]) => `${f} ${n}`).join(', ');
+      process.stdout.write(`hostile input: ${cases.length} requests in ${Date.now() - started} ms (seed ${SEED}): ${summary}\n`);
+      expect(cases.length).toBeGreaterThanOrEqual(200);
+      expect(failures.slice(0, 25)).toEqual([]);
 
-    expect((await livez()).status).toBe(200);
-    expect(await changesSent(agent.metrics)).toEqual({ add: 0, remove: 0, promote: 0, 'move-leader': 0 });
-    expect(await cluster().listMembers()).toEqual(before);
-    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
-    expect(logs).not.toMatch(/"level":"error"/);
-  }, 120_000);
+      expect((await livez()).status).toBe(200);
+      expect(await changesSent(agent.metrics)).toEqual({ add: 0, remove: 0, promote: 0, 'move-leader': 0 });
+      expect(await cluster().listMembers()).toEqual(before);
+      expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+      expect(logs).not.toMatch(/"level":"error"/);
+    },
+    patience(120_000),
+  );
 
   it(
     'when 50 connections stall mid-request at once, then /livez answers while they are all still open, and the stalled ones are cut within the request timeout',

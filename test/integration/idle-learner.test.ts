@@ -25,7 +25,7 @@ import { etcd3 } from '../../agent/etcd/etcd3-module';
 import { createLogger } from '../../agent/observability/logger';
 import { createMetrics } from '../../agent/observability/metrics';
 import { startTestCluster, type LocalEtcdCluster } from '../helpers/etcd-cluster';
-import { eventually } from '../helpers/eventually';
+import { eventually, patience } from '../helpers/eventually';
 import { captureLogs } from '../helpers/log-capture';
 import { post } from '../helpers/membership';
 
@@ -57,7 +57,7 @@ describe('a learner joining a cluster that nothing writes to', () => {
     logDir = fs.mkdtempSync(path.join(process.env.LOCAL_ETCD_LOG_DIR ?? '/tmp', 'idle-learner-'));
     c = await startTestCluster(3, { logDir });
     client = new (etcd3().Etcd3)({ hosts: c.clientURLs() });
-  }, 30_000);
+  }, patience(30_000));
 
   afterAll(async () => {
     await Promise.all([...agents].map((a) => a.stop(2000)));
@@ -172,54 +172,58 @@ describe('a learner joining a cluster that nothing writes to', () => {
     await quiet();
   }
 
-  it('when a new member restores a snapshot and nothing else writes, then its agent nudges it and it becomes a voter with every key kept', async () => {
-    const acknowledged = new Map<string, string>();
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: 64 }, async () => {
-        for (let i = next++; i < ENTRIES; i = next++) {
-          const key = `fill/${i % KEYS}`;
-          const value = `${i}:`.padEnd(VALUE_BYTES, 'x');
-          await client.put(key).value(value);
-          acknowledged.set(key, value);
-        }
-      }),
-    );
-    const status = await client.maintenance.status();
-    expect(Number(status.header.revision)).toBeGreaterThan(ENTRIES);
-    expect(Number(status.dbSize)).toBeGreaterThan(50 * 1024 * 1024);
+  it(
+    'when a new member restores a snapshot and nothing else writes, then its agent nudges it and it becomes a voter with every key kept',
+    async () => {
+      const acknowledged = new Map<string, string>();
+      let next = 0;
+      await Promise.all(
+        Array.from({ length: 64 }, async () => {
+          for (let i = next++; i < ENTRIES; i = next++) {
+            const key = `fill/${i % KEYS}`;
+            const value = `${i}:`.padEnd(VALUE_BYTES, 'x');
+            await client.put(key).value(value);
+            acknowledged.set(key, value);
+          }
+        }),
+      );
+      const status = await client.maintenance.status();
+      expect(Number(status.header.revision)).toBeGreaterThan(ENTRIES);
+      expect(Number(status.dbSize)).toBeGreaterThan(50 * 1024 * 1024);
 
-    const voterAgent = await agentBeside('etcd-0', {
-      ETCD_AGENT_ENDPOINTS: c.clientURLs().join(','),
-      ETCD_AGENT_LOCAL_ENDPOINT: c.member('etcd-0').clientURL,
-    });
-    const attempts: Attempt[] = [];
-    for (;;) {
-      attempts.push(await replaceDisk(voterAgent));
-      if (attempts.some((a) => a.stalled) || attempts.length >= MAX_ATTEMPTS) break;
-      await loseDisk(voterAgent);
-    }
-
-    for (const a of attempts.filter((x) => x.stalled)) {
-      expect(a.nudges).toBeGreaterThanOrEqual(1);
-      expect(a.nudgedAt).toBeGreaterThanOrEqual(0);
-      expect(a.promotedAt).toBeGreaterThan(a.nudgedAt);
-    }
-
-    // Nothing acknowledged was lost, read through the new voter itself.
-    const direct = new (etcd3().Etcd3)({ hosts: [c.member('etcd-3').clientURL] });
-    try {
-      // Key by key: the whole prefix at once is larger than a gRPC message may be.
-      const keys = await direct.getAll().prefix('fill/').keys();
-      expect(keys.length).toBe(acknowledged.size);
-      const entries = [...acknowledged];
-      for (let i = 0; i < entries.length; i += 100) {
-        const batch = entries.slice(i, i + 100);
-        const values = await Promise.all(batch.map(([key]) => direct.get(key).string()));
-        expect(values).toEqual(batch.map(([, value]) => value));
+      const voterAgent = await agentBeside('etcd-0', {
+        ETCD_AGENT_ENDPOINTS: c.clientURLs().join(','),
+        ETCD_AGENT_LOCAL_ENDPOINT: c.member('etcd-0').clientURL,
+      });
+      const attempts: Attempt[] = [];
+      for (;;) {
+        attempts.push(await replaceDisk(voterAgent));
+        if (attempts.some((a) => a.stalled) || attempts.length >= MAX_ATTEMPTS) break;
+        await loseDisk(voterAgent);
       }
-    } finally {
-      direct.close();
-    }
-  }, 600_000);
+
+      for (const a of attempts.filter((x) => x.stalled)) {
+        expect(a.nudges).toBeGreaterThanOrEqual(1);
+        expect(a.nudgedAt).toBeGreaterThanOrEqual(0);
+        expect(a.promotedAt).toBeGreaterThan(a.nudgedAt);
+      }
+
+      // Nothing acknowledged was lost, read through the new voter itself.
+      const direct = new (etcd3().Etcd3)({ hosts: [c.member('etcd-3').clientURL] });
+      try {
+        // Key by key: the whole prefix at once is larger than a gRPC message may be.
+        const keys = await direct.getAll().prefix('fill/').keys();
+        expect(keys.length).toBe(acknowledged.size);
+        const entries = [...acknowledged];
+        for (let i = 0; i < entries.length; i += 100) {
+          const batch = entries.slice(i, i + 100);
+          const values = await Promise.all(batch.map(([key]) => direct.get(key).string()));
+          expect(values).toEqual(batch.map(([, value]) => value));
+        }
+      } finally {
+        direct.close();
+      }
+    },
+    patience(600_000),
+  );
 });

@@ -11,64 +11,69 @@ import { describeKbAgentEndToEnd } from '../helpers/kbagent-e2e';
 import { goActionRequestJson, goHttpRequest } from '../helpers/go-wire';
 import { kbAgentBinary } from '../helpers/kbagent-process';
 import { rawRequest } from '../helpers/raw-http';
+import { patience } from '../helpers/eventually';
 
 describeKbAgentEndToEnd(false);
 
 describe("Go's HTTP client, as kbagent runs it", () => {
-  it('when kbagent sends an HTTP action with a header and a rendered body, then its bytes are what goHttpRequest writes', async () => {
-    const kb = await kbAgentBinary();
-    const [port, streaming, capture] = await freePorts(3, '127.0.0.1');
-    const received: Buffer[] = [];
-    const server = net.createServer((socket) => {
-      socket.on('data', (chunk: Buffer) => {
-        received.push(chunk);
-        if (Buffer.concat(received).includes('\r\n\r\n{"to": "etcd-1"}')) socket.end('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok');
+  it(
+    'when kbagent sends an HTTP action with a header and a rendered body, then its bytes are what goHttpRequest writes',
+    async () => {
+      const kb = await kbAgentBinary();
+      const [port, streaming, capture] = await freePorts(3, '127.0.0.1');
+      const received: Buffer[] = [];
+      const server = net.createServer((socket) => {
+        socket.on('data', (chunk: Buffer) => {
+          received.push(chunk);
+          if (Buffer.concat(received).includes('\r\n\r\n{"to": "etcd-1"}')) socket.end('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok');
+        });
       });
-    });
-    await new Promise<void>((resolve) => server.listen(capture, '127.0.0.1', resolve));
-    const action = {
-      name: 'a',
-      http: {
-        port: String(capture),
-        path: '/v1/x',
-        method: 'POST',
-        body: '{"to": "{{ .TO }}"}',
-        headers: [{ name: 'content-type', value: 'application/json' }],
-      },
-    };
-    const child = spawn(kb.path, ['--address', '127.0.0.1', '--port', String(port), '--streaming-port', String(streaming)], {
-      env: { HOME: '/nonexistent', PATH: process.env.PATH, KB_AGENT_ACTION: JSON.stringify([action]) },
-      stdio: 'ignore',
-    });
-    try {
-      const call = goHttpRequest(
-        'POST',
-        '127.0.0.1',
-        port,
-        '/v1.0/action',
-        [],
-        goActionRequestJson({ action: 'a', parameters: { TO: 'etcd-1' } }),
-      );
-      let answer = await rawRequest('127.0.0.1', port, [call], 5000);
-      for (let i = 0; answer.noAnswer && i < 50; i++) {
-        await new Promise((resolve) => setTimeout(resolve, 100));
-        answer = await rawRequest('127.0.0.1', port, [call], 5000);
-      }
-
-      expect(answer.json).toEqual({ output: Buffer.from('ok').toString('base64') });
-      expect(Buffer.concat(received).toString('latin1')).toBe(
-        goHttpRequest(
+      await new Promise<void>((resolve) => server.listen(capture, '127.0.0.1', resolve));
+      const action = {
+        name: 'a',
+        http: {
+          port: String(capture),
+          path: '/v1/x',
+          method: 'POST',
+          body: '{"to": "{{ .TO }}"}',
+          headers: [{ name: 'content-type', value: 'application/json' }],
+        },
+      };
+      const child = spawn(kb.path, ['--address', '127.0.0.1', '--port', String(port), '--streaming-port', String(streaming)], {
+        env: { HOME: '/nonexistent', PATH: process.env.PATH, KB_AGENT_ACTION: JSON.stringify([action]) },
+        stdio: 'ignore',
+      });
+      try {
+        const call = goHttpRequest(
           'POST',
           '127.0.0.1',
-          capture,
-          '/v1/x',
-          [{ name: 'content-type', value: 'application/json' }],
-          '{"to": "etcd-1"}',
-        ).toString('latin1'),
-      );
-    } finally {
-      child.kill('SIGKILL');
-      await new Promise((resolve) => server.close(resolve));
-    }
-  }, 60_000);
+          port,
+          '/v1.0/action',
+          [],
+          goActionRequestJson({ action: 'a', parameters: { TO: 'etcd-1' } }),
+        );
+        let answer = await rawRequest('127.0.0.1', port, [call], 5000);
+        for (let i = 0; answer.noAnswer && i < 50; i++) {
+          await new Promise((resolve) => setTimeout(resolve, 100));
+          answer = await rawRequest('127.0.0.1', port, [call], 5000);
+        }
+
+        expect(answer.json).toEqual({ output: Buffer.from('ok').toString('base64') });
+        expect(Buffer.concat(received).toString('latin1')).toBe(
+          goHttpRequest(
+            'POST',
+            '127.0.0.1',
+            capture,
+            '/v1/x',
+            [{ name: 'content-type', value: 'application/json' }],
+            '{"to": "etcd-1"}',
+          ).toString('latin1'),
+        );
+      } finally {
+        child.kill('SIGKILL');
+        await new Promise((resolve) => server.close(resolve));
+      }
+    },
+    patience(60_000),
+  );
 });

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { RunningAgent } from '../../agent/agent';
 import { freePort, withCluster, type MemberSpec } from '../helpers/etcd-cluster';
-import { eventually } from '../helpers/eventually';
+import { eventually, patience } from '../helpers/eventually';
 import { freeLoopbackHost, KB_PEER_PORT } from '../helpers/loopback-host';
 import { leaderOf, startMemberAgent } from '../helpers/membership';
 
@@ -64,7 +64,7 @@ describe('POST /v1.0/action (kbagent wire format) against a real 3-member etcd',
     for (const name of ['etcd-0', 'etcd-1', 'etcd-2']) agents.set(name, await startMemberAgent(cluster(), name));
     host = await freeLoopbackHost();
     etcd3 = await cluster().reserveMember('etcd-3');
-  }, 30_000);
+  }, patience(30_000));
 
   afterAll(async () => {
     await Promise.all([...agents.values(), ...extra].map((a) => a.stop(2000)));
@@ -144,28 +144,32 @@ describe('POST /v1.0/action (kbagent wire format) against a real 3-member etcd',
     expect(Object.values(roles).sort()).toEqual(['follower', 'follower', 'leader']);
   });
 
-  it('when memberJoin adds a member whose etcd has not started, then {error: inProgress}, twice, and etcd lists one learner at http://{fqdn}:2380', async () => {
-    // etcd refuses any member add ("unhealthy cluster") until its peers have been connected for 5 s:
-    // that refusal is preconditionFailed, and the call is repeated as kbagent would.
-    const first = await eventually(
-      async () => {
-        const answer = await kbCall(agentOf('etcd-0'), join3());
-        if (answer.body.error === 'preconditionFailed') throw new Error(answer.body.message);
-        return answer;
-      },
-      { within: 15_000, every: 300 },
-    );
-    const second = await kbCall(agentOf('etcd-1'), join3());
+  it(
+    'when memberJoin adds a member whose etcd has not started, then {error: inProgress}, twice, and etcd lists one learner at http://{fqdn}:2380',
+    async () => {
+      // etcd refuses any member add ("unhealthy cluster") until its peers have been connected for 5 s:
+      // that refusal is preconditionFailed, and the call is repeated as kbagent would.
+      const first = await eventually(
+        async () => {
+          const answer = await kbCall(agentOf('etcd-0'), join3());
+          if (answer.body.error === 'preconditionFailed') throw new Error(answer.body.message);
+          return answer;
+        },
+        { within: 15_000, every: 300 },
+      );
+      const second = await kbCall(agentOf('etcd-1'), join3());
 
-    expect(first).toEqual({ status: 200, body: { error: 'inProgress', message: expect.stringContaining('etcd-3: added (unstarted)') } });
-    expect(second).toEqual({
-      status: 200,
-      body: { error: 'inProgress', message: expect.stringContaining('etcd-3: in-progress (unstarted)') },
-    });
-    const peerURL = `http://${host}:${KB_PEER_PORT}`;
-    const listed = (await cluster().listMembers()).filter((m) => m.peerURLs.includes(peerURL));
-    expect(listed).toEqual([expect.objectContaining({ isLearner: true, started: false })]);
-  }, 30_000);
+      expect(first).toEqual({ status: 200, body: { error: 'inProgress', message: expect.stringContaining('etcd-3: added (unstarted)') } });
+      expect(second).toEqual({
+        status: 200,
+        body: { error: 'inProgress', message: expect.stringContaining('etcd-3: in-progress (unstarted)') },
+      });
+      const peerURL = `http://${host}:${KB_PEER_PORT}`;
+      const listed = (await cluster().listMembers()).filter((m) => m.peerURLs.includes(peerURL));
+      expect(listed).toEqual([expect.objectContaining({ isLearner: true, started: false })]);
+    },
+    patience(30_000),
+  );
 
   it('when another member joins while etcd-3 is still a learner, then {error: busy}', async () => {
     const other = await freeLoopbackHost();
@@ -187,54 +191,62 @@ describe('POST /v1.0/action (kbagent wire format) against a real 3-member etcd',
     expect(answer).toEqual({ status: 200, body: { error: 'failed', message: expect.stringContaining('etcd-1') } });
   });
 
-  it("when the learner's etcd runs, then roleProbe of its own agent answers learner, and memberJoin then succeeds with the §4 result as output", async () => {
-    await cluster().addMemberProcess('etcd-3', { peerURL: `http://${host}:${KB_PEER_PORT}`, clientURL: etcd3.clientURL });
-    // Its agent promotes its learner by itself one interval (1 s) after it starts: ask at once.
-    agents.set('etcd-3', await startMemberAgent(cluster(), 'etcd-3'));
-    const role = await roleOf('etcd-3');
+  it(
+    "when the learner's etcd runs, then roleProbe of its own agent answers learner, and memberJoin then succeeds with the §4 result as output",
+    async () => {
+      await cluster().addMemberProcess('etcd-3', { peerURL: `http://${host}:${KB_PEER_PORT}`, clientURL: etcd3.clientURL });
+      // Its agent promotes its learner by itself one interval (1 s) after it starts: ask at once.
+      agents.set('etcd-3', await startMemberAgent(cluster(), 'etcd-3'));
+      const role = await roleOf('etcd-3');
 
-    const answer = await eventually(
-      async () => {
-        const a = await kbCall(agentOf('etcd-0'), join3());
-        if (a.body.error === 'inProgress') throw new Error(a.body.message);
-        return a;
-      },
-      { within: 15_000, every: 300 },
-    );
+      const answer = await eventually(
+        async () => {
+          const a = await kbCall(agentOf('etcd-0'), join3());
+          if (a.body.error === 'inProgress') throw new Error(a.body.message);
+          return a;
+        },
+        { within: 15_000, every: 300 },
+      );
 
-    expect(role).toBe('learner');
-    const joined = result(answer);
-    expect(joined).toMatchObject({
-      requestId: expect.any(String),
-      action: 'memberJoin',
-      outcome: expect.stringMatching(/^(promoted|already-member)$/),
-      complete: true,
-      phase: 'voter',
-      member: { name: 'etcd-3', isLearner: false, started: true, peerURLs: [`http://${host}:${KB_PEER_PORT}`] },
-      cluster: { members: 4, voters: 4, learners: 0 },
-    });
-    expect(Object.keys(joined)[0]).toBe('requestId');
-    // The role comes from the shared observation, at most its max age (1 s) old: the promotion shows within it.
-    const real = await realRoleOf('etcd-3');
-    await eventually(async () => expect(await roleOf('etcd-3')).toBe(real), { within: 1500, every: 100 });
-    expect(result(await kbCall(agentOf('etcd-2'), join3()))).toMatchObject({ outcome: 'already-member', complete: true });
-  }, 40_000);
+      expect(role).toBe('learner');
+      const joined = result(answer);
+      expect(joined).toMatchObject({
+        requestId: expect.any(String),
+        action: 'memberJoin',
+        outcome: expect.stringMatching(/^(promoted|already-member)$/),
+        complete: true,
+        phase: 'voter',
+        member: { name: 'etcd-3', isLearner: false, started: true, peerURLs: [`http://${host}:${KB_PEER_PORT}`] },
+        cluster: { members: 4, voters: 4, learners: 0 },
+      });
+      expect(Object.keys(joined)[0]).toBe('requestId');
+      // The role comes from the shared observation, at most its max age (1 s) old: the promotion shows within it.
+      const real = await realRoleOf('etcd-3');
+      await eventually(async () => expect(await roleOf('etcd-3')).toBe(real), { within: 1500, every: 100 });
+      expect(result(await kbCall(agentOf('etcd-2'), join3()))).toMatchObject({ outcome: 'already-member', complete: true });
+    },
+    patience(40_000),
+  );
 
-  it("when switchover runs on the leader's agent, then leadership moves away; with KB_SWITCHOVER_CANDIDATE_NAME, it moves to that member", async () => {
-    const before = await leaderOf(cluster());
+  it(
+    "when switchover runs on the leader's agent, then leadership moves away; with KB_SWITCHOVER_CANDIDATE_NAME, it moves to that member",
+    async () => {
+      const before = await leaderOf(cluster());
 
-    const away = result(await kbCall(agentOf(before.name), { action: 'switchover', parameters: {} }));
-    const after = await leaderOf(cluster());
-    const back = result(
-      await kbCall(agentOf('etcd-0'), { action: 'switchover', parameters: { KB_SWITCHOVER_CANDIDATE_NAME: before.name } }),
-    );
+      const away = result(await kbCall(agentOf(before.name), { action: 'switchover', parameters: {} }));
+      const after = await leaderOf(cluster());
+      const back = result(
+        await kbCall(agentOf('etcd-0'), { action: 'switchover', parameters: { KB_SWITCHOVER_CANDIDATE_NAME: before.name } }),
+      );
 
-    expect(away).toMatchObject({ action: 'leaderTransfer', outcome: 'transferred', complete: true });
-    expect(after.name).not.toBe(before.name);
-    expect(away.leader.name).toBe(after.name);
-    expect(back).toMatchObject({ outcome: 'transferred', leader: { name: before.name } });
-    await eventually(async () => expect(await roleOf(before.name)).toBe('leader'), { within: 5000 });
-  }, 30_000);
+      expect(away).toMatchObject({ action: 'leaderTransfer', outcome: 'transferred', complete: true });
+      expect(after.name).not.toBe(before.name);
+      expect(away.leader.name).toBe(after.name);
+      expect(back).toMatchObject({ outcome: 'transferred', leader: { name: before.name } });
+      await eventually(async () => expect(await roleOf(before.name)).toBe('leader'), { within: 5000 });
+    },
+    patience(30_000),
+  );
 
   it('when switchover names a candidate that is not a member, then not-found is {error: failed}', async () => {
     const answer = await kbCall(agentOf('etcd-0'), { action: 'switchover', parameters: { KB_SWITCHOVER_CANDIDATE_NAME: 'etcd-9' } });
@@ -242,22 +254,26 @@ describe('POST /v1.0/action (kbagent wire format) against a real 3-member etcd',
     expect(answer).toEqual({ status: 200, body: { error: 'failed', message: expect.stringContaining('etcd-9') } });
   });
 
-  it('when memberLeave is called twice for etcd-3, then removed and then already-absent, both as output', async () => {
-    await agentOf('etcd-3').stop(2000);
-    agents.delete('etcd-3');
-    const leave = {
-      action: 'memberLeave',
-      parameters: { KB_LEAVE_MEMBER_POD_NAME: 'etcd-3', KB_LEAVE_MEMBER_POD_FQDN: host },
-      timeoutSeconds: 20,
-    };
+  it(
+    'when memberLeave is called twice for etcd-3, then removed and then already-absent, both as output',
+    async () => {
+      await agentOf('etcd-3').stop(2000);
+      agents.delete('etcd-3');
+      const leave = {
+        action: 'memberLeave',
+        parameters: { KB_LEAVE_MEMBER_POD_NAME: 'etcd-3', KB_LEAVE_MEMBER_POD_FQDN: host },
+        timeoutSeconds: 20,
+      };
 
-    const first = result(await kbCall(agentOf('etcd-0'), leave));
-    const second = result(await kbCall(agentOf('etcd-1'), leave));
+      const first = result(await kbCall(agentOf('etcd-0'), leave));
+      const second = result(await kbCall(agentOf('etcd-1'), leave));
 
-    expect(first).toMatchObject({ action: 'memberLeave', outcome: 'removed', complete: true, cluster: { members: 3, voters: 3 } });
-    expect(second).toMatchObject({ outcome: 'already-absent', complete: true });
-    expect((await cluster().listMembers()).map((m) => m.name).sort()).toEqual(['etcd-0', 'etcd-1', 'etcd-2']);
-  }, 30_000);
+      expect(first).toMatchObject({ action: 'memberLeave', outcome: 'removed', complete: true, cluster: { members: 3, voters: 3 } });
+      expect(second).toMatchObject({ outcome: 'already-absent', complete: true });
+      expect((await cluster().listMembers()).map((m) => m.name).sort()).toEqual(['etcd-0', 'etcd-1', 'etcd-2']);
+    },
+    patience(30_000),
+  );
 
   describe('with etcd-1 paused', () => {
     beforeAll(() => cluster().pause('etcd-1'));
@@ -292,15 +308,19 @@ describe('POST /v1.0/action (kbagent wire format) against a real 3-member etcd',
     });
   });
 
-  it('when the agent can reach no etcd, then unavailable is {error: failed} for every action that needs etcd', async () => {
-    const dead = `http://127.0.0.1:${await freePort()}`;
-    const lost = await startMemberAgent(cluster(), 'etcd-0', { ETCD_AGENT_ENDPOINTS: dead, ETCD_AGENT_LOCAL_ENDPOINT: dead });
-    extra.push(lost);
+  it(
+    'when the agent can reach no etcd, then unavailable is {error: failed} for every action that needs etcd',
+    async () => {
+      const dead = `http://127.0.0.1:${await freePort()}`;
+      const lost = await startMemberAgent(cluster(), 'etcd-0', { ETCD_AGENT_ENDPOINTS: dead, ETCD_AGENT_LOCAL_ENDPOINT: dead });
+      extra.push(lost);
 
-    const leave = await kbCall(lost, { action: 'memberLeave', parameters: { KB_LEAVE_MEMBER_POD_NAME: 'etcd-2' }, timeoutSeconds: 2 });
-    const probe = await kbCall(lost, { action: 'roleProbe', timeoutSeconds: 2 });
+      const leave = await kbCall(lost, { action: 'memberLeave', parameters: { KB_LEAVE_MEMBER_POD_NAME: 'etcd-2' }, timeoutSeconds: 2 });
+      const probe = await kbCall(lost, { action: 'roleProbe', timeoutSeconds: 2 });
 
-    expect(leave).toEqual({ status: 200, body: { error: 'failed', message: expect.any(String) } });
-    expect(probe).toEqual({ status: 200, body: { error: 'failed', message: expect.stringContaining(dead) } });
-  }, 20_000);
+      expect(leave).toEqual({ status: 200, body: { error: 'failed', message: expect.any(String) } });
+      expect(probe).toEqual({ status: 200, body: { error: 'failed', message: expect.stringContaining(dead) } });
+    },
+    patience(20_000),
+  );
 });

@@ -57,7 +57,7 @@ async function churn(clientURL: string, count: number, key = 'churn'): Promise<v
  */
 const LOAD = { keys: 10_000, bytes: 1000, passes: 2 };
 /** How long jest lets a story run that writes the load and defragments three members: a patience, many times what it needs. */
-const SLOW_STORY_MS = patience(180_000);
+const SLOW_STORY_MS = 180_000;
 /** A compaction to the revision before the current one: it frees the first pass (the writers' puts are revisions too). */
 const KEEP_LAST_PASS = { retainRevisions: 1 };
 
@@ -236,7 +236,7 @@ describeOnFirstVersion('a rolling defragmentation of a 3-member cluster under a 
     cluster = await startTestCluster(3);
     runner = await startMemberAgent(cluster, 'etcd-0');
     observer = await startMemberAgent(cluster, 'etcd-2');
-  }, 30_000);
+  }, patience(30_000));
 
   afterAll(async () => {
     await runner?.stop(2000);
@@ -327,7 +327,7 @@ describeOnFirstVersion('a rolling defragmentation of a 3-member cluster under a 
       // can hold the new leader's WAL fsync for a whole window (no put answered, keep-alives still are).
       expect(perMember.reduce((sum, m) => sum + m.putsThroughOthersDuringIt, 0)).toBeGreaterThan(0);
     },
-    SLOW_STORY_MS,
+    patience(SLOW_STORY_MS),
   );
 
   it('when the same call is made again, then nothing is over the thresholds and the answer says what the last run did', async () => {
@@ -398,7 +398,7 @@ describeOnFirstVersion('a rolling defragmentation of a 3-member cluster under a 
         await child.kill('SIGTERM');
       }
     },
-    SLOW_STORY_MS,
+    patience(SLOW_STORY_MS),
   );
 
   it(
@@ -433,7 +433,7 @@ describeOnFirstVersion('a rolling defragmentation of a 3-member cluster under a 
       // etcd finished the outside defragmentation; the run did the other two after it, and not that one again.
       expect(reply.json.members.map((m: { name: string }) => m.name)).not.toContain(target.name);
     },
-    SLOW_STORY_MS,
+    patience(SLOW_STORY_MS),
   );
 
   it('when a member does not answer, then the call is refused as unsafe with the figures, and nothing is touched', async () => {
@@ -498,7 +498,7 @@ describe('NOSPACE cleared by one call', () => {
         if (attempt >= 2) throw err;
       }
     }
-  }, 30_000);
+  }, patience(30_000));
 
   afterAll(async () => {
     for (const agent of agents.values()) await agent.stop(2000);
@@ -637,7 +637,7 @@ describeOnFirstVersion('a cluster that would lose its quorum', () => {
   beforeAll(async () => {
     cluster = await startTestCluster(1);
     agent = await startMemberAgent(cluster, 'etcd-0');
-  }, 30_000);
+  }, patience(30_000));
 
   afterAll(async () => {
     await agent?.stop(2000);

@@ -14,7 +14,7 @@
 import type { RunningAgent } from '../../agent/agent';
 import { ChildAgent, MAIN_JS as main } from '../helpers/child-agent';
 import { withCluster } from '../helpers/etcd-cluster';
-import { eventually } from '../helpers/eventually';
+import { eventually, patience } from '../helpers/eventually';
 import type { Answer } from '../helpers/http-call';
 import { etcdAcceptsChanges, get, leaderOf, post, startMemberAgent } from '../helpers/membership';
 import { TcpProxy } from '../helpers/tcp-proxy';
@@ -47,7 +47,7 @@ describe('the agent killed in the middle of a membership change', () => {
   beforeAll(async () => {
     // Another pod's agent, to look at the operation records while etcd-0's agent is dead.
     observer = await startMemberAgent(cluster(), 'etcd-2');
-  }, 120_000);
+  }, patience(120_000));
 
   afterEach(async () => {
     for (const child of children.splice(0)) await child.kill('SIGKILL');

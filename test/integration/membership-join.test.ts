@@ -6,6 +6,7 @@
 import type { RunningAgent } from '../../agent/agent';
 import { withCluster, type MemberSpec } from '../helpers/etcd-cluster';
 import { actionsAnswered, changesSent, etcdAcceptsChanges, get, post, startMemberAgent, until } from '../helpers/membership';
+import { patience } from '../helpers/eventually';
 
 const JOIN = '/v1/members/join';
 const LEAVE = '/v1/members/leave';
@@ -25,7 +26,7 @@ describe('joining and leaving a 4th member', () => {
       () => get(agent, '/v1/health'),
       (a) => a.json.status === 'healthy',
     );
-  }, 30_000);
+  }, patience(30_000));
 
   afterAll(async () => {
     await agent?.stop(2000);

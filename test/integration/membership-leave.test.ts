@@ -10,6 +10,7 @@
 import type { RunningAgent } from '../../agent/agent';
 import { withCluster } from '../helpers/etcd-cluster';
 import { changesSent, leaderOf, post, startMemberAgent } from '../helpers/membership';
+import { patience } from '../helpers/eventually';
 
 const LEAVE = '/v1/members/leave';
 const TRANSFER = '/v1/leader/transfer';
@@ -89,46 +90,50 @@ describe('a removal that would lose quorum', () => {
     await agent?.stop(2000);
   });
 
-  it('when one of 3 voters is paused and another healthy one is asked to leave, then 409 unsafe and nothing changes; with force: true it is removed', async () => {
-    const members = await cluster().listMembers();
-    const leader = await leaderOf(cluster());
-    const [paused, target] = members.filter((m) => m.id !== leader.id);
-    // The agent of the leader's pod, talking to the two members that stay up (so every RPC goes to
-    // one that answers), and giving a healthy member 1 s to answer its status call
-    // (ETCD_AGENT_STATUS_TIMEOUT_MS; 2 s when asked again): a frozen member costs each status probe those 3 s.
-    agent = await startMemberAgent(cluster(), leader.name, {
-      ETCD_AGENT_ENDPOINTS: [leader.clientURL, target.clientURLs[0]].join(','),
-      ETCD_AGENT_STATUS_TIMEOUT_MS: '1000',
-      ETCD_AGENT_HEALTH_MAX_AGE_MS: '5000',
-    });
-    const before = await changesSent(agent.metrics);
-
-    cluster().pause(paused.name);
-    try {
-      const refused = await post(agent, LEAVE, { name: target.name, timeoutSeconds: 20 });
-
-      expect(refused.status).toBe(409);
-      expect(refused.json.error).toMatchObject({
-        code: 'unsafe',
-        retryable: true,
-        message: expect.stringContaining(`removing ${target.name} leaves 1 healthy voter of 2; quorum needs 2`),
-        details: { voters: 3, healthyVoters: 2, required: 2, forceable: true },
+  it(
+    'when one of 3 voters is paused and another healthy one is asked to leave, then 409 unsafe and nothing changes; with force: true it is removed',
+    async () => {
+      const members = await cluster().listMembers();
+      const leader = await leaderOf(cluster());
+      const [paused, target] = members.filter((m) => m.id !== leader.id);
+      // The agent of the leader's pod, talking to the two members that stay up (so every RPC goes to
+      // one that answers), and giving a healthy member 1 s to answer its status call
+      // (ETCD_AGENT_STATUS_TIMEOUT_MS; 2 s when asked again): a frozen member costs each status probe those 3 s.
+      agent = await startMemberAgent(cluster(), leader.name, {
+        ETCD_AGENT_ENDPOINTS: [leader.clientURL, target.clientURLs[0]].join(','),
+        ETCD_AGENT_STATUS_TIMEOUT_MS: '1000',
+        ETCD_AGENT_HEALTH_MAX_AGE_MS: '5000',
       });
-      expect(await changesSent(agent.metrics)).toEqual(before);
-      expect((await cluster().listMembers([leader.clientURL])).map((m) => m.id).sort()).toEqual(members.map((m) => m.id).sort());
+      const before = await changesSent(agent.metrics);
 
-      const forced = await post(agent, LEAVE, { name: target.name, force: true, timeoutSeconds: 20 });
+      cluster().pause(paused.name);
+      try {
+        const refused = await post(agent, LEAVE, { name: target.name, timeoutSeconds: 20 });
 
-      expect(forced.status).toBe(200);
-      expect(forced.json).toMatchObject({ outcome: 'removed', member: { id: target.id } });
-      expect((await changesSent(agent.metrics)).remove - before.remove).toBe(1);
-    } finally {
-      cluster().resume(paused.name);
-    }
-    await cluster().waitHealthy(paused.name);
-    const after = await cluster().listMembers([leader.clientURL]);
-    expect(after.map((m) => m.id).sort()).toEqual([leader.id, paused.id].sort());
-  }, 90_000);
+        expect(refused.status).toBe(409);
+        expect(refused.json.error).toMatchObject({
+          code: 'unsafe',
+          retryable: true,
+          message: expect.stringContaining(`removing ${target.name} leaves 1 healthy voter of 2; quorum needs 2`),
+          details: { voters: 3, healthyVoters: 2, required: 2, forceable: true },
+        });
+        expect(await changesSent(agent.metrics)).toEqual(before);
+        expect((await cluster().listMembers([leader.clientURL])).map((m) => m.id).sort()).toEqual(members.map((m) => m.id).sort());
+
+        const forced = await post(agent, LEAVE, { name: target.name, force: true, timeoutSeconds: 20 });
+
+        expect(forced.status).toBe(200);
+        expect(forced.json).toMatchObject({ outcome: 'removed', member: { id: target.id } });
+        expect((await changesSent(agent.metrics)).remove - before.remove).toBe(1);
+      } finally {
+        cluster().resume(paused.name);
+      }
+      await cluster().waitHealthy(paused.name);
+      const after = await cluster().listMembers([leader.clientURL]);
+      expect(after.map((m) => m.id).sort()).toEqual([leader.id, paused.id].sort());
+    },
+    patience(90_000),
+  );
 });
 
 describe('the last voter', () => {

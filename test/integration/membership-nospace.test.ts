@@ -7,6 +7,7 @@
 import type { RunningAgent } from '../../agent/agent';
 import { fillUntilNoSpace, withCluster } from '../helpers/etcd-cluster';
 import { changesSent, etcdAcceptsChanges, get, post, startMemberAgent, until } from '../helpers/membership';
+import { patience } from '../helpers/eventually';
 
 const LEAVE = '/v1/members/leave';
 
@@ -17,7 +18,7 @@ describe('membership changes under a NOSPACE alarm', () => {
   beforeAll(async () => {
     agent = await startMemberAgent(cluster(), 'etcd-0', { ETCD_AGENT_ENDPOINTS: cluster().member('etcd-0').clientURL });
     await etcdAcceptsChanges(cluster());
-  }, 20_000);
+  }, patience(20_000));
 
   afterAll(async () => {
     await agent?.stop(2000);

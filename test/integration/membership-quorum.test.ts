@@ -63,7 +63,7 @@ describe('4 voters, 2 of them killed: no quorum', () => {
     // A running agent: the first call after a start loads express and connects (README, "Limits").
     expect((await get(agent, '/v1/members')).status).toBe(200);
     await etcdAcceptsChanges(cluster());
-  }, 30_000);
+  }, patience(30_000));
 
   afterAll(async () => {
     await agent?.stop(2000);
@@ -162,29 +162,33 @@ describe('4 voters, 2 of them killed: no quorum', () => {
         within: 20_000,
         every: 100,
       });
-    }, 30_000);
+    }, patience(30_000));
 
     it('when the member list is read, then nothing changed while the quorum was lost', async () => {
       expect(shape(await cluster().listMembers())).toEqual(shape(before));
     });
 
-    it('when the same calls are made again, then they succeed', async () => {
-      const ok = (a: Answer): string => `${a.status} ${a.json.outcome ?? (a.json.members === undefined ? '' : 'members')}`;
+    it(
+      'when the same calls are made again, then they succeed',
+      async () => {
+        const ok = (a: Answer): string => `${a.status} ${a.json.outcome ?? (a.json.members === undefined ? '' : 'members')}`;
 
-      expect(ok(await get(agent, '/v1/members'))).toBe('200 members');
-      expect((await get(agent, '/v1/operations')).status).toBe(200);
-      expect(ok(await post(agent, LEAVE, { name: 'etcd-3' }))).toBe('200 removed');
-      expect(ok(await post(agent, PROMOTE, { name: 'etcd-1' }))).toBe('200 already-member');
-      expect(ok(await post(agent, TRANSFER, { to: 'etcd-1' }))).toMatch(/^200 (transferred|already-leader)$/);
-      // etcd refuses the add as "unhealthy cluster" until etcd-2 has been back 5 s: the agent retries it
-      // inside the call's deadline (`timeoutSeconds` 15, docs/api.md §4), which holds those 5 s three times.
-      expect(ok(await post(agent, JOIN, { name: 'etcd-4', peerURLs: [etcd4.peerURL], timeoutSeconds: 15 }))).toBe('202 added');
-      expect(ok(await post(agent, LEAVE, { name: 'etcd-1' }))).toBe('200 removed');
-      const after = await cluster().listMembers();
-      expect(after.map((m) => `${m.name || m.peerURLs[0]} ${m.isLearner ? 'learner' : 'voter'}`).sort()).toEqual(
-        ['etcd-0 voter', 'etcd-2 voter', `${etcd4.peerURL} learner`].sort(),
-      );
-    }, 60_000);
+        expect(ok(await get(agent, '/v1/members'))).toBe('200 members');
+        expect((await get(agent, '/v1/operations')).status).toBe(200);
+        expect(ok(await post(agent, LEAVE, { name: 'etcd-3' }))).toBe('200 removed');
+        expect(ok(await post(agent, PROMOTE, { name: 'etcd-1' }))).toBe('200 already-member');
+        expect(ok(await post(agent, TRANSFER, { to: 'etcd-1' }))).toMatch(/^200 (transferred|already-leader)$/);
+        // etcd refuses the add as "unhealthy cluster" until etcd-2 has been back 5 s: the agent retries it
+        // inside the call's deadline (`timeoutSeconds` 15, docs/api.md §4), which holds those 5 s three times.
+        expect(ok(await post(agent, JOIN, { name: 'etcd-4', peerURLs: [etcd4.peerURL], timeoutSeconds: 15 }))).toBe('202 added');
+        expect(ok(await post(agent, LEAVE, { name: 'etcd-1' }))).toBe('200 removed');
+        const after = await cluster().listMembers();
+        expect(after.map((m) => `${m.name || m.peerURLs[0]} ${m.isLearner ? 'learner' : 'voter'}`).sort()).toEqual(
+          ['etcd-0 voter', 'etcd-2 voter', `${etcd4.peerURL} learner`].sort(),
+        );
+      },
+      patience(60_000),
+    );
   });
 });
 

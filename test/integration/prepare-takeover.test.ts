@@ -9,10 +9,10 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { eventually } from '../helpers/eventually';
+import { eventually, patience } from '../helpers/eventually';
 import { PodSet, RunAs } from '../helpers/prepare-pods';
 
-jest.setTimeout(120_000);
+jest.setTimeout(patience(120_000));
 
 const NON_ROOT: RunAs = { uid: 65532, gid: 65532 };
 const NAME = 'etcd-0';

@@ -14,12 +14,12 @@ import { EtcdCluster } from '../../agent/etcd/cluster-client';
 import { etcd3 } from '../../agent/etcd/etcd3-module';
 import { readDataDir } from '../../agent/etcd-data/data-dir';
 import type { Member, MemberList } from '../../agent/proto/types';
-import { eventually } from '../helpers/eventually';
+import { eventually, patience } from '../helpers/eventually';
 import { call } from '../helpers/http-call';
 import { PodSet, PrepareRun } from '../helpers/prepare-pods';
 import { itOnFirstVersion } from '../helpers/version-scope';
 
-jest.setTimeout(120_000);
+jest.setTimeout(patience(120_000));
 
 const INITIAL = ['etcd-0', 'etcd-1', 'etcd-2'];
 const ALL = [...INITIAL, 'etcd-3', 'etcd-4'];

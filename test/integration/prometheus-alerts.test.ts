@@ -9,7 +9,7 @@ import { parse } from 'yaml';
 import fs from 'node:fs';
 import type { RunningAgent } from '../../agent/agent';
 import { withCluster } from '../helpers/etcd-cluster';
-import { eventually } from '../helpers/eventually';
+import { eventually, patience } from '../helpers/eventually';
 import { startMemberAgent } from '../helpers/membership';
 import { ActiveAlert, TestPrometheus } from '../helpers/prometheus';
 
@@ -45,7 +45,7 @@ describe('alert rules on a real Prometheus scraping real agents', () => {
       scrapeIntervalSeconds: SCRAPE_S,
       evaluationIntervalSeconds: EVAL_S,
     });
-  }, 60_000);
+  }, patience(60_000));
 
   afterAll(async () => {
     await prometheus?.stop();
@@ -55,88 +55,92 @@ describe('alert rules on a real Prometheus scraping real agents', () => {
   const quorumLost = async (): Promise<ActiveAlert | undefined> =>
     (await prometheus!.alerts()).find((a) => a.labels.alertname === 'EtcdQuorumLost');
 
-  it('when two of three members are killed, then EtcdQuorumLost fires after its for, and resolves once they are back', async () => {
-    const p = prometheus!;
-    const forS = forSeconds('EtcdQuorumLost');
-    // Every agent scraped and seeing quorum, and no alert about it.
-    await eventually(
-      async () => {
-        const seen = await p.query('etcd_agent_quorum_has_quorum{job="etcd-lifecycle-agent",namespace="itest"} == 1');
-        if (seen.length !== 3) throw new Error(`${seen.length} agents scraped with quorum: ${p.logTail()}`);
-      },
-      { within: 30_000, every: 250 },
-    );
-    expect(await quorumLost()).toBeUndefined();
+  it(
+    'when two of three members are killed, then EtcdQuorumLost fires after its for, and resolves once they are back',
+    async () => {
+      const p = prometheus!;
+      const forS = forSeconds('EtcdQuorumLost');
+      // Every agent scraped and seeing quorum, and no alert about it.
+      await eventually(
+        async () => {
+          const seen = await p.query('etcd_agent_quorum_has_quorum{job="etcd-lifecycle-agent",namespace="itest"} == 1');
+          if (seen.length !== 3) throw new Error(`${seen.length} agents scraped with quorum: ${p.logTail()}`);
+        },
+        { within: 30_000, every: 250 },
+      );
+      expect(await quorumLost()).toBeUndefined();
 
-    const killed = Date.now();
-    await Promise.all([cluster().kill('etcd-1'), cluster().kill('etcd-2')]);
-    let pendingAt: number | undefined;
-    const firing = await eventually(
-      async () => {
-        const alert = await quorumLost();
-        if (alert?.state === 'pending') pendingAt ??= Date.now();
-        if (alert?.state !== 'firing')
-          throw new Error(`EtcdQuorumLost is ${alert?.state ?? 'inactive'} ${(Date.now() - killed) / 1000} s after the kill`);
-        return alert;
-      },
-      { within: (forS + 30) * 1000, every: 200 },
-    );
-    // Prometheus' own times: when each agent's scrape first showed quorum lost, when the alert went
-    // pending (activeAt) and when it first fired (the first sample of its ALERTS series).
-    // A sample carries its scrape's start time but is visible to rules only once the scrape has
-    // ended: scrape_duration_seconds of the same scrape says when.
-    const durations = await p.range('scrape_duration_seconds', 120);
-    const firstLost = (await p.range('etcd_agent_quorum_has_quorum', 120)).map((series) => {
-      const first = series.values.find(([t, v]) => t * 1000 >= killed && v === '0');
-      if (first === undefined) throw new Error(`${series.metric.instance} never showed quorum lost`);
-      const took = durations.find((d) => d.metric.instance === series.metric.instance)?.values.find(([t]) => t === first[0]);
-      if (took === undefined) throw new Error(`no scrape_duration_seconds for ${series.metric.instance} at ${first[0]}`);
-      return { instance: series.metric.instance, ms: first[0] * 1000 - killed, visibleMs: (first[0] + Number(took[1])) * 1000 - killed };
-    });
-    const pendingMs = Date.parse(firing.activeAt) - killed;
-    const fired = await p.range('ALERTS{alertname="EtcdQuorumLost",alertstate="firing"}', 120);
-    expect(fired).toHaveLength(1);
-    const firingMs = fired[0].values[0][0] * 1000 - killed;
-    process.stdout.write(
-      `EtcdQuorumLost after the kill: scrapes show it lost at ${firstLost.map((f) => `${f.ms} ms (visible ${Math.round(f.visibleMs)} ms)`).join(', ')}; ` +
-        `pending at ${pendingMs} ms (first seen pending by our polls ${pendingAt === undefined ? '-' : pendingAt - killed} ms); ` +
-        `firing at ${firingMs} ms (for: ${forS} s)\n`,
-    );
+      const killed = Date.now();
+      await Promise.all([cluster().kill('etcd-1'), cluster().kill('etcd-2')]);
+      let pendingAt: number | undefined;
+      const firing = await eventually(
+        async () => {
+          const alert = await quorumLost();
+          if (alert?.state === 'pending') pendingAt ??= Date.now();
+          if (alert?.state !== 'firing')
+            throw new Error(`EtcdQuorumLost is ${alert?.state ?? 'inactive'} ${(Date.now() - killed) / 1000} s after the kill`);
+          return alert;
+        },
+        { within: (forS + 30) * 1000, every: 200 },
+      );
+      // Prometheus' own times: when each agent's scrape first showed quorum lost, when the alert went
+      // pending (activeAt) and when it first fired (the first sample of its ALERTS series).
+      // A sample carries its scrape's start time but is visible to rules only once the scrape has
+      // ended: scrape_duration_seconds of the same scrape says when.
+      const durations = await p.range('scrape_duration_seconds', 120);
+      const firstLost = (await p.range('etcd_agent_quorum_has_quorum', 120)).map((series) => {
+        const first = series.values.find(([t, v]) => t * 1000 >= killed && v === '0');
+        if (first === undefined) throw new Error(`${series.metric.instance} never showed quorum lost`);
+        const took = durations.find((d) => d.metric.instance === series.metric.instance)?.values.find(([t]) => t === first[0]);
+        if (took === undefined) throw new Error(`no scrape_duration_seconds for ${series.metric.instance} at ${first[0]}`);
+        return { instance: series.metric.instance, ms: first[0] * 1000 - killed, visibleMs: (first[0] + Number(took[1])) * 1000 - killed };
+      });
+      const pendingMs = Date.parse(firing.activeAt) - killed;
+      const fired = await p.range('ALERTS{alertname="EtcdQuorumLost",alertstate="firing"}', 120);
+      expect(fired).toHaveLength(1);
+      const firingMs = fired[0].values[0][0] * 1000 - killed;
+      process.stdout.write(
+        `EtcdQuorumLost after the kill: scrapes show it lost at ${firstLost.map((f) => `${f.ms} ms (visible ${Math.round(f.visibleMs)} ms)`).join(', ')}; ` +
+          `pending at ${pendingMs} ms (first seen pending by our polls ${pendingAt === undefined ? '-' : pendingAt - killed} ms); ` +
+          `firing at ${firingMs} ms (for: ${forS} s)\n`,
+      );
 
-    expect(firing.labels).toMatchObject({ namespace: 'itest', job: 'etcd-lifecycle-agent', severity: 'critical' });
-    // An agent's scrape shows the loss once an observation started after the kill serves it:
-    // within one scrape interval plus the observation's max age (1 s).
-    expect(firstLost).toHaveLength(3);
-    for (const f of firstLost) expect(f.ms).toBeLessThanOrEqual((SCRAPE_S + MAX_AGE_S) * 1000);
-    // Pending at the first evaluation once every agent's last scrape shows it (max by over agents):
-    // not before the last of them was scraped, and within one evaluation interval of it being
-    // visible (plus 100 ms for Prometheus to append the scraped page).
-    expect(pendingMs).toBeGreaterThanOrEqual(Math.max(...firstLost.map((f) => f.ms)));
-    expect(pendingMs).toBeLessThanOrEqual(Math.max(...firstLost.map((f) => f.visibleMs)) + EVAL_S * 1000 + 100);
-    // Firing once `for` has passed since then, at the next evaluation at the latest.
-    expect(firingMs - pendingMs).toBeGreaterThanOrEqual(forS * 1000);
-    expect(firingMs - pendingMs).toBeLessThanOrEqual((forS + EVAL_S) * 1000);
-    const lost = await p.query('etcd_agent_cluster_status{status="unavailable"} == 1');
-    expect(lost.length).toBe(3); // every agent, the two beside killed members too, tells it
+      expect(firing.labels).toMatchObject({ namespace: 'itest', job: 'etcd-lifecycle-agent', severity: 'critical' });
+      // An agent's scrape shows the loss once an observation started after the kill serves it:
+      // within one scrape interval plus the observation's max age (1 s).
+      expect(firstLost).toHaveLength(3);
+      for (const f of firstLost) expect(f.ms).toBeLessThanOrEqual((SCRAPE_S + MAX_AGE_S) * 1000);
+      // Pending at the first evaluation once every agent's last scrape shows it (max by over agents):
+      // not before the last of them was scraped, and within one evaluation interval of it being
+      // visible (plus 100 ms for Prometheus to append the scraped page).
+      expect(pendingMs).toBeGreaterThanOrEqual(Math.max(...firstLost.map((f) => f.ms)));
+      expect(pendingMs).toBeLessThanOrEqual(Math.max(...firstLost.map((f) => f.visibleMs)) + EVAL_S * 1000 + 100);
+      // Firing once `for` has passed since then, at the next evaluation at the latest.
+      expect(firingMs - pendingMs).toBeGreaterThanOrEqual(forS * 1000);
+      expect(firingMs - pendingMs).toBeLessThanOrEqual((forS + EVAL_S) * 1000);
+      const lost = await p.query('etcd_agent_cluster_status{status="unavailable"} == 1');
+      expect(lost.length).toBe(3); // every agent, the two beside killed members too, tells it
 
-    await Promise.all(['etcd-1', 'etcd-2'].map((n) => cluster().restart(n)));
-    const back = Date.now();
-    await eventually(
-      async () => {
-        const alert = await quorumLost();
-        if (alert !== undefined)
-          throw new Error(`EtcdQuorumLost still ${alert.state} ${(Date.now() - back) / 1000} s after the members are back`);
-      },
-      { within: 15_000, every: 200 },
-    );
-    process.stdout.write(`EtcdQuorumLost resolved ${(Date.now() - back) / 1000} s after the members were healthy again\n`);
-    // The alert resolves once one agent sees quorum again; every agent's next scrapes show it too.
-    await eventually(
-      async () => {
-        const seen = await p.query('etcd_agent_quorum_has_quorum == 1');
-        if (seen.length !== 3) throw new Error(`${seen.length} agents scraped with quorum back`);
-      },
-      { within: 3 * SCRAPE_S * 1000 + MAX_AGE_S * 1000, every: 200 },
-    );
-  }, 120_000);
+      await Promise.all(['etcd-1', 'etcd-2'].map((n) => cluster().restart(n)));
+      const back = Date.now();
+      await eventually(
+        async () => {
+          const alert = await quorumLost();
+          if (alert !== undefined)
+            throw new Error(`EtcdQuorumLost still ${alert.state} ${(Date.now() - back) / 1000} s after the members are back`);
+        },
+        { within: 15_000, every: 200 },
+      );
+      process.stdout.write(`EtcdQuorumLost resolved ${(Date.now() - back) / 1000} s after the members were healthy again\n`);
+      // The alert resolves once one agent sees quorum again; every agent's next scrapes show it too.
+      await eventually(
+        async () => {
+          const seen = await p.query('etcd_agent_quorum_has_quorum == 1');
+          if (seen.length !== 3) throw new Error(`${seen.length} agents scraped with quorum back`);
+        },
+        { within: 3 * SCRAPE_S * 1000 + MAX_AGE_S * 1000, every: 200 },
+      );
+    },
+    patience(120_000),
+  );
 });

@@ -12,12 +12,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Deadline } from '../../agent/lib/deadline';
 import { EtcdCluster } from '../../agent/etcd/cluster-client';
-import { eventually } from '../helpers/eventually';
+import { eventually, patience } from '../helpers/eventually';
 import type { LogLine } from '../helpers/child-agent';
 import { Answer, call } from '../helpers/http-call';
 import { PodSet } from '../helpers/prepare-pods';
 
-jest.setTimeout(180_000);
+jest.setTimeout(patience(180_000));
 
 const ALL = ['etcd-0', 'etcd-1', 'etcd-2', 'etcd-3'];
 const LOST = ['etcd-2', 'etcd-3'];
@@ -85,7 +85,7 @@ async function killAtEachStep(name: string, steps: string[]): Promise<void> {
     let timer: NodeJS.Timeout | undefined;
     const died = await Promise.race([
       agent?.exited.then(() => true),
-      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), 60_000))),
+      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), patience(60_000)))),
     ]);
     clearTimeout(timer);
     if (!died) await pods.killAgent(name);

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { RunningAgent } from '../../agent/agent';
 import { withCluster, type MemberSpec } from '../helpers/etcd-cluster';
-import { eventually } from '../helpers/eventually';
+import { eventually, patience } from '../helpers/eventually';
 import { freeLoopbackHost, KB_PEER_PORT } from '../helpers/loopback-host';
 import { startMemberAgent } from '../helpers/membership';
 import { childEnv, cliOnPath, ROOT, run, type Ran } from '../helpers/run-process';
@@ -49,7 +49,7 @@ describe('member-join.sh and member-leave.sh against a running agent and a real 
     withCli = `${bin}:${withoutCli}`;
     host = await freeLoopbackHost();
     etcd3 = await cluster().reserveMember('etcd-3');
-  }, 30_000);
+  }, patience(30_000));
 
   afterAll(async () => {
     await agent?.stop(2000);
@@ -74,37 +74,45 @@ describe('member-join.sh and member-leave.sh against a running agent and a real 
     });
   });
 
-  it('when member-join runs while the new pod starts its etcd, then it adds the learner, waits, promotes it, and exits 0', async () => {
-    // As kbagent would: run it again while etcd refuses adds ("unhealthy cluster", exit 4) in its first 5 s.
-    const joining = eventually(
-      async () => {
-        const r = await joinEtcd3(withCli, { ETCD_AGENT_TIMEOUT_SECONDS: '30' });
-        if (r.code === 4) throw new Error(r.stderr);
-        return r;
-      },
-      { within: 20_000, every: 300 },
-    );
-    // Meanwhile, the pod: its etcd starts once the member is in the list.
-    const peerURL = `http://${host}:${KB_PEER_PORT}`;
-    await eventually(async () => expect((await cluster().listMembers()).some((m) => m.peerURLs.includes(peerURL))).toBe(true), {
-      within: 20_000,
-      every: 200,
-    });
-    await cluster().addMemberProcess('etcd-3', { peerURL, clientURL: etcd3.clientURL, wait: false });
+  it(
+    'when member-join runs while the new pod starts its etcd, then it adds the learner, waits, promotes it, and exits 0',
+    async () => {
+      // As kbagent would: run it again while etcd refuses adds ("unhealthy cluster", exit 4) in its first 5 s.
+      const joining = eventually(
+        async () => {
+          const r = await joinEtcd3(withCli, { ETCD_AGENT_TIMEOUT_SECONDS: '30' });
+          if (r.code === 4) throw new Error(r.stderr);
+          return r;
+        },
+        { within: 20_000, every: 300 },
+      );
+      // Meanwhile, the pod: its etcd starts once the member is in the list.
+      const peerURL = `http://${host}:${KB_PEER_PORT}`;
+      await eventually(async () => expect((await cluster().listMembers()).some((m) => m.peerURLs.includes(peerURL))).toBe(true), {
+        within: 20_000,
+        every: 200,
+      });
+      await cluster().addMemberProcess('etcd-3', { peerURL, clientURL: etcd3.clientURL, wait: false });
 
-    const ran = await joining;
+      const ran = await joining;
 
-    expect(ran).toEqual({ code: 0, stdout: 'etcd-3: promoted (voter, complete)\n', stderr: '' });
-    expect((await cluster().listMembers()).find((m) => m.name === 'etcd-3')).toMatchObject({ isLearner: false, peerURLs: [peerURL] });
-  }, 40_000);
+      expect(ran).toEqual({ code: 0, stdout: 'etcd-3: promoted (voter, complete)\n', stderr: '' });
+      expect((await cluster().listMembers()).find((m) => m.name === 'etcd-3')).toMatchObject({ isLearner: false, peerURLs: [peerURL] });
+    },
+    patience(40_000),
+  );
 
-  it('when member-join runs again, through the CLI and through curl, then both exit 0: already a member', async () => {
-    const viaCli = await joinEtcd3(withCli);
-    const viaCurl = await joinEtcd3(withoutCli);
+  it(
+    'when member-join runs again, through the CLI and through curl, then both exit 0: already a member',
+    async () => {
+      const viaCli = await joinEtcd3(withCli);
+      const viaCurl = await joinEtcd3(withoutCli);
 
-    expect(viaCli).toEqual({ code: 0, stdout: 'etcd-3: already-member (voter, complete)\n', stderr: '' });
-    expect(viaCurl).toEqual({ code: 0, stdout: 'etcd-3: already-member (voter, complete)\n', stderr: '' });
-  }, 20_000);
+      expect(viaCli).toEqual({ code: 0, stdout: 'etcd-3: already-member (voter, complete)\n', stderr: '' });
+      expect(viaCurl).toEqual({ code: 0, stdout: 'etcd-3: already-member (voter, complete)\n', stderr: '' });
+    },
+    patience(20_000),
+  );
 
   it.each([
     ['the CLI', true],
@@ -132,46 +140,50 @@ describe('member-join.sh and member-leave.sh against a running agent and a real 
       expect(ran.stderr).toMatch(/^member-join: etcd-4: (added|in-progress) \(unstarted, not complete: call again\)\n$/);
       expect(cleanup).toEqual({ code: 0, stdout: 'etcd-4: removed\n', stderr: '' });
     },
-    30_000,
+    patience(30_000),
   );
 
-  it('when the TLS setting says https and PEER_ENDPOINT gives the pod an address, then member-join registers https://<address>:2380, exits 1 (not 3) under kbagent while unfinished, and member-leave finds the member by that URL', async () => {
-    const address = await freeLoopbackHost();
-    const kbagent = {
-      // What kbagent's container has (KubeBlocks injects the ComponentDefinition's vars into it).
-      KB_AGENT_ACTION: '[{"name":"memberJoin","exec":{"command":["/scripts/member-join.sh"]}}]',
-      ETCD_PEER_SCHEME: 'https',
-      PEER_ENDPOINT: `etcd-40:127.9.9.9,etcd-4:${address},etcd-0:127.9.9.10`,
-      ETCD_AGENT_TIMEOUT_SECONDS: '2',
-    };
+  it(
+    'when the TLS setting says https and PEER_ENDPOINT gives the pod an address, then member-join registers https://<address>:2380, exits 1 (not 3) under kbagent while unfinished, and member-leave finds the member by that URL',
+    async () => {
+      const address = await freeLoopbackHost();
+      const kbagent = {
+        // What kbagent's container has (KubeBlocks injects the ComponentDefinition's vars into it).
+        KB_AGENT_ACTION: '[{"name":"memberJoin","exec":{"command":["/scripts/member-join.sh"]}}]',
+        ETCD_PEER_SCHEME: 'https',
+        PEER_ENDPOINT: `etcd-40:127.9.9.9,etcd-4:${address},etcd-0:127.9.9.10`,
+        ETCD_AGENT_TIMEOUT_SECONDS: '2',
+      };
 
-    // Unsafe or busy is exit 1 too under kbagent: told apart here by the reason, to run it again.
-    const ran = await eventually(
-      async () => {
-        const r = await script(JOIN_SH, withoutCli, {
-          ...kbagent,
-          KB_JOIN_MEMBER_POD_NAME: 'etcd-4',
-          KB_JOIN_MEMBER_POD_FQDN: 'etcd-4.unused.invalid',
-        });
-        if (/: (unsafe|busy): /.test(r.stderr)) throw new Error(r.stderr);
-        return r;
-      },
-      { within: 20_000, every: 300 },
-    );
-    const listed = (await cluster().listMembers()).filter((m) => m.peerURLs.includes(`https://${address}:${KB_PEER_PORT}`));
-    const left = await script(LEAVE_SH, withoutCli, {
-      ...kbagent,
-      KB_LEAVE_MEMBER_POD_NAME: 'etcd-4',
-      KB_LEAVE_MEMBER_POD_FQDN: 'etcd-4.unused.invalid',
-    });
-    const usage = await script(JOIN_SH, withoutCli, kbagent);
+      // Unsafe or busy is exit 1 too under kbagent: told apart here by the reason, to run it again.
+      const ran = await eventually(
+        async () => {
+          const r = await script(JOIN_SH, withoutCli, {
+            ...kbagent,
+            KB_JOIN_MEMBER_POD_NAME: 'etcd-4',
+            KB_JOIN_MEMBER_POD_FQDN: 'etcd-4.unused.invalid',
+          });
+          if (/: (unsafe|busy): /.test(r.stderr)) throw new Error(r.stderr);
+          return r;
+        },
+        { within: 20_000, every: 300 },
+      );
+      const listed = (await cluster().listMembers()).filter((m) => m.peerURLs.includes(`https://${address}:${KB_PEER_PORT}`));
+      const left = await script(LEAVE_SH, withoutCli, {
+        ...kbagent,
+        KB_LEAVE_MEMBER_POD_NAME: 'etcd-4',
+        KB_LEAVE_MEMBER_POD_FQDN: 'etcd-4.unused.invalid',
+      });
+      const usage = await script(JOIN_SH, withoutCli, kbagent);
 
-    expect(ran.code).toBe(1);
-    expect(ran.stderr).toMatch(/^member-join: etcd-4: (added|in-progress) \(unstarted, not complete: call again\)\n$/);
-    expect(listed).toEqual([expect.objectContaining({ isLearner: true, started: false })]);
-    expect(left).toEqual({ code: 0, stdout: 'etcd-4: removed\n', stderr: '' });
-    expect(usage).toEqual({ code: 1, stdout: '', stderr: 'member-join: KB_JOIN_MEMBER_POD_NAME is not set\n' });
-  }, 30_000);
+      expect(ran.code).toBe(1);
+      expect(ran.stderr).toMatch(/^member-join: etcd-4: (added|in-progress) \(unstarted, not complete: call again\)\n$/);
+      expect(listed).toEqual([expect.objectContaining({ isLearner: true, started: false })]);
+      expect(left).toEqual({ code: 0, stdout: 'etcd-4: removed\n', stderr: '' });
+      expect(usage).toEqual({ code: 1, stdout: '', stderr: 'member-join: KB_JOIN_MEMBER_POD_NAME is not set\n' });
+    },
+    patience(30_000),
+  );
 
   it('when a member name comes with a peer URL that is not its own, then member-join refuses: exit 1 with the conflict', async () => {
     const ran = await script(JOIN_SH, withCli, { KB_JOIN_MEMBER_POD_NAME: 'etcd-1', KB_JOIN_MEMBER_POD_FQDN: host });
@@ -181,51 +193,63 @@ describe('member-join.sh and member-leave.sh against a running agent and a real 
     expect(ran.stderr).toMatch(/^etcd-lifecycle-agent join: conflict: .*etcd-1.*\n$/);
   });
 
-  it('when member-leave runs twice, through the CLI and then curl, then both exit 0: removed, then already absent', async () => {
-    const first = await leaveEtcd3(withCli);
-    const second = await leaveEtcd3(withoutCli);
+  it(
+    'when member-leave runs twice, through the CLI and then curl, then both exit 0: removed, then already absent',
+    async () => {
+      const first = await leaveEtcd3(withCli);
+      const second = await leaveEtcd3(withoutCli);
 
-    expect(first).toMatchObject({ code: 0, stdout: expect.stringMatching(/^etcd-3: removed/), stderr: '' });
-    expect(second).toEqual({ code: 0, stdout: 'etcd-3: already-absent\n', stderr: '' });
-    expect((await cluster().listMembers()).map((m) => m.name).sort()).toEqual(['etcd-0', 'etcd-1', 'etcd-2']);
-  }, 30_000);
-
-  it('when a token is required, then the scripts send ETCD_AGENT_TOKEN_FILE (curl: never on its command line) and fail without it', async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'scripts-token-'));
-    const tokenFile = path.join(dir, 'token');
-    fs.writeFileSync(tokenFile, 'script-s3cret\n');
-    const guarded = await startMemberAgent(cluster(), 'etcd-0', { ETCD_AGENT_TOKEN_FILE: tokenFile });
-    const leave = (via: string, env: NodeJS.ProcessEnv): Promise<Ran> =>
-      script(LEAVE_SH, via, { ETCD_AGENT_URL: guarded.listening.url, KB_LEAVE_MEMBER_POD_NAME: 'etcd-9', ...env });
-    try {
-      const curlWith = await leave(withoutCli, { ETCD_AGENT_TOKEN_FILE: tokenFile });
-      const cliWith = await leave(withCli, { ETCD_AGENT_TOKEN_FILE: tokenFile });
-      const curlWithout = await leave(withoutCli, {});
-
-      expect(curlWith).toEqual({ code: 0, stdout: 'etcd-9: already-absent\n', stderr: '' });
-      expect(cliWith).toEqual({ code: 0, stdout: 'etcd-9: already-absent\n', stderr: '' });
-      expect(curlWithout.code).toBe(1);
-      expect(curlWithout.stderr).toMatch(/^member-leave: unauthorized: /);
-    } finally {
-      await guarded.stop(2000);
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
-  }, 30_000);
-
-  it('when leaving would break quorum, then member-leave refuses (through the CLI and curl): exit 4 with the reason', async () => {
-    cluster().pause('etcd-1');
-    try {
-      const env = { ETCD_AGENT_URL: agent.listening.url, KB_LEAVE_MEMBER_POD_NAME: 'etcd-2' };
-      const viaCli = await script(LEAVE_SH, withCli, env);
-      const viaCurl = await script(LEAVE_SH, withoutCli, env);
-
-      expect(viaCli.code).toBe(4);
-      expect(viaCli.stderr).toMatch(/^etcd-lifecycle-agent leave: unsafe: removing etcd-2 .*\n$/);
-      expect(viaCurl.code).toBe(4);
-      expect(viaCurl.stderr).toMatch(/^member-leave: unsafe: removing etcd-2 .*\n$/);
+      expect(first).toMatchObject({ code: 0, stdout: expect.stringMatching(/^etcd-3: removed/), stderr: '' });
+      expect(second).toEqual({ code: 0, stdout: 'etcd-3: already-absent\n', stderr: '' });
       expect((await cluster().listMembers()).map((m) => m.name).sort()).toEqual(['etcd-0', 'etcd-1', 'etcd-2']);
-    } finally {
-      cluster().resume('etcd-1');
-    }
-  }, 30_000);
+    },
+    patience(30_000),
+  );
+
+  it(
+    'when a token is required, then the scripts send ETCD_AGENT_TOKEN_FILE (curl: never on its command line) and fail without it',
+    async () => {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'scripts-token-'));
+      const tokenFile = path.join(dir, 'token');
+      fs.writeFileSync(tokenFile, 'script-s3cret\n');
+      const guarded = await startMemberAgent(cluster(), 'etcd-0', { ETCD_AGENT_TOKEN_FILE: tokenFile });
+      const leave = (via: string, env: NodeJS.ProcessEnv): Promise<Ran> =>
+        script(LEAVE_SH, via, { ETCD_AGENT_URL: guarded.listening.url, KB_LEAVE_MEMBER_POD_NAME: 'etcd-9', ...env });
+      try {
+        const curlWith = await leave(withoutCli, { ETCD_AGENT_TOKEN_FILE: tokenFile });
+        const cliWith = await leave(withCli, { ETCD_AGENT_TOKEN_FILE: tokenFile });
+        const curlWithout = await leave(withoutCli, {});
+
+        expect(curlWith).toEqual({ code: 0, stdout: 'etcd-9: already-absent\n', stderr: '' });
+        expect(cliWith).toEqual({ code: 0, stdout: 'etcd-9: already-absent\n', stderr: '' });
+        expect(curlWithout.code).toBe(1);
+        expect(curlWithout.stderr).toMatch(/^member-leave: unauthorized: /);
+      } finally {
+        await guarded.stop(2000);
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    patience(30_000),
+  );
+
+  it(
+    'when leaving would break quorum, then member-leave refuses (through the CLI and curl): exit 4 with the reason',
+    async () => {
+      cluster().pause('etcd-1');
+      try {
+        const env = { ETCD_AGENT_URL: agent.listening.url, KB_LEAVE_MEMBER_POD_NAME: 'etcd-2' };
+        const viaCli = await script(LEAVE_SH, withCli, env);
+        const viaCurl = await script(LEAVE_SH, withoutCli, env);
+
+        expect(viaCli.code).toBe(4);
+        expect(viaCli.stderr).toMatch(/^etcd-lifecycle-agent leave: unsafe: removing etcd-2 .*\n$/);
+        expect(viaCurl.code).toBe(4);
+        expect(viaCurl.stderr).toMatch(/^member-leave: unsafe: removing etcd-2 .*\n$/);
+        expect((await cluster().listMembers()).map((m) => m.name).sort()).toEqual(['etcd-0', 'etcd-1', 'etcd-2']);
+      } finally {
+        cluster().resume('etcd-1');
+      }
+    },
+    patience(30_000),
+  );
 });

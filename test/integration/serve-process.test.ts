@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { binCommand } from '../../scripts/bin-command';
 import { MAIN_JS, ROOT } from '../helpers/built-agent';
+import { patience } from '../helpers/eventually';
 
 // The real binary, as the image runs it: the one build's bundle (dist/bin, with dist/proto), copied
 // as the Dockerfile copies it into a directory with no node_modules above it, started by node with
@@ -125,7 +126,7 @@ async function serve(argv: string[]): Promise<Serving> {
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once('exit', (code, signal) => resolve({ code, signal })),
   );
-  const waitFor = (message: string, timeoutMs = 15000): Promise<Record<string, unknown>> =>
+  const waitFor = (message: string, timeoutMs = patience(15000)): Promise<Record<string, unknown>> =>
     new Promise((resolve, reject) => {
       const timer = setTimeout(
         () => reject(new Error(`no "${message}" line within ${timeoutMs} ms; stdout: ${JSON.stringify(lines)} stderr: ${stderr}`)),
