@@ -14,7 +14,9 @@
  *   the leader (it hands leadership over first), against removing the leader outright (`etcdctl
  *   member remove`, the others elect once their election timeout passes) and, for context, against
  *   etcd moving leadership alone (`etcdctl move-leader`), rounds alternating; the writer writes
- *   through the members that stay, so the stretch is raft's, not a client's failover.
+ *   through the members that stay, so the stretch is raft's, not a client's failover;
+ * - a dead member's leave: the agent of a member that was SIGKILLed removes it, p50, against the same
+ *   agent removing a learner that never started (a removal with nothing to wait for).
  *
  * A 3-member cluster of its own: the leader's leave removes members and adds them back on new ports.
  */
@@ -33,6 +35,7 @@ export async function measurePromptness(ctx: BenchContext, cluster: LocalEtcdClu
   await measureFrozenHealth(ctx, cluster);
   await measureNoQuorum(ctx, cluster);
   await measureLeaderLeave(ctx, cluster);
+  await measureDeadMemberLeave(ctx, cluster);
 }
 
 /** An agent process beside member `name`, with `endpoints` (default: every member). */
@@ -42,6 +45,7 @@ function agentBeside(
   name: string,
   label: string,
   endpoints?: string[],
+  env?: Record<string, string>,
 ): Promise<AgentProcess> {
   return AgentProcess.start({
     endpoints: endpoints ?? cluster.clientURLs(),
@@ -50,6 +54,7 @@ function agentBeside(
     workDir: ctx.workDir,
     label,
     node: ctx.node,
+    env,
   });
 }
 
@@ -260,6 +265,8 @@ async function measureLeaderLeave(ctx: BenchContext, cluster: LocalEtcdCluster):
           leader = await leaderName(cluster);
         }
         const leaderId = (await cluster.listMembers()).find((m) => m.name === leader)?.id as string;
+        // The last round's rejoin reconnected a peer: etcd refuses changes for 5 s after that.
+        await untilChangesAccepted(cluster);
         const writer = new Writer(cluster.members.filter((m) => m.name !== leader && m.state === 'running').map((m) => m.clientURL));
         try {
           await sleep(500);
@@ -313,6 +320,80 @@ async function measureLeaderLeave(ctx: BenchContext, cluster: LocalEtcdCluster):
       ratio: { value: agentGap / median(gaps.move), of: 'agent ÷ move-leader' },
     },
   );
+}
+
+async function measureDeadMemberLeave(ctx: BenchContext, cluster: LocalEtcdCluster): Promise<void> {
+  const dead: number[] = [];
+  const learner: number[] = [];
+  const keeper = cluster.members[0].name;
+  const admin = await agentBeside(ctx, cluster, keeper, 'promptness-dead-admin');
+  try {
+    for (let r = 0; r < pick(ctx, 3, 1); r++) {
+      const victim = cluster.members.find((m) => m.name !== keeper && m.state === 'running')?.name as string;
+      // Its pod's own agent, configured as deploy/ does by default: its own member is its only endpoint.
+      const own = await agentBeside(ctx, cluster, victim, `promptness-dead-${r}`, [cluster.member(victim).clientURL], {
+        ETCD_AGENT_LOCAL_PEER_URL: cluster.member(victim).peerURL,
+      });
+      try {
+        await untilStatus(own, 'healthy');
+        // The baseline first: a learner that never starts, added by the keeper, removed by this agent.
+        const spec = await cluster.reserveMember(`promptness-learner-${r}`);
+        expectOutcome(
+          await admin.http.post('/v1/members/join', { name: spec.name, peerURLs: [spec.peerURL], timeoutSeconds: 30 }),
+          202,
+          'added',
+        );
+        learner.push(
+          expectOutcome(
+            await own.http.post('/v1/members/leave', { name: spec.name, peerURLs: [spec.peerURL], timeoutSeconds: 30 }),
+            200,
+            'removed',
+          ).ms,
+        );
+        await cluster.kill(victim);
+        dead.push(expectOutcome(await own.http.post('/v1/members/leave', { name: victim, timeoutSeconds: 30 }), 200, 'removed').ms);
+      } finally {
+        await own.stop();
+      }
+      await rejoin(cluster, admin, victim);
+      ctx.log(
+        `promptness: dead member's leave, round ${r + 1}: ${round(dead[dead.length - 1], 0)} ms, learner ${round(learner[learner.length - 1], 0)} ms`,
+      );
+    }
+  } finally {
+    await admin.stop();
+  }
+  ctx.rows.push({
+    section: SECTION,
+    figure: `leave of a SIGKILLed member by its own agent, p50 (n=${dead.length})`,
+    value: median(dead),
+    unit: 'ms',
+    baseline: { name: 'the same agent removing a learner that never started, p50', value: median(learner), unit: 'ms' },
+    ratio: { value: median(dead) / median(learner), of: 'dead ÷ learner' },
+    target: '≤ 2×',
+    pass: median(dead) / median(learner) <= 2,
+    detail: { dead: summarize(dead), learner: summarize(learner) },
+  });
+}
+
+/**
+ * Waits until etcd accepts a membership change (a learner on a reserved peer URL, added then
+ * removed): it refuses them as "unhealthy cluster" until its peers have been connected for 5 s.
+ */
+async function untilChangesAccepted(cluster: LocalEtcdCluster): Promise<void> {
+  const peerURL = await cluster.reservePeerURL('promptness-probe');
+  const until = performance.now() + 30_000;
+  for (;;) {
+    try {
+      const out = await cluster.etcdctl(['member', 'add', 'promptness-probe', '--learner', `--peer-urls=${peerURL}`, '-w', 'json']);
+      const id = BigInt(/"member":\{"ID":(\d+)/.exec(out)?.[1] ?? '0').toString(16);
+      await cluster.etcdctl(['member', 'remove', id]);
+      return;
+    } catch (err) {
+      if (performance.now() > until) throw err;
+      await sleep(250);
+    }
+  }
 }
 
 /**
