@@ -50,8 +50,14 @@ export async function installKubeBlocks(): Promise<void> {
   );
 }
 
-/** A Cluster of one etcd Component of the ComponentDefinition, as a user writes it. */
-export function clusterManifest(name: string, namespace: string, replicas: number, serviceVersion: string): string {
+/** A Cluster of one etcd Component of the ComponentDefinition, as a user writes it (`env` goes into every container). */
+export function clusterManifest(
+  name: string,
+  namespace: string,
+  replicas: number,
+  serviceVersion: string,
+  env: Array<{ name: string; value: string }> = [],
+): string {
   return JSON.stringify({
     apiVersion: 'apps.kubeblocks.io/v1',
     kind: 'Cluster',
@@ -64,6 +70,7 @@ export function clusterManifest(name: string, namespace: string, replicas: numbe
           componentDef: COMPONENT_DEFINITION,
           serviceVersion,
           replicas,
+          ...(env.length === 0 ? {} : { env }),
           volumeClaimTemplates: [{ name: 'data', spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } } }],
         },
       ],
