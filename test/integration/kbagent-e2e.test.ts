@@ -11,7 +11,7 @@ import { describeKbAgentEndToEnd } from '../helpers/kbagent-e2e';
 import { goActionRequestJson, goHttpRequest } from '../helpers/go-wire';
 import { kbAgentBinary } from '../helpers/kbagent-process';
 import { rawRequest } from '../helpers/raw-http';
-import { patience } from '../helpers/eventually';
+import { eventually, patience } from '../helpers/eventually';
 
 describeKbAgentEndToEnd(false);
 
@@ -52,11 +52,15 @@ describe("Go's HTTP client, as kbagent runs it", () => {
           [],
           goActionRequestJson({ action: 'a', parameters: { TO: 'etcd-1' } }),
         );
-        let answer = await rawRequest('127.0.0.1', port, [call], 5000);
-        for (let i = 0; answer.noAnswer && i < 50; i++) {
-          await new Promise((resolve) => setTimeout(resolve, 100));
-          answer = await rawRequest('127.0.0.1', port, [call], 5000);
-        }
+        // Asked again until kbagent listens (its process has just started).
+        const answer = await eventually(
+          async () => {
+            const a = await rawRequest('127.0.0.1', port, [call], 5000);
+            if (a.noAnswer) throw new Error('kbagent does not answer yet');
+            return a;
+          },
+          { within: 10_000, every: 100 },
+        );
 
         expect(answer.json).toEqual({ output: Buffer.from('ok').toString('base64') });
         expect(Buffer.concat(received).toString('latin1')).toBe(
