@@ -13,8 +13,8 @@
 #   fail_with_answer                     says the agent's error on stderr and exits as the CLI would
 
 # The peer URL scheme, from the configured TLS setting, first that applies:
-#  1. ETCD_PEER_SCHEME (http or https): the ComponentDefinition sets it from the
-#     component's TLS state, and KubeBlocks puts it in kbagent's container too.
+#  1. ETCD_PEER_SCHEME (http or https), where it is set: a var of the definition
+#     these scripts serve reaches kbagent's container, where they run.
 #  2. The KubeBlocks etcd addon's own rule when its TLS_ENABLED is set: https when
 #     TLS_ENABLED and PEER_TLS are both "true" (as its start.sh configures etcd).
 #  3. https when ETCD_AGENT_PEER_URL_TEMPLATE is an https template (as the agent's

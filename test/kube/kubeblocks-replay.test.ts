@@ -1,5 +1,5 @@
 /**
- * Seed 000's trigger on KubeBlocks v1.0.2's own controller: the scale-out whose first memberJoin
+ * The KubeBlocks incident's trigger, on KubeBlocks v1.0.2's own controller: the scale-out whose first memberJoin
  * fails after it did its work. The new pod's agent gets the call and joins the member, but its
  * answer never reaches kbagent (its replies on the pod's loopback are dropped, the handshake
  * aside), so kbagent reports a timed-out action, the controller does not record the member as

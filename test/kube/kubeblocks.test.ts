@@ -41,7 +41,7 @@ kubeBlocksStory(
     s.writer.start();
     await s.moreWrites();
 
-    // Seed 000, for real: a HorizontalScaling 3 → 4 ends Running with 4 voters, and stays so.
+    // The incident's scale-out: a HorizontalScaling 3 → 4 ends Running with 4 voters, and stays so.
     await kb.runOps('scale-out', 'HorizontalScaling', { horizontalScaling: [{ componentName: 'etcd', scaleOut: { replicaChanges: 1 } }] });
     await kb.members(4);
     await kb.runningAndAvailable();
