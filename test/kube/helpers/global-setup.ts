@@ -4,7 +4,9 @@
  * run fails here and says which.
  * - dist/ (the stories run kube-inject from it, as a user runs the CLI);
  * - the images, from `bash scripts/image.sh` (the agent from the Dockerfile, etcd of every tested
- *   version, the pause image; each built once per machine, kept by content);
+ *   version, the pause image, KubeBlocks' tools image; each built once per machine, kept by content);
+ * - KubeBlocks' controller manager, from `bash scripts/kubeblocks.sh` (built once per machine; the
+ *   KubeBlocks stories start it on the cluster);
  * - the one-node cluster, `bash scripts/kube.sh up <archives>`, and its kubeconfig in KUBECONFIG;
  * - the Prometheus Operator's two CRDs the kit's ServiceMonitor and PrometheusRule need, as stand-ins
  *   that take any spec (their schemas are checked offline by test/unit/deploy-kit.test.ts; no
@@ -77,6 +79,7 @@ export default async function globalSetup(): Promise<void> {
     );
 
   await buildAgentIfStale();
+  await script('kubeblocks.sh');
   const archives = (await script('image.sh'))
     .split('\n')
     .map((l) => l.trim())
