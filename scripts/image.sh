@@ -167,6 +167,26 @@ push() {
   done
 }
 
+# ensure_image NAME KEY FROM BUILD...: prints the archive of image NAME made from KEY; when it is
+# missing, runs BUILD... (which leaves the image in $ctr, checked) and commits it.
+ensure_image() {
+  local name=$1 k=$2 from=$3 archive started
+  shift 3
+  archive="$(archive_of "$name" "$k")"
+  if ! check_archive "$archive" "$name" 2>/dev/null; then
+    lock
+    if ! check_archive "$archive" "$name" 2>/dev/null; then
+      say "building $name from $from"
+      started=$SECONDS
+      "$@"
+      commit "$name" "$archive"
+      say "built $name in $((SECONDS - started)) s"
+    fi
+  fi
+  check_archive "$archive" "$name"
+  echo "$archive"
+}
+
 # run_in IMAGE CMD...: runs CMD in a throwaway container of IMAGE, its output on stdout. (It runs
 # in a command substitution, so it removes its container itself.)
 run_in() {
@@ -449,7 +469,7 @@ etcd_minors() {
 # nothing else but the users root, nobody and nonroot (65532), /tmp and /etc/nsswitch.conf; before
 # that, the Debian root file system (a shell, the libc Debian's dynamically linked etcd needs).
 build_etcd() {
-  local dir=$1 version=$2 mnt bin
+  local dir=$1 version=$2 mnt bin got
   shift 2
   new_container scratch
   mnt="$(buildah mount "$ctr")"
@@ -463,6 +483,7 @@ build_etcd() {
     chown 65532:65532 "$mnt/home/nonroot"
     chmod 1777 "$mnt/tmp"
   else
+    ensure_rootfs
     tar --numeric-owner -xpf "$rootfs" -C "$mnt"
   fi
   mkdir -p "$mnt/usr/local/bin" "$mnt/var/etcd" "$mnt/var/lib/etcd"
@@ -472,10 +493,12 @@ build_etcd() {
   buildah unmount "$ctr" >/dev/null
   buildah config --os linux --arch amd64 --env PATH="$image_path" --workingdir /var/lib/etcd/ \
     --port 2379/tcp --port 2380/tcp --cmd '["/usr/local/bin/etcd"]' "$ctr"
+  got="$(buildah run --isolation chroot "$ctr" -- /usr/local/bin/etcd --version | sed -n -E 's/^etcd Version: *([0-9.]+).*/\1/p')"
+  [ "$got" = "$version" ] || fail "etcd --version in the image says '${got:-nothing}', expected $version"
 }
 
 ensure_etcd() {
-  local minor=$1 dir version name bins=(etcd etcdctl) k archive bin got
+  local minor=$1 dir version name bins=(etcd etcdctl) k bin
   dir="$(bash scripts/etcd.sh "$minor")"
   version="$("$dir/etcd" --version | sed -n -E 's/^etcd Version: *([0-9.]+).*/\1/p')"
   [ -x "$dir/etcdutl" ] && bins+=(etcdutl)
@@ -486,22 +509,7 @@ ensure_etcd() {
     printf '%s\n' 3.5.7 "$version" | sort -V -C || echo "$rootfs_key"
     declare -f build_etcd
   } | key)"
-  archive="$(archive_of "$name" "$k")"
-  if ! check_archive "$archive" "$name" 2>/dev/null; then
-    lock
-    if ! check_archive "$archive" "$name" 2>/dev/null; then
-      say "building $name from $dir"
-      local started=$SECONDS
-      printf '%s\n' 3.5.7 "$version" | sort -V -C || ensure_rootfs
-      build_etcd "$dir" "$version" "${bins[@]}"
-      commit "$name" "$archive"
-      got="$(run_in "$name" /usr/local/bin/etcd --version | sed -n -E 's/^etcd Version: *([0-9.]+).*/\1/p')"
-      [ "$got" = "$version" ] || fail "$name's etcd --version says '${got:-nothing}', expected $version"
-      say "built $name in $((SECONDS - started)) s"
-    fi
-  fi
-  check_archive "$archive" "$name"
-  echo "$archive"
+  ensure_image "$name" "$k" "$dir" build_etcd "$dir" "$version" "${bins[@]}"
 }
 
 # ── registry.k8s.io/pause:3.10 ──────────────────────────────────────────────────────────────────
@@ -531,26 +539,14 @@ build_pause() {
 }
 
 ensure_pause() {
-  local k archive
+  local k
   command -v go >/dev/null 2>&1 || fail "the pause image is built with Go, and there is no go on PATH"
   k="$({
     cat "$pause_dir/go.mod" "$pause_dir"/*.go
     GOTOOLCHAIN=local go env GOVERSION
     declare -f build_pause
   } | key)"
-  archive="$(archive_of "$pause_name" "$k")"
-  if ! check_archive "$archive" "$pause_name" 2>/dev/null; then
-    lock
-    if ! check_archive "$archive" "$pause_name" 2>/dev/null; then
-      say "building $pause_name from $pause_dir"
-      local started=$SECONDS
-      build_pause
-      commit "$pause_name" "$archive"
-      say "built $pause_name in $((SECONDS - started)) s"
-    fi
-  fi
-  check_archive "$archive" "$pause_name"
-  echo "$archive"
+  ensure_image "$pause_name" "$k" "$pause_dir" build_pause
 }
 
 # ── KubeBlocks' tools image ─────────────────────────────────────────────────────────────────────
@@ -562,6 +558,7 @@ ensure_pause() {
 # shell), user 65532, HOME /tmp (kubectl's cache).
 build_kbtools() {
   local mnt
+  ensure_rootfs
   new_container scratch
   mnt="$(buildah mount "$ctr")"
   tar --numeric-owner -xpf "$rootfs" -C "$mnt"
@@ -575,7 +572,7 @@ build_kbtools() {
 }
 
 ensure_kbtools() {
-  local kbagent kubectl version name k archive
+  local kbagent kubectl version name k
   kbagent="$(bash scripts/kbagent.sh)"
   kubectl="$(bash scripts/kube-build.sh)/kubectl"
   version="$(GOTOOLCHAIN=local go version -m "$kbagent" | awk '$1 == "mod" && $2 == "github.com/apecloud/kubeblocks" { sub(/^v/, "", $3); print $3 }')"
@@ -588,20 +585,7 @@ ensure_kbtools() {
     echo "$rootfs_key"
     declare -f build_kbtools
   } | key)"
-  archive="$(archive_of "$name" "$k")"
-  if ! check_archive "$archive" "$name" 2>/dev/null; then
-    lock
-    if ! check_archive "$archive" "$name" 2>/dev/null; then
-      say "building $name from $kbagent and $kubectl"
-      local started=$SECONDS
-      ensure_rootfs
-      build_kbtools "$kbagent" "$kubectl"
-      commit "$name" "$archive"
-      say "built $name in $((SECONDS - started)) s"
-    fi
-  fi
-  check_archive "$archive" "$name"
-  echo "$archive"
+  ensure_image "$name" "$k" "$kbagent and $kubectl" build_kbtools "$kbagent" "$kubectl"
 }
 
 case "${1:-all}" in
