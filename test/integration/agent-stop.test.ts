@@ -7,6 +7,7 @@ import net from 'node:net';
 import { startAgent } from '../../agent/agent';
 import { loadConfig } from '../../agent/config/config';
 import { createLogger } from '../../agent/observability/logger';
+import { eventually } from '../helpers/eventually';
 import { post } from '../helpers/membership';
 
 /** Handles holding this process open now, by kind (getActiveResourcesInfo lists no unref'd timer). */
@@ -49,18 +50,22 @@ describe('stopping an agent', () => {
         ETCD_AGENT_LOCAL_ENDPOINT: endpoint(),
       });
       const agent = await startAgent(config, { logger: createLogger({ silent: true }) });
-      // Its loops at work (auto-promotion asks for Status once a second), and calls in flight.
+      // Its loops at work (auto-promotion asks for Status once a second: two of its calls sent), and calls in flight.
       const calls = [
         post(agent, '/v1/members/join', { name: 'x', peerURLs: ['http://127.0.0.1:9'], timeoutSeconds: 30 }),
         post(agent, '/v1/maintenance/defragment', {}),
       ];
-      await new Promise((resolve) => setTimeout(resolve, 1500));
+      await eventually(async () => (await agent.metrics.statusRpcs.get()).values.reduce((sum, v) => sum + v.value, 0) >= 2 || false, {
+        within: 15_000,
+        every: 50,
+      });
 
       await agent.stop(2000);
       await Promise.allSettled(calls);
-      // Sockets and servers being closed are released within a few ticks; a retry pause (up to
-      // 400 ms) or gRPC's watch of a connecting channel (1 s) would still be there.
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      // Sockets and servers being closed are released within a few turns of the event loop (their close
+      // callbacks); a retry pause (up to 400 ms) or gRPC's watch of a connecting channel (1 s) would
+      // still be there. Turns, not milliseconds: what is counted next does not depend on the machine.
+      for (let turn = 0; turn < 10; turn++) await new Promise((resolve) => setImmediate(resolve));
 
       const left = Object.entries(held()).filter(([kind, n]) => n > (before[kind] ?? 0) && !(allowed as string[]).includes(kind));
       expect(left).toEqual([]);

@@ -210,11 +210,14 @@ describe('when the certificate files change', () => {
     const dir = fs.mkdtempSync(path.join(pki.dir, 'stop-'));
     const pair = await pki.ca.issue('stopping', { into: { cert: path.join(dir, 'tls.crt'), key: path.join(dir, 'tls.key') } });
     const { agent, logs } = await start({ ETCD_AGENT_TLS_CERT_FILE: pair.cert, ETCD_AGENT_TLS_KEY_FILE: pair.key });
+    // A witness on the same files, still running: its reload says when a poller that still ran would have reloaded.
+    const witness = await start({ ETCD_AGENT_TLS_CERT_FILE: pair.cert, ETCD_AGENT_TLS_KEY_FILE: pair.key });
     await agent.stop(2000);
 
     await pki.ca.issue('stopping', { into: pair });
-    await new Promise((resolve) => setTimeout(resolve, 400)); // four poll intervals
+    await eventually(async () => expect(witness.logs()).toContain('tls certificate reloaded'), { within: 10_000, every: 50 });
 
     expect(logs()).not.toContain('tls certificate reloaded');
+    await witness.agent.stop(2000);
   });
 });

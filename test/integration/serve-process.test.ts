@@ -204,10 +204,17 @@ describe('serve against an unreachable etcd', () => {
     // A POST whose body never finishes: the server waits for it until the grace period ends.
     const socket = net.connect(Number(port), host);
     await new Promise((resolve) => socket.once('connect', resolve));
-    socket.write('POST /v1/members/join HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"na');
+    await new Promise((resolve) =>
+      socket.write(
+        'POST /v1/members/join HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"na',
+        resolve,
+      ),
+    );
     const closed = new Promise((resolve) => socket.once('close', resolve));
     socket.on('error', () => undefined);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // The server has read what was sent before: a whole request on a second connection, sent after
+    // it, has been answered.
+    expect((await fetch(`http://${host}:${port}/livez`)).status).toBe(200);
 
     const sent = Date.now();
     running.child.kill('SIGTERM');
