@@ -12,7 +12,7 @@ import type { RunningAgent } from '../../agent/agent';
 import { freePort, withCluster, type MemberSpec } from '../helpers/etcd-cluster';
 import { eventually, patience } from '../helpers/eventually';
 import { freeLoopbackHost, KB_PEER_PORT } from '../helpers/loopback-host';
-import { leaderOf, startMemberAgent } from '../helpers/membership';
+import { get, leaderOf, startMemberAgent } from '../helpers/membership';
 
 const ACTION = '/v1.0/action';
 
@@ -220,9 +220,21 @@ describe('POST /v1.0/action (kbagent wire format) against a real 3-member etcd',
         cluster: { members: 4, voters: 4, learners: 0 },
       });
       expect(Object.keys(joined)[0]).toBe('requestId');
-      // The role comes from the shared observation, at most its max age (1 s) old: the promotion shows within it.
+      // The role comes from the shared observation (docs/api.md GET /v1/role): an observation begun after
+      // the promotion was answered names the voter's role.
+      const promotedAt = Date.now();
       const real = await realRoleOf('etcd-3');
-      await eventually(async () => expect(await roleOf('etcd-3')).toBe(real), { within: 1500, every: 100 });
+      const local = await eventually(
+        async () => {
+          const a = await get(agentOf('etcd-3'), '/v1/health/local');
+          if (!(Date.parse(a.json.observedAt) >= promotedAt)) throw new Error(`not observed since the promotion: ${a.text.slice(0, 300)}`);
+          return a;
+        },
+        { within: 10_000, every: 100 },
+      );
+      expect(local.json.role).toBe(real);
+      // The roleProbe asked now is served from that observation or a newer one.
+      expect(await roleOf('etcd-3')).toBe(real);
       expect(result(await kbCall(agentOf('etcd-2'), join3()))).toMatchObject({ outcome: 'already-member', complete: true });
     },
     patience(40_000),
