@@ -350,9 +350,11 @@ describe('prepare', () => {
     const order = ['etcd-3', 'etcd-1', 'etcd-4', 'etcd-0', 'etcd-2'];
     const runs = await Promise.all(order.map((n) => pods.prepare(n, { endpoints: 5 })));
     for (const run of runs) expect(decided(run)).toMatchObject({ state: 'existing' });
+    // One after the other in that order: each started once the one before has begun (its first log line).
     for (const name of order) {
+      const logged = pods.etcdLog(name).length;
       pods.startEtcd(name);
-      await delay(300);
+      await eventually(() => pods.etcdLog(name).length > logged, { within: 10_000, every: 20 });
     }
     await Promise.all(order.map((n) => eventually(async () => expect(await pods.healthy(n)).toBe(true), { within: 30_000, every: 100 })));
     await votersAre(ALL);
