@@ -104,6 +104,10 @@ export async function takeBackup(deps: TakeDeps, options: TakeOptions): Promise<
       },
     });
     snapshot.bytes.on('error', (err) => tap.destroy(err));
+    // `pipe` only unpipes when the store drops `tap`: the snapshot must then be destroyed, which
+    // cancels etcd's Snapshot call (snapshot-stream.ts); else etcd's sender stays blocked holding
+    // its backend read transaction until the agent exits.
+    tap.on('close', () => snapshot.bytes.destroy());
     snapshot.bytes.pipe(tap);
     const { sizeBytes } = await atStep('upload', async () => {
       try {
@@ -112,6 +116,8 @@ export async function takeBackup(deps: TakeDeps, options: TakeOptions): Promise<
         // The stream's own failure (etcd went away mid-snapshot) is the snapshot's, not the store's.
         if (snapshot.bytes.errored !== null) throw Object.assign(toAgentError(snapshot.bytes.errored), { step: 'snapshot' });
         throw err;
+      } finally {
+        snapshot.bytes.destroy();
       }
     });
     await atStep('snapshot', () => snapshot.header);

@@ -12,6 +12,7 @@ import { HttpClient } from '../../scripts/bench/http';
 import { baseFlags, etcdInstall } from '../../scripts/etcd-version';
 import { freePorts } from './etcd-cluster';
 import { eventually } from './eventually';
+import { call } from './http-call';
 
 const run = promisify(execFile);
 
@@ -147,4 +148,21 @@ export async function restoredKeys(file: string): Promise<Map<string, string>> {
 /** The acknowledged puts at or below `revision` that `keys` lacks or holds another value for. */
 export function lostWrites(acked: AckedPut[], revision: number, keys: Map<string, string>): AckedPut[] {
   return acked.filter((w) => w.revision <= revision && keys.get(w.key) !== w.value);
+}
+
+/**
+ * How many Snapshot calls etcd itself counts as open at `clientURLs` (its gRPC server metrics: calls
+ * started less calls handled), summed over the members.
+ */
+export async function openSnapshotCalls(clientURLs: readonly string[]): Promise<number> {
+  let open = 0;
+  for (const url of clientURLs) {
+    const text = (await call(url, { method: 'GET', path: '/metrics', timeoutMs: 5000 })).text;
+    for (const line of text.split('\n')) {
+      const series = /^grpc_server_(started|handled)_total\{(.*)\} (\S+)$/.exec(line);
+      if (series === null || !series[2].includes('grpc_method="Snapshot"')) continue;
+      open += (series[1] === 'started' ? 1 : -1) * Number(series[3]);
+    }
+  }
+  return open;
 }

@@ -12,7 +12,7 @@ import { createHash } from 'node:crypto';
 import type { RunningAgent } from '../../agent/agent';
 import type { BackupResult, Manifest } from '../../agent/proto/backup';
 import { HttpClient } from '../../scripts/bench/http';
-import { restoreToolPath } from '../helpers/backup-check';
+import { openSnapshotCalls, restoreToolPath } from '../helpers/backup-check';
 import { createLogger } from '../../agent/observability/logger';
 import { ChildAgent, MAIN_JS } from '../helpers/child-agent';
 import { captureLogs } from '../helpers/log-capture';
@@ -140,6 +140,20 @@ describe('backups when the S3 store fails', () => {
     }
   };
 
+  /** Puts the values `big/<from>` … of 100 kB each, `count` of them. */
+  const putLarge = async (from: number, count: number): Promise<void> => {
+    const http = new HttpClient(cluster.members[0].clientURL);
+    try {
+      const value = Buffer.alloc(100_000, 'x').toString('base64');
+      for (let i = from; i < from + count; i++) {
+        const put = await http.post('/v3/kv/put', { key: Buffer.from(`big/${i}`).toString('base64'), value }, 10_000);
+        expect(put.status).toBe(200);
+      }
+    } finally {
+      http.close();
+    }
+  };
+
   const failures = async (agent: RunningAgent, step: string, reason: string): Promise<number> =>
     (await agent.metrics.backup.failures.get()).values.find((v) => v.labels.step === step && v.labels.reason === reason)?.value ?? 0;
 
@@ -251,16 +265,7 @@ describe('backups when the S3 store fails', () => {
     'when the agent is SIGKILLed in the middle of an upload, then no backup is listed, and the next run aborts the upload it left and succeeds',
     async () => {
       // More than the crash point's 16 MiB: 240 values of 100 kB.
-      const http = new HttpClient(cluster.members[0].clientURL);
-      try {
-        const value = Buffer.alloc(100_000, 'x').toString('base64');
-        for (let i = 0; i < 240; i++) {
-          const put = await http.post('/v3/kv/put', { key: Buffer.from(`big/${i}`).toString('base64'), value }, 10_000);
-          expect(put.status).toBe(200);
-        }
-      } finally {
-        http.close();
-      }
+      await putLarge(0, 240);
       const listedBefore = (await bucket()).objects.filter((k) => k.endsWith('manifest.json'));
       const env = {
         ...s3.env,
@@ -342,8 +347,12 @@ describe('backups when the S3 store fails', () => {
   );
 
   it(
-    'when the store is too slow for its request timeout, then the backup fails as a timeout, leaves no upload behind, health and members answer throughout, and the next one at full speed succeeds',
+    "when the store is too slow for its request timeout, then the backup fails as a timeout, leaves no upload behind, etcd's Snapshot call is cancelled, health and members answer throughout, and the next one at full speed succeeds",
     async () => {
+      // Far more than the two parts read before the first one times out (40 MB, whatever ran before):
+      // etcd still has most of the snapshot to send when the store fails, so its Snapshot call stays
+      // open unless the agent ends it.
+      await putLarge(0, 400);
       const proxy = await TcpProxy.start(s3.directEndpoint);
       try {
         // An 8 MiB part takes 8 s through the link, more than the 3 s a store request may take here.
@@ -360,6 +369,8 @@ describe('backups when the S3 store fails', () => {
         // The failed upload aborted itself: nothing new, listed or unfinished.
         expect(await bucket()).toEqual(before);
         answeredThroughout(answeredBetween(probed, 'backup asked', 'backup failed'));
+        // The source member's Snapshot call ended with the backup, as etcd itself counts it.
+        await eventually(async () => expect(await openSnapshotCalls(cluster.clientURLs())).toBe(0), { within: 10_000 });
 
         proxy.throttle(undefined);
         const taken = await post(agent, '/v1/backups', { timeoutSeconds: 60 }, 120_000);
