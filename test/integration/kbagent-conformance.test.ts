@@ -187,7 +187,12 @@ describe("kbagent conformance: KubeBlocks' Go client and kbagent's probes, again
         expect(available[i]).toMatchObject({
           status: 200,
           headers: { 'content-type': expect.stringMatching(/^text\/plain/) },
-          body: `available: ${name} is a healthy voter; 3 of 3 voters healthy, 2 required`,
+          // The definition asks with ?stampSeconds=10: the observation's time in 10 s steps follows.
+          body: expect.stringMatching(
+            new RegExp(
+              `^available: ${name} is a healthy voter; 3 of 3 voters healthy, 2 required; as of \\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d0Z$`,
+            ),
+          ),
         });
       }
     });
