@@ -151,7 +151,13 @@ export class BackupService {
     try {
       const store = await this.store();
       const outcome = await takeBackup(
-        { ...this.deps, store, agent: config.memberName, statusTimeoutMs: config.statusTimeoutMs },
+        {
+          ...this.deps,
+          store,
+          agent: config.memberName,
+          statusTimeoutMs: config.statusTimeoutMs,
+          snapshotIdleMs: config.backupSnapshotIdleSeconds * 1000,
+        },
         {
           deadline: Deadline.in((req.timeoutSeconds ?? config.timeoutSeconds) * 1000),
           signal: this.controller.signal,

@@ -19,6 +19,7 @@ import type { HeldLock } from '../etcd/held-lock';
 import type { MembershipLock } from '../etcd/lock';
 import { crashPoint } from '../lib/crash-point';
 import { Deadline } from '../lib/deadline';
+import { watchIdle } from '../lib/idle-watch';
 import type { Logger } from '../observability/logger';
 import type { Manifest } from '../proto/backup';
 import { AgentError, isAgentError } from '../proto/errors';
@@ -37,11 +38,16 @@ export interface TakeDeps {
   agent: string;
   /** How long each member's Status call may take. */
   statusTimeoutMs: number;
+  /** The longest the snapshot may send nothing while the store is ready for more (ETCD_AGENT_BACKUP_SNAPSHOT_IDLE_SECONDS). */
+  snapshotIdleMs: number;
 }
 
 /** One backup's options. */
 export interface TakeOptions {
-  /** For the lock and the member choice; the stream itself runs until it ends or `signal` aborts it. */
+  /**
+   * For the lock and the member choice; the stream itself runs until it ends, `signal` aborts it, or
+   * the member sends nothing for `snapshotIdleMs` while the store waits for it.
+   */
   deadline: Deadline;
   signal: AbortSignal;
   /** The schedule's slot this run is for. */
@@ -109,6 +115,16 @@ export async function takeBackup(deps: TakeDeps, options: TakeOptions): Promise<
     // its backend read transaction until the agent exits.
     tap.on('close', () => snapshot.bytes.destroy());
     snapshot.bytes.pipe(tap);
+    // A frozen or cut-off member sends neither bytes nor an error, and the lock would be held for ever.
+    watchIdle(snapshot.bytes, deps.snapshotIdleMs, (silentMs) =>
+      snapshot.bytes.destroy(
+        new AgentError(
+          'timeout',
+          `member ${source.member.name} (${source.clientURL}) sent no snapshot bytes for ${Math.round(silentMs / 1000)} s while the store was ready for more (ETCD_AGENT_BACKUP_SNAPSHOT_IDLE_SECONDS): it is frozen or cut off; the backup is abandoned`,
+          { details: { step: 'snapshot', member: source.member.name } },
+        ),
+      ),
+    );
     const { sizeBytes } = await atStep('upload', async () => {
       try {
         return await store.upload(snapshotKey(name), tap, options.signal);

@@ -246,6 +246,13 @@ export const SETTINGS = [
     doc: 'the longest one request to an S3 store may take, an 8 MiB part of an upload included, and the longest silence within a download; past it the call fails as `timeout`',
   }),
   row({
+    variable: 'ETCD_AGENT_BACKUP_SNAPSHOT_IDLE_SECONDS',
+    key: 'backupSnapshotIdleSeconds',
+    default: '30',
+    parse: integer(1, 3600),
+    doc: "the longest a backup waits for the next bytes of the source member's snapshot while the store is ready for them; past it the backup fails as `timeout` naming the member, and releases the cluster lock (a frozen or cut-off member sends nothing and no error)",
+  }),
+  row({
     variable: 'ETCD_AGENT_BACKUP_SCHEDULE',
     key: 'backupSchedule',
     parse: cronSchedule,

@@ -150,19 +150,23 @@ export function lostWrites(acked: AckedPut[], revision: number, keys: Map<string
   return acked.filter((w) => w.revision <= revision && keys.get(w.key) !== w.value);
 }
 
-/**
- * How many Snapshot calls etcd itself counts as open at `clientURLs` (its gRPC server metrics: calls
- * started less calls handled), summed over the members.
- */
+/** The Snapshot calls etcd's gRPC server at `clientURL` counts: started, and handled (ended, whatever the code). */
+export async function snapshotCalls(clientURL: string): Promise<{ started: number; handled: number }> {
+  const text = (await call(clientURL, { method: 'GET', path: '/metrics', timeoutMs: 5000 })).text;
+  const counts = { started: 0, handled: 0 };
+  for (const line of text.split('\n')) {
+    const series = /^grpc_server_(started|handled)_total\{(.*)\} (\S+)$/.exec(line);
+    if (series !== null && series[2].includes('grpc_method="Snapshot"')) counts[series[1] as 'started' | 'handled'] += Number(series[3]);
+  }
+  return counts;
+}
+
+/** How many Snapshot calls etcd itself counts as open (started, not yet handled), summed over the members at `clientURLs`. */
 export async function openSnapshotCalls(clientURLs: readonly string[]): Promise<number> {
   let open = 0;
   for (const url of clientURLs) {
-    const text = (await call(url, { method: 'GET', path: '/metrics', timeoutMs: 5000 })).text;
-    for (const line of text.split('\n')) {
-      const series = /^grpc_server_(started|handled)_total\{(.*)\} (\S+)$/.exec(line);
-      if (series === null || !series[2].includes('grpc_method="Snapshot"')) continue;
-      open += (series[1] === 'started' ? 1 : -1) * Number(series[3]);
-    }
+    const { started, handled } = await snapshotCalls(url);
+    open += started - handled;
   }
   return open;
 }

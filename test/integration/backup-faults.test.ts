@@ -12,13 +12,13 @@ import { createHash } from 'node:crypto';
 import type { RunningAgent } from '../../agent/agent';
 import type { BackupResult, Manifest } from '../../agent/proto/backup';
 import { HttpClient } from '../../scripts/bench/http';
-import { openSnapshotCalls, restoreToolPath } from '../helpers/backup-check';
+import { openSnapshotCalls, restoreToolPath, snapshotCalls } from '../helpers/backup-check';
 import { createLogger } from '../../agent/observability/logger';
 import { ChildAgent, MAIN_JS } from '../helpers/child-agent';
 import { captureLogs } from '../helpers/log-capture';
 import { startTestCluster, type LocalEtcdCluster } from '../helpers/etcd-cluster';
-import { eventually } from '../helpers/eventually';
-import { get, post, startMemberAgent } from '../helpers/membership';
+import { eventually, patience } from '../helpers/eventually';
+import { etcdAcceptsChanges, get, post, startMemberAgent } from '../helpers/membership';
 import { startS3Server, type S3Server } from '../helpers/s3-server';
 import { TcpProxy } from '../helpers/tcp-proxy';
 
@@ -41,6 +41,8 @@ const PART_BYTES = 8 * 1024 * 1024;
 const SLOW_BYTES_PER_SECOND = 4 * 1024 * 1024;
 /** A link on which one part takes longer than STORE_TIMEOUT_SECONDS. */
 const TOO_SLOW_BYTES_PER_SECOND = 1024 * 1024;
+/** How long a snapshot may send nothing while the store waits for it, in these tests (ETCD_AGENT_BACKUP_SNAPSHOT_IDLE_SECONDS). */
+const SNAPSHOT_IDLE_SECONDS = 3;
 
 /** The store failure and step a refused backup names. */
 function failureOf(answer: { status: number; json: { error?: { code?: string; details?: Record<string, unknown> } } }): object {
@@ -381,5 +383,60 @@ describe('backups when the S3 store fails', () => {
       }
     },
     STORY_MS,
+  );
+  it(
+    'when the source member freezes in the middle of its snapshot, then the backup fails as a timeout naming it, and a join and a leave right after are not busy',
+    async () => {
+      // More than the two parts the agent reads at once: the member is still sending when it freezes.
+      await putLarge(0, 400);
+      const proxy = await TcpProxy.start(s3.directEndpoint);
+      try {
+        const agent = await agentWith({
+          ETCD_AGENT_BACKUP_STORE: s3.location.replace(s3.endpoint, proxy.url),
+          ETCD_AGENT_BACKUP_STORE_TIMEOUT_SECONDS: '60',
+          ETCD_AGENT_BACKUP_SNAPSHOT_IDLE_SECONDS: String(SNAPSHOT_IDLE_SECONDS),
+        });
+        const before = await bucket();
+        const started = new Map<string, number>();
+        for (const m of cluster.members) started.set(m.name, (await snapshotCalls(m.clientURL)).started);
+        // A slow store: the snapshot takes many seconds, most of them held back by the store's pace.
+        proxy.throttle(SLOW_BYTES_PER_SECOND);
+        const call = post(agent, '/v1/backups', { timeoutSeconds: 60 }, 120_000);
+        // The source is the member whose etcd counts a new Snapshot call: frozen as soon as it streams.
+        const source = await eventually(
+          async () => {
+            for (const m of cluster.members) if ((await snapshotCalls(m.clientURL)).started > (started.get(m.name) ?? 0)) return m;
+            return false;
+          },
+          { within: 30_000, every: 50 },
+        );
+        cluster.pause(source.name);
+        let refused;
+        try {
+          refused = await call;
+        } finally {
+          cluster.resume(source.name);
+        }
+        expect(failureOf(refused)).toEqual({ status: 504, code: 'timeout', store: undefined, step: 'snapshot' });
+        expect(refused.json.error.details.member).toBe(source.name);
+        expect(refused.json.error.message).toContain(`member ${source.name} `);
+        expect(failedLines()).toEqual([{ step: 'snapshot', error: refused.json.error.message }]);
+        expect(await failures(agent, 'snapshot', 'timeout')).toBe(1);
+        proxy.throttle(undefined);
+        expect(await bucket()).toEqual(before);
+
+        // The lock is free: a membership change goes through (etcd first accepts changes again, as
+        // it refuses them for a while after a member was unreachable).
+        await etcdAcceptsChanges(cluster);
+        const peerURL = await cluster.reservePeerURL('etcd-after-freeze');
+        const joined = await post(agent, '/v1/members/join', { name: 'etcd-after-freeze', peerURLs: [peerURL] });
+        expect({ status: joined.status, outcome: joined.json.outcome }).toEqual({ status: 202, outcome: 'added' });
+        const left = await post(agent, '/v1/members/leave', { name: 'etcd-after-freeze', peerURLs: [peerURL] });
+        expect({ status: left.status, outcome: left.json.outcome }).toEqual({ status: 200, outcome: 'removed' });
+      } finally {
+        await proxy.close();
+      }
+    },
+    patience(STORY_MS),
   );
 });

@@ -92,6 +92,7 @@ describe('loadConfig defaults', () => {
       defragCompactRetain: undefined,
       defragQuotaMargin: 0.1,
       backupStoreTimeoutSeconds: 60,
+      backupSnapshotIdleSeconds: 30,
     });
     expect(Object.isFrozen(config)).toBe(true);
   });
@@ -219,6 +220,7 @@ const GOOD: Array<[Env, Partial<Config>]> = [
   [{ ETCD_AGENT_BACKUP_VERIFY_SCHEDULE: '0 4 * * *' }, { backupVerifySchedule: expect.objectContaining({ source: '0 4 * * *' }) as never }],
   [{ ETCD_AGENT_BACKUP_KEEP_LAST: '14' }, { backupKeepLast: 14 }],
   [{ ETCD_AGENT_BACKUP_STORE_TIMEOUT_SECONDS: '5' }, { backupStoreTimeoutSeconds: 5 }],
+  [{ ETCD_AGENT_BACKUP_SNAPSHOT_IDLE_SECONDS: '3' }, { backupSnapshotIdleSeconds: 3 }],
   [{ ETCD_AGENT_BACKUP_KEEP_FOR: '14d' }, { backupKeepForSeconds: 14 * 86_400 }],
   [{ ETCD_AGENT_ETCDUTL: '/usr/local/bin/etcdutl' }, { etcdutl: '/usr/local/bin/etcdutl' }],
   [{ ETCD_AGENT_DEFRAG_COMPACT_RETAIN: '6h' }, { defragCompactRetain: { retainSeconds: 21600 } }],
@@ -368,6 +370,7 @@ const BAD: Array<[Env, string, string]> = [
   [{ ETCD_AGENT_BACKUP_SCHEDULE: 'hourly' }, 'ETCD_AGENT_BACKUP_SCHEDULE', 'not a cron schedule'],
   [{ ETCD_AGENT_BACKUP_VERIFY_SCHEDULE: '0 0 30 2 *' }, 'ETCD_AGENT_BACKUP_VERIFY_SCHEDULE', 'never fires'],
   [{ ETCD_AGENT_BACKUP_STORE_TIMEOUT_SECONDS: '0' }, 'ETCD_AGENT_BACKUP_STORE_TIMEOUT_SECONDS', 'must be a whole number from 1 to 3600'],
+  [{ ETCD_AGENT_BACKUP_SNAPSHOT_IDLE_SECONDS: '0' }, 'ETCD_AGENT_BACKUP_SNAPSHOT_IDLE_SECONDS', 'must be a whole number from 1 to 3600'],
   [{ ETCD_AGENT_BACKUP_KEEP_LAST: '0' }, 'ETCD_AGENT_BACKUP_KEEP_LAST', 'must be a whole number from 1 to 100000'],
   [{ ETCD_AGENT_BACKUP_KEEP_FOR: '2w' }, 'ETCD_AGENT_BACKUP_KEEP_FOR', 'is not a duration'],
   [{ ETCD_AGENT_ETCDUTL: 'bin/etcdutl' }, 'ETCD_AGENT_ETCDUTL', 'must be an absolute path or a program name on PATH'],
