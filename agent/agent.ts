@@ -72,10 +72,12 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
       ? undefined
       : new DefragSchedule({ schedule: config.defragSchedule, service: maintenance, logger, metrics });
   schedule?.start();
-  // Stopped before membership, whose close releases the locks a stopped run still holds.
+  // Stopped before membership, whose close releases the locks a stopped run still holds. A firing in
+  // flight ends only with its run: the timer is disarmed at once, the run stopped, then the firing awaited.
   stoppers.push(async () => {
-    await schedule?.stop();
+    const disarmed = schedule?.stop();
     await maintenance.close();
+    await disarmed;
   });
   // Backups (docs/operations/backups.md, ETCD_AGENT_BACKUP_*): under the same cluster lock, into the configured store.
   const backups = new BackupService({ cluster, config, logger, metrics, lock: membership.lock });
@@ -85,9 +87,11 @@ export function createAgent(config: Config, deps: { logger: Logger; metrics?: Me
       : new BackupSchedule({ backup: config.backupSchedule, verify: config.backupVerifySchedule, service: backups, logger, metrics });
   backupSchedule?.start();
   void backups.refresh();
+  // As the defragmentation's: the run in flight (a scheduled one's firing waits for it) is aborted first.
   stoppers.push(async () => {
-    await backupSchedule?.stop();
+    const disarmed = backupSchedule?.stop();
     await backups.close();
+    await disarmed;
   });
   stoppers.push(() => membership.close());
   // Health (docs/api.md §4): shared bounded-age observations, with the membership changes in flight and this agent's run.

@@ -43,13 +43,20 @@ export async function findRestoreTool(configured?: string): Promise<RestoreTool>
   throw new Error(`no snapshot restore tool found (set ETCD_AGENT_ETCDUTL): ${failures.join('; ')}`);
 }
 
-/** Restores `snapshotFile` into `dataDir` (which must not exist) as the member `target`; `started` gets the tool's process. */
+/** How a restore runs: who gets the tool's process once started, and the signal that kills it. */
+export interface RestoreRun {
+  started?: (child: ChildProcess) => void;
+  /** Kills the tool (SIGTERM) when it aborts: an agent that stops leaves no restore running. */
+  signal?: AbortSignal;
+}
+
+/** Restores `snapshotFile` into `dataDir` (which must not exist) as the member `target`. */
 export async function restoreSnapshot(
   tool: RestoreTool,
   snapshotFile: string,
   dataDir: string,
   target: RestoreTarget,
-  started?: (child: ChildProcess) => void,
+  { started, signal }: RestoreRun = {},
 ): Promise<void> {
   const args = [
     'snapshot',
@@ -62,7 +69,12 @@ export async function restoreSnapshot(
     `--initial-cluster-token=${target.token ?? 'etcd-cluster'}`,
   ];
   try {
-    const running = run(tool.file, args, { env: { ...process.env, ETCDCTL_API: '3' }, timeout: 30 * 60_000, maxBuffer: 4 * 1024 * 1024 });
+    const running = run(tool.file, args, {
+      env: { ...process.env, ETCDCTL_API: '3' },
+      timeout: 30 * 60_000,
+      maxBuffer: 4 * 1024 * 1024,
+      ...(signal === undefined ? {} : { signal }),
+    });
     started?.(running.child);
     await running;
   } catch (err) {

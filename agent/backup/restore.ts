@@ -177,7 +177,7 @@ export async function restoreBackup(req: RestoreRequest, tool: RestoreTool, logg
         restored,
         { name: req.name, peerURL: req.peerURL, initialCluster: `${req.name}=${req.peerURL}`, token: req.token },
         // Tests kill prepare and the tool together here, once the tool has begun writing its output.
-        (child) => crashPointWithChild('restore-tool-running', child, () => existsSync(restored)),
+        { started: (child) => crashPointWithChild('restore-tool-running', child, () => existsSync(restored)) },
       ).catch((err: Error) => {
         throw new RestoreError('restore', err.message, { cause: err });
       });

@@ -44,7 +44,7 @@ export class BackupSchedule {
     });
   }
 
-  /** Stops the timers; a run in flight is the service's to stop. */
+  /** Disarms the timers at once; resolves once a firing in flight has ended (its run is the service's to stop: `close`). */
   async stop(): Promise<void> {
     await Promise.all(this.timers.map((t) => t.stop()));
   }

@@ -124,7 +124,7 @@ export class BackupService {
 
   /** Reads the store once to set the gauges (at start, and at each schedule slot); failures only logged. */
   async refresh(): Promise<void> {
-    if (this.deps.config.backupStore === undefined) return;
+    if (this.deps.config.backupStore === undefined || this.closed) return;
     try {
       this.showStore(await readBackups(await this.store()));
     } catch (err) {

@@ -64,8 +64,10 @@ async function check(deps: VerifyDeps, manifest: Manifest, signal: AbortSignal |
     deps.logger?.info('backup verification: read back', { name: manifest.name, sizeBytes: size, sha256 });
     const dataDir = path.join(scratch, 'data');
     try {
-      await restoreSnapshot(deps.tool, file, dataDir, { name: 'verify', peerURL: 'http://127.0.0.1:2380' });
+      await restoreSnapshot(deps.tool, file, dataDir, { name: 'verify', peerURL: 'http://127.0.0.1:2380' }, { signal });
     } catch (err) {
+      // Stopped (the agent's shutdown): no verdict on the backup.
+      if (signal?.aborted === true) throw err;
       return failed('restore', (err as Error).message);
     }
     deps.logger?.info('backup verification: restored', { name: manifest.name, tool: deps.tool.describe });

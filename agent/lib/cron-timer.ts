@@ -39,7 +39,11 @@ export class CronTimer {
     this.arm();
   }
 
-  /** Stops the timer and waits for a firing in flight. */
+  /**
+   * Disarms the timer at once (before its first await) and resolves once a firing in flight has
+   * ended. The firing's own work is its owner's to stop: stop it after calling this, then await this
+   * (agent.ts), or the wait lasts as long as that work.
+   */
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);

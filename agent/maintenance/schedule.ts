@@ -65,7 +65,7 @@ export class DefragSchedule {
     });
   }
 
-  /** Stops the timer; a run in flight is the service's to stop. */
+  /** Disarms the timer at once; resolves once a firing in flight has ended (its run is the service's to stop: `close`). */
   async stop(): Promise<void> {
     await this.timer.stop();
   }

@@ -17,6 +17,8 @@ export type LogLine = Record<string, unknown> & { message?: string; level?: stri
 export class ChildAgent {
   readonly lines: LogLine[] = [];
   readonly exited: Promise<void>;
+  /** How it ended, and when (`performance.now()`), once it has. */
+  exit?: { code: number | null; signal: NodeJS.Signals | null; at: number };
   private readonly watchers: Array<(line: LogLine) => void> = [];
   url = '';
 
@@ -40,7 +42,12 @@ export class ChildAgent {
         for (const watch of [...this.watchers]) watch(line);
       }
     });
-    this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
+    this.exited = new Promise((resolve) =>
+      child.once('exit', (code, signal) => {
+        this.exit = { code, signal, at: performance.now() };
+        resolve();
+      }),
+    );
   }
 
   /**

@@ -41,6 +41,8 @@ const PART_BYTES = 8 * 1024 * 1024;
 const SLOW_BYTES_PER_SECOND = 4 * 1024 * 1024;
 /** A link on which one part takes longer than STORE_TIMEOUT_SECONDS. */
 const TOO_SLOW_BYTES_PER_SECOND = 1024 * 1024;
+/** The agent's promise: SIGTERM stops it, exit 0, within 5 s (docs/api.md §2). */
+const STOP_DEADLINE_MS = 5000;
 /** How long a snapshot may send nothing while the store waits for it, in these tests (ETCD_AGENT_BACKUP_SNAPSHOT_IDLE_SECONDS). */
 const SNAPSHOT_IDLE_SECONDS = 3;
 
@@ -155,6 +157,10 @@ describe('backups when the S3 store fails', () => {
       http.close();
     }
   };
+
+  /** A database far larger than the two parts an upload reads at once (400 values of 100 kB more), written once per file. */
+  let large: Promise<void> | undefined;
+  const largeDatabase = (): Promise<void> => (large ??= putLarge(0, 400));
 
   const failures = async (agent: RunningAgent, step: string, reason: string): Promise<number> =>
     (await agent.metrics.backup.failures.get()).values.find((v) => v.labels.step === step && v.labels.reason === reason)?.value ?? 0;
@@ -351,10 +357,9 @@ describe('backups when the S3 store fails', () => {
   it(
     "when the store is too slow for its request timeout, then the backup fails as a timeout, leaves no upload behind, etcd's Snapshot call is cancelled, health and members answer throughout, and the next one at full speed succeeds",
     async () => {
-      // Far more than the two parts read before the first one times out (40 MB, whatever ran before):
-      // etcd still has most of the snapshot to send when the store fails, so its Snapshot call stays
-      // open unless the agent ends it.
-      await putLarge(0, 400);
+      // Far more than the two parts read before the first one times out: etcd still has most of the
+      // snapshot to send when the store fails, so its Snapshot call stays open unless the agent ends it.
+      await largeDatabase();
       const proxy = await TcpProxy.start(s3.directEndpoint);
       try {
         // An 8 MiB part takes 8 s through the link, more than the 3 s a store request may take here.
@@ -388,7 +393,7 @@ describe('backups when the S3 store fails', () => {
     'when the source member freezes in the middle of its snapshot, then the backup fails as a timeout naming it, and a join and a leave right after are not busy',
     async () => {
       // More than the two parts the agent reads at once: the member is still sending when it freezes.
-      await putLarge(0, 400);
+      await largeDatabase();
       const proxy = await TcpProxy.start(s3.directEndpoint);
       try {
         const agent = await agentWith({
@@ -433,6 +438,49 @@ describe('backups when the S3 store fails', () => {
         expect({ status: joined.status, outcome: joined.json.outcome }).toEqual({ status: 202, outcome: 'added' });
         const left = await post(agent, '/v1/members/leave', { name: 'etcd-after-freeze', peerURLs: [peerURL] });
         expect({ status: left.status, outcome: left.json.outcome }).toEqual({ status: 200, outcome: 'removed' });
+      } finally {
+        await proxy.close();
+      }
+    },
+    patience(STORY_MS),
+  );
+  it(
+    'when the agent is SIGTERMed while a scheduled backup uploads, then it exits 0 within its 5 s stop deadline, the cluster lock is released and no upload is left',
+    async () => {
+      await largeDatabase();
+      const proxy = await TcpProxy.start(s3.directEndpoint);
+      try {
+        // A slow store: the upload lasts many seconds, long after the stop's budget.
+        proxy.throttle(SLOW_BYTES_PER_SECOND);
+        const before = await bucket();
+        const child = await ChildAgent.start(MAIN_JS, {
+          ...s3.env,
+          ETCD_AGENT_ENDPOINTS: cluster.clientURLs().join(','),
+          ETCD_AGENT_LOCAL_ENDPOINT: cluster.members[0].clientURL,
+          ETCD_AGENT_MEMBER_NAME: cluster.members[0].name,
+          ETCD_AGENT_BACKUP_STORE: s3.location.replace(s3.endpoint, proxy.url),
+          ETCD_AGENT_BACKUP_STORE_TIMEOUT_SECONDS: '60',
+          ETCD_AGENT_BACKUP_SCHEDULE: '* * * * *',
+          ETCD_AGENT_ETCDUTL: restoreToolPath(),
+        });
+        try {
+          // The schedule's next minute starts a backup; its multipart upload is under way.
+          await child.waitFor((l) => l.message === 'backup started', 90_000);
+          await eventually(async () => expect((await bucket()).uploads).toHaveLength(before.uploads.length + 1), {
+            within: 30_000,
+            every: 100,
+          });
+          const sent = performance.now();
+          await child.kill('SIGTERM');
+          expect({ code: child.exit?.code, signal: child.exit?.signal }).toEqual({ code: 0, signal: null });
+          expect((child.exit?.at ?? Infinity) - sent).toBeLessThan(STOP_DEADLINE_MS);
+        } finally {
+          await child.kill('SIGKILL');
+        }
+        // Released by the stop itself, not left to expire with its lease.
+        expect(await cluster.etcdctl(['get', '--prefix', '/etcd-lifecycle-agent/lock'])).toBe('');
+        expect(await bucket()).toEqual(before);
+        expect(child.lines.filter((l) => l.message === 'scheduled backup failed')).toHaveLength(1);
       } finally {
         await proxy.close();
       }
