@@ -37,10 +37,18 @@ const BUCKET = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
 const QUERY_KEYS = new Set(['endpoint', 'region', 'path-style']);
 const REGION = /^[A-Za-z0-9_-]{1,64}$/;
 
-/** Parses a store URL (see the module comment). */
+/**
+ * `text` with the user info of every URL in it, plain or %-escaped (an endpoint inside the query),
+ * shown as `***`: what a refusal may quote of a value that holds credentials.
+ */
+export function hideUserInfo(text: string): string {
+  return text.replace(/(\/\/|%2F%2F)[^/?#&@\s]*?(@|%40)/gi, '$1***$2');
+}
+
+/** Parses a store URL (see the module comment). A refusal never quotes the credentials it refuses. */
 export function parseLocation(text: string, what = 'backup store'): StoreLocation {
   const value = text.trim();
-  const bad = (why: string): AgentError => new AgentError('bad-request', `${what}: "${value}" ${why}`);
+  const bad = (why: string): AgentError => new AgentError('bad-request', `${what}: "${hideUserInfo(value)}" ${why}`);
   const decoded = (part: string): string => {
     try {
       return decodeURIComponent(part);
@@ -69,7 +77,7 @@ export function parseLocation(text: string, what = 'backup store'): StoreLocatio
   for (const key of url.searchParams.keys())
     if (!QUERY_KEYS.has(key)) throw bad(`has the unknown option "${key}" (endpoint, region, path-style)`);
   const endpoint = url.searchParams.get('endpoint') ?? undefined;
-  if (endpoint !== undefined && !/^https?:\/\/[^/]+\/?$/.test(endpoint)) throw bad('has an endpoint that is not http(s)://host[:port]');
+  if (endpoint !== undefined) checkEndpoint(endpoint, bad);
   const region = url.searchParams.get('region');
   // An empty or mistyped region would fail only at the first call, in the SDK's words.
   if (region !== null && !REGION.test(region)) throw bad('has a region that is not one (letters, digits, - and _, as us-east-1)');
@@ -84,6 +92,23 @@ export function parseLocation(text: string, what = 'backup store'): StoreLocatio
     ...(region === null ? {} : { region }),
     pathStyle: pathStyle === null ? endpoint !== undefined : pathStyle === 'true',
   };
+}
+
+/**
+ * Refuses an endpoint that is not `http(s)://host[:port]`: the store's address alone. Credentials in
+ * it would be printed wherever the location is (logs, the `store` label, prepare's answer).
+ */
+function checkEndpoint(endpoint: string, bad: (why: string) => AgentError): void {
+  let url: URL;
+  try {
+    url = new URL(endpoint);
+  } catch {
+    throw bad('has an endpoint that is not http(s)://host[:port]');
+  }
+  if (url.username !== '' || url.password !== '')
+    throw bad('has an endpoint that holds credentials: they come from the AWS SDK chain (AWS_ACCESS_KEY_ID, …)');
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '' || !/^https?:\/\/[^/?#]+\/?$/.test(endpoint))
+    throw bad('has an endpoint that is not http(s)://host[:port] (no path, query or fragment)');
 }
 
 /** The location as logs show it. */

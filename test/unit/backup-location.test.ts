@@ -1,4 +1,5 @@
 import { describeLocation, parseLocation, type StoreLocation } from '../../agent/backup/location';
+import { hideUserInfo } from '../../agent/proto/store-location';
 import { AgentError } from '../../agent/proto/errors';
 
 describe('parseLocation', () => {
@@ -64,8 +65,16 @@ describe('parseLocation', () => {
     ['a port on the bucket', 's3://backups:7070/x', 'names a port'],
     ['an unknown option', 's3://backups?endpoint=http://h:1&secret=x', 'has the unknown option "secret"'],
     ['an endpoint with a path', 's3://backups?endpoint=http://h:9000/bucket', 'has an endpoint that is not http(s)://host[:port]'],
+    ['an endpoint with a query', 's3://backups?endpoint=http://h:9000?x=1', 'has an endpoint that is not http(s)://host[:port]'],
+    [
+      'an escaped endpoint with a query',
+      's3://backups?endpoint=http%3A%2F%2Fh%3A9000%2F%3Fx%3D1',
+      'has an endpoint that is not http(s)://host[:port]',
+    ],
+    ['an endpoint with a fragment', 's3://backups?endpoint=http://h:9000%23f', 'has an endpoint that is not http(s)://host[:port]'],
     ['an endpoint of another scheme', 's3://backups?endpoint=ftp://h:21', 'has an endpoint that is not http(s)://host[:port]'],
     ['an empty endpoint', 's3://backups?endpoint=', 'has an endpoint that is not http(s)://host[:port]'],
+    ['a user name in the endpoint', 's3://backups?endpoint=https://AKIAEXAMPLE@h:9000', 'has an endpoint that holds credentials'],
     ['an empty region', 's3://backups?region=', 'has a region that is not one'],
     ['a region with blanks', 's3://backups?region=us%20east', 'has a region that is not one'],
     ['a malformed escape in a prefix', 's3://backups/a%zz', 'has a malformed %-escape in its path'],
@@ -80,8 +89,40 @@ describe('parseLocation', () => {
     }
     expect(thrown).toBeInstanceOf(AgentError);
     expect((thrown as AgentError).code).toBe('bad-request');
-    expect((thrown as AgentError).message).toContain(`ETCD_AGENT_BACKUP_STORE: "${text.trim()}"`);
+    expect((thrown as AgentError).message).toContain(`ETCD_AGENT_BACKUP_STORE: "${hideUserInfo(text.trim())}"`);
     expect((thrown as AgentError).message).toContain(why);
+  });
+});
+
+describe('parseLocation and credentials', () => {
+  it.each<[string, string]>([
+    ['credentials in the URL', 's3://AKIAEXAMPLE:s3cr3t-value@backups/x'],
+    ['credentials in the endpoint', 's3://backups/x?endpoint=https://AKIAEXAMPLE:s3cr3t-value@minio.example:9000'],
+    ['credentials in an escaped endpoint', 's3://backups/x?endpoint=https%3A%2F%2FAKIAEXAMPLE%3As3cr3t-value%40minio.example%3A9000'],
+    ['credentials in the endpoint, among other options', 's3://backups/x?region=us-east-1&endpoint=http://AKIAEXAMPLE:s3cr3t-value@h:1'],
+    ['credentials in an endpoint with a path', 's3://backups/x?endpoint=https://AKIAEXAMPLE:s3cr3t-value@h:9000/p'],
+  ])('when a store URL holds %s, then it is refused, and the refusal names neither the key nor the secret', (_case, text) => {
+    let thrown: unknown;
+    try {
+      parseLocation(text, 'ETCD_AGENT_BACKUP_STORE');
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).toBeInstanceOf(AgentError);
+    expect((thrown as AgentError).message).toMatch(/credentials/);
+    expect((thrown as AgentError).message).not.toMatch(/s3cr3t|AKIAEXAMPLE/);
+  });
+});
+
+describe('hideUserInfo', () => {
+  it.each<[string, string]>([
+    ['s3://KEY:SECRET@bucket/x', 's3://***@bucket/x'],
+    ['s3://b?endpoint=https://KEY:SECRET@h:9000&region=r', 's3://b?endpoint=https://***@h:9000&region=r'],
+    ['s3://b?endpoint=https%3A%2F%2FKEY%3ASECRET%40h', 's3://b?endpoint=https%3A%2F%2F***%40h'],
+    ['s3://bucket/a@b?endpoint=http://h:1', 's3://bucket/a@b?endpoint=http://h:1'],
+    ['/backups', '/backups'],
+  ])('%s is quoted as %s', (text, shown) => {
+    expect(hideUserInfo(text)).toBe(shown);
   });
 });
 
