@@ -603,7 +603,7 @@ agent)
 etcd)
   [ $# -le 2 ] || usage
   if [ $# -eq 2 ]; then
-    etcd_minors | grep -qxF -- "$2" || usage
+    grep -qxF -- "$2" <<<"$(etcd_minors)" || usage
     ensure_etcd "$2"
   else
     for minor in $(etcd_minors); do ensure_etcd "$minor"; done

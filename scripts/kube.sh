@@ -867,12 +867,15 @@ kb_health=127.0.0.1:18081
 # It waits until the manager reports ready. On a cluster where it already runs, it applies the CRDs
 # and objects again and leaves the manager as it is.
 kubeblocks() {
-  local manager crds version tools
+  local manager crds version tools images
   manager="$(bash scripts/kubeblocks.sh)" || die "KubeBlocks' manager could not be built (above)"
   crds="$(bash scripts/kubeblocks.sh crds)" || die "KubeBlocks' CRDs could not be found (above)"
   version="$(sed -n -E 's/^[[:space:]]*(require )?github\.com\/apecloud\/kubeblocks v([0-9][0-9A-Za-z.+-]*)( .*)?$/\2/p' tools/kubeblocks-1.0/go.mod | sed -n 1p)"
   tools="docker.io/library/kubeblocks-tools:$version"
-  ctr_ images ls -q | grep -q -x -F "$tools" ||
+  # A here-string, not a pipe: grep -q leaving early kills ctr (it writes line by line) with
+  # SIGPIPE, and pipefail makes that a failure.
+  images="$(ctr_ images ls -q)"
+  grep -q -x -F "$tools" <<<"$images" ||
     die "the tools image $tools is not imported: bash scripts/kube.sh import \$(bash scripts/image.sh kubeblocks-tools)"
   kc apply --server-side --force-conflicts -f "$crds" >/dev/null
   # shellcheck disable=SC2046
