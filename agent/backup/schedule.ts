@@ -10,7 +10,7 @@ import { CronTimer } from '../lib/cron-timer';
 import { toAgentError } from '../etcd/errors';
 import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
-import type { BackupService } from './service';
+import { failureReason, type BackupService } from './service';
 
 /** The backup and verification schedules of one agent; `start` once, `stop` on shutdown. */
 export class BackupSchedule {
@@ -76,10 +76,7 @@ export class BackupSchedule {
       const manifest = await this.deps.service.verify({});
       this.deps.logger.info('scheduled verification done', { requestId, name: manifest.name, ok: manifest.verification?.ok });
     } catch (err) {
-      this.deps.metrics.backup.failures.inc({
-        step: 'verify',
-        reason: (toAgentError(err).details?.store as string | undefined) ?? toAgentError(err).code,
-      });
+      this.deps.metrics.backup.failures.inc({ step: 'verify', reason: failureReason(err) });
       this.deps.logger.warn('scheduled verification failed', { requestId, error: toAgentError(err).message });
     }
   }

@@ -21,7 +21,7 @@ import { findRestoreTool, type RestoreTool } from './restore-tool';
 import { decideRetention } from './retention-decision';
 import { stepOf, takeBackup, type BackupStep } from './take';
 import type { BackupStore } from './store';
-import { verifyBackup } from './verify';
+import { couldNotRun, verifyBackup } from './verify';
 
 /** What the service is built from. */
 export interface BackupServiceDeps {
@@ -189,11 +189,13 @@ export class BackupService {
       }
       metrics.backup.backups.inc({ outcome: 'created' });
       let manifest = outcome.manifest;
+      let verificationNotRun: string | undefined;
       if (req.verify !== false) {
         try {
           manifest = await this.verifyEntry(store, { name: manifest.name, state: 'unverified', manifest });
         } catch (err) {
           this.failed('verify', err);
+          verificationNotRun = toAgentError(err).message;
         }
       }
       const removed = await this.retain(store);
@@ -203,6 +205,7 @@ export class BackupService {
         outcome: 'created',
         manifest,
         ...(manifest.verification === undefined ? {} : { verification: manifest.verification }),
+        ...(verificationNotRun === undefined ? {} : { verificationNotRun }),
         removed,
         abortedUploads: outcome.abortedUploads,
         durationMs: durationMs(),
@@ -219,7 +222,7 @@ export class BackupService {
     this.toolFound ??= findRestoreTool(this.deps.config.etcdutl);
     const tool = await this.toolFound.catch((err: unknown) => {
       this.toolFound = undefined;
-      throw new AgentError('internal', (err as Error).message);
+      throw couldNotRun(entry.name, (err as Error).message, err);
     });
     const manifest = await verifyBackup({ store, tool, logger: this.deps.logger }, entry, this.controller.signal);
     const v = manifest.verification;
@@ -270,7 +273,7 @@ export class BackupService {
 
   private failed(step: BackupStep, err: unknown): void {
     const error = toAgentError(err);
-    this.deps.metrics.backup.failures.inc({ step, reason: (error.details?.store as string | undefined) ?? error.code });
+    this.deps.metrics.backup.failures.inc({ step, reason: failureReason(error) });
     if (step === 'verify') this.deps.logger.warn('backup verification could not run', { error: error.message });
   }
 
@@ -298,4 +301,13 @@ export class BackupService {
     const location = this.deps.config.backupStore;
     return location === undefined ? undefined : describeLocation(location);
   }
+}
+
+/**
+ * The `reason` label of a failure (`etcd_agent_backup_failures_total`): the store's failure, a
+ * verification that could not run (`could-not-run`), else the error code.
+ */
+export function failureReason(err: unknown): string {
+  const details = toAgentError(err).details;
+  return (details?.store as string | undefined) ?? (details?.verification as string | undefined) ?? toAgentError(err).code;
 }

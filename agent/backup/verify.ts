@@ -5,6 +5,10 @@
  * restored backend opened to count its keys and read its revision. The result is written into the
  * manifest as its verification record, so every agent and a later restore see it. The scratch
  * directory is removed whatever happens.
+ *
+ * A step that fails for the machine's sake (no room or no write access for scratch, the tool missing,
+ * killed or out of time: verify-decision.ts) is no verdict: nothing is written, and the caller gets a
+ * `could-not-run` error saying why. Neither is a store that does not answer, nor the agent's stop.
  */
 import { createHash } from 'node:crypto';
 import { promises as fsp } from 'node:fs';
@@ -13,10 +17,12 @@ import * as path from 'node:path';
 import { readKeySpace } from '../etcd-data/key-space';
 import type { Logger } from '../observability/logger';
 import type { BackupEntry, Manifest, Verification } from '../proto/backup';
+import { AgentError } from '../proto/errors';
 import { downloadHashed } from './download';
 import { manifestBytes, manifestKey, snapshotKey } from './layout';
-import { restoreSnapshot, type RestoreTool } from './restore-tool';
-import type { BackupStore } from './store';
+import { restoreSnapshot, RestoreToolError, type RestoreTool } from './restore-tool';
+import { StoreError, type BackupStore } from './store';
+import { judgeStepFailure, type StepFailure, type VerifyStep } from './verify-decision';
 
 /** What a verification needs. */
 export interface VerifyDeps {
@@ -40,6 +46,15 @@ export async function verifyBackup(deps: VerifyDeps, entry: BackupEntry, signal?
   return manifest;
 }
 
+/** A verification that could not run here (verify-decision.ts): no verdict on the backup. */
+export function couldNotRun(name: string, reason: string, cause?: unknown): AgentError {
+  return new AgentError('unavailable', `the verification of backup ${name} could not run: ${reason}`, {
+    retryable: false,
+    details: { step: 'verify', verification: 'could-not-run' },
+    cause,
+  });
+}
+
 async function check(deps: VerifyDeps, manifest: Manifest, signal: AbortSignal | undefined, started: number): Promise<Verification> {
   const failed = (checked: 'sha256' | 'etcd-hash' | 'restore' | 'read', error: string): Verification => ({
     ok: false,
@@ -48,34 +63,50 @@ async function check(deps: VerifyDeps, manifest: Manifest, signal: AbortSignal |
     check: checked,
     error,
   });
-  const scratch = await fsp.mkdtemp(path.join(deps.scratchRoot ?? os.tmpdir(), 'etcd-backup-verify-'));
+  /** The verdict on a failed step, or the could-not-run error it is; a stop or a store's failure is rethrown. */
+  const judged = (step: VerifyStep, err: unknown): Verification => {
+    if (signal?.aborted === true || err instanceof StoreError) throw err;
+    const verdict = judgeStepFailure(stepFailure(step, err));
+    if (verdict.kind === 'could-not-run') throw couldNotRun(manifest.name, verdict.reason, err);
+    return failed(verdict.check, verdict.error);
+  };
+  let scratch: string;
+  try {
+    scratch = await fsp.mkdtemp(path.join(deps.scratchRoot ?? os.tmpdir(), 'etcd-backup-verify-'));
+  } catch (err) {
+    return judged('scratch', err);
+  }
   try {
     const file = path.join(scratch, 'snapshot.db');
-    // A store that does not answer is no verdict on the backup: its StoreError goes to the caller.
-    const { sha256, size } = await downloadHashed(deps.store, snapshotKey(manifest.name), file, { signal });
+    let got: { sha256: string; size: number; hashProblem?: string };
+    try {
+      // A store that does not answer is no verdict on the backup: its StoreError goes to the caller.
+      const { sha256, size } = await downloadHashed(deps.store, snapshotKey(manifest.name), file, { signal });
+      got = { sha256, size, hashProblem: await etcdHashProblem(file, size) };
+    } catch (err) {
+      return judged('scratch', err);
+    }
+    const { sha256, size, hashProblem } = got;
     if (size !== manifest.sizeBytes || sha256 !== manifest.sha256) {
       return failed(
         'sha256',
         `the snapshot read back holds ${size} bytes with sha256 ${sha256}; the manifest says ${manifest.sizeBytes} bytes, ${manifest.sha256}`,
       );
     }
-    const hashProblem = await etcdHashProblem(file, size);
     if (hashProblem !== undefined) return failed('etcd-hash', hashProblem);
     deps.logger?.info('backup verification: read back', { name: manifest.name, sizeBytes: size, sha256 });
     const dataDir = path.join(scratch, 'data');
     try {
       await restoreSnapshot(deps.tool, file, dataDir, { name: 'verify', peerURL: 'http://127.0.0.1:2380' }, { signal });
     } catch (err) {
-      // Stopped (the agent's shutdown): no verdict on the backup.
-      if (signal?.aborted === true) throw err;
-      return failed('restore', (err as Error).message);
+      return judged('restore', err);
     }
     deps.logger?.info('backup verification: restored', { name: manifest.name, tool: deps.tool.describe });
     let space: { revision: number; keys: number };
     try {
       space = await readKeySpace(path.join(dataDir, 'member', 'snap', 'db'));
     } catch (err) {
-      return failed('read', `the restored data could not be opened: ${(err as Error).message}`);
+      return judged('read', err);
     }
     deps.logger?.info('backup verification: read the key space', { name: manifest.name, revision: space.revision, keys: space.keys });
     return {
@@ -89,6 +120,16 @@ async function check(deps: VerifyDeps, manifest: Manifest, signal: AbortSignal |
   } finally {
     await fsp.rm(scratch, { recursive: true, force: true });
   }
+}
+
+/** What the rule of verify-decision.ts reads of a step's error. */
+function stepFailure(step: VerifyStep, err: unknown): StepFailure {
+  if (err instanceof RestoreToolError) {
+    const { errno, signal, timedOut, said } = err.ended;
+    return { step, said, timedOut, ...(errno === undefined ? {} : { errno }), ...(signal === undefined ? {} : { signal }) };
+  }
+  const code = (err as NodeJS.ErrnoException).code;
+  return { step, said: err instanceof Error ? err.message : String(err), ...(typeof code === 'string' ? { errno: code } : {}) };
 }
 
 /** Why etcd's trailing sha256 does not match the backend before it, or undefined when it does. */

@@ -13,9 +13,6 @@ import { findRestoreTool, type RestoreTool } from '../backup/restore-tool';
 import type { Logger } from '../observability/logger';
 import type { PrepareOptions } from './options';
 
-/** The first etcdctl minor without `snapshot restore` (etcdutl has it from 3.5). */
-const ETCDCTL_WITHOUT_RESTORE = { major: 3, minor: 6 };
-
 /**
  * The restore tool when a restore is asked for (undefined when none is), or `bad` after logging why
  * none can be used: then prepare exits 2 with nothing changed.
@@ -23,16 +20,8 @@ const ETCDCTL_WITHOUT_RESTORE = { major: 3, minor: 6 };
 export async function restoreToolOf(opts: PrepareOptions, logger: Logger): Promise<RestoreTool | 'bad' | undefined> {
   if (opts.restore === undefined) return undefined;
   try {
+    // It refuses etcdctl 3.6 and later, which has no snapshot restore.
     const tool = await findRestoreTool(opts.restore.tool);
-    const m = /^etcdctl (\d+)\.(\d+)/.exec(tool.describe);
-    const major = Number(m?.[1]);
-    const minor = Number(m?.[2]);
-    if (
-      m !== null &&
-      (major > ETCDCTL_WITHOUT_RESTORE.major || (major === ETCDCTL_WITHOUT_RESTORE.major && minor >= ETCDCTL_WITHOUT_RESTORE.minor))
-    ) {
-      throw new Error(`${tool.file} is ${tool.describe}, which has no snapshot restore: name etcdutl in ETCD_AGENT_ETCDUTL`);
-    }
     logger.info('a restore is asked for', {
       member: opts.self.name,
       restore: describeRestore(opts.restore),

@@ -83,6 +83,8 @@ export interface BackupResult {
   manifest?: Manifest;
   /** The verification run right after it, when it ran. */
   verification?: Verification;
+  /** Why the verification right after it could not run (no verdict: the backup stays unverified). */
+  verificationNotRun?: string;
   /** Backups retention removed after this one. */
   removed: string[];
   /** Unfinished uploads of killed runs that this run aborted. */

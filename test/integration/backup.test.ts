@@ -28,7 +28,7 @@ import { startTestCluster, type LocalEtcdCluster } from '../helpers/etcd-cluster
 import { get, leaderOf, post, startMemberAgent } from '../helpers/membership';
 import { startS3Server, type S3Server } from '../helpers/s3-server';
 import { captureLogs } from '../helpers/log-capture';
-import { eventually } from '../helpers/eventually';
+import { eventually, patience } from '../helpers/eventually';
 import { itOnFirstVersion } from '../helpers/version-scope';
 
 const STORY_MS = 180_000;
@@ -237,6 +237,74 @@ describe('backups into a directory store', () => {
       });
     },
     STORY_MS,
+  );
+  // Which failures are verdicts is the agent's rule (verify-decision.ts); the tool here is a stand-in.
+  itOnFirstVersion(
+    'when the restore tool cannot run (killed, no room, a program without snapshot restore), then the backup is created but stays unverified, and neither the answer nor its manifest calls it failed',
+    async () => {
+      const tools = fs.mkdtempSync(path.join(os.tmpdir(), 'restore-tools-'));
+      const tool = (name: string, version: string, restore: string): string => {
+        const file = path.join(tools, name);
+        fs.writeFileSync(file, `#!/bin/sh\nif [ "$1" = version ]; then echo "${version}"; exit 0; fi\n${restore}\n`, { mode: 0o755 });
+        return file;
+      };
+      const cases: { why: string; tool: string; said: RegExp }[] = [
+        { why: 'killed', tool: tool('etcdutl-killed', 'etcdutl version: 3.6.16', 'kill -9 $$'), said: /killed by SIGKILL/ },
+        {
+          why: 'no room',
+          tool: tool('etcdutl-full', 'etcdutl version: 3.6.16', 'echo "Error: write db: no space left on device" >&2; exit 1'),
+          said: /no space left on device/,
+        },
+        // etcdctl 3.6 prints its help for `snapshot restore` and exits 0: refused before it runs.
+        {
+          why: 'etcdctl 3.6',
+          tool: tool('etcdctl', 'etcdctl version: 3.6.16', 'echo "NAME: snapshot"; exit 0'),
+          said: /no snapshot restore/,
+        },
+      ];
+      const made: string[] = [];
+      try {
+        for (const c of cases) {
+          const agent = await startMemberAgent(cluster, cluster.members[1].name, {
+            ETCD_AGENT_BACKUP_STORE: store,
+            ETCD_AGENT_ETCDUTL: c.tool,
+          });
+          try {
+            const failedBefore = await metricOf(agent, 'etcd_agent_backup_verifications_total', { result: 'failed' });
+            const answer = await post(agent, '/v1/backups', {});
+            const result = answer.json as BackupResult;
+            made.push(result.manifest?.name ?? '');
+            expect({ why: c.why, status: answer.status, outcome: result.outcome, verification: result.verification }).toEqual({
+              why: c.why,
+              status: 200,
+              outcome: 'created',
+              verification: undefined,
+            });
+            expect(result.verificationNotRun).toMatch(/could not run/);
+            expect(result.verificationNotRun).toMatch(c.said);
+            const name = result.manifest?.name ?? '';
+            expect(JSON.parse(fs.readFileSync(path.join(store, name, 'manifest.json'), 'utf8')).verification).toBeUndefined();
+            const again = await post(agent, '/v1/backups/verify', { name });
+            expect({ status: again.status, code: again.json.error?.code, verification: again.json.error?.details?.verification }).toEqual({
+              status: 503,
+              code: 'unavailable',
+              verification: 'could-not-run',
+            });
+            const listed = (await get(agent, '/v1/backups')).json.backups as { name: string; state: string }[];
+            expect(listed.find((b) => b.name === name)?.state).toBe('unverified');
+            // The backup's own verification is counted (a call to verify answers its failure to the caller).
+            expect(await metricOf(agent, 'etcd_agent_backup_failures_total', { step: 'verify', reason: 'could-not-run' })).toBe(1);
+            expect(await metricOf(agent, 'etcd_agent_backup_verifications_total', { result: 'failed' })).toBe(failedBefore);
+          } finally {
+            await agent.stop();
+          }
+        }
+      } finally {
+        for (const name of made) if (name !== '') fs.rmSync(path.join(store, name), { recursive: true, force: true });
+        fs.rmSync(tools, { recursive: true, force: true });
+      }
+    },
+    patience(STORY_MS),
   );
 });
 
