@@ -1,13 +1,34 @@
 /**
  * A snapshot object fetched into a local file, hashed on the way and fsynced, so a restore or a
  * verification reads what the store holds and can compare it with the manifest's size and sha256.
- * A failure of the store's stream part way is a StoreError like any other store failure.
+ * A failure of the store's stream part way is a StoreError like any other store failure; a failure
+ * to write the local file (no room, no write access, a read-only file system) is a LocalFileError:
+ * this machine's, never the store's, and not retryable.
  */
 import { createHash } from 'node:crypto';
 import { promises as fsp } from 'node:fs';
 import { Transform, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { AgentError } from '../proto/errors';
 import { StoreError, type BackupStore } from './store';
+
+/** The local copy could not be written (ENOSPC, EACCES, EROFS, …): `errno` says why. Not retryable. */
+export class LocalFileError extends AgentError {
+  readonly errno: string;
+
+  constructor(
+    readonly file: string,
+    cause: unknown,
+  ) {
+    const errno = (cause as NodeJS.ErrnoException).code ?? 'EIO';
+    super('unavailable', `writing ${file} on this machine failed: ${(cause as Error).message}`, {
+      retryable: false,
+      details: { local: errno },
+      cause,
+    });
+    this.errno = errno;
+  }
+}
 
 /** How a download runs: the call's signal, and who hears of each chunk once it is in the file. */
 export interface DownloadOptions {
@@ -32,22 +53,29 @@ export async function downloadHashed(
       done(null, chunk);
     },
   });
-  const handle = await fsp.open(file, 'w', 0o600);
+  const handle = await fsp.open(file, 'w', 0o600).catch((err: unknown) => {
+    throw new LocalFileError(file, err);
+  });
   let written = 0;
   const sink = new Writable({
     write(chunk: Buffer, _encoding, done) {
-      handle.write(chunk).then(() => {
-        written += chunk.length;
-        onWritten?.(written);
-        done();
-      }, done);
+      handle.write(chunk).then(
+        () => {
+          written += chunk.length;
+          onWritten?.(written);
+          done();
+        },
+        (err: unknown) => done(new LocalFileError(file, err)),
+      );
     },
   });
   try {
     await pipeline(await store.download(key, signal), tap, sink, signal === undefined ? {} : { signal });
-    await handle.sync();
+    await handle.sync().catch((err: unknown) => {
+      throw new LocalFileError(file, err);
+    });
   } catch (err) {
-    if (err instanceof StoreError) throw err;
+    if (err instanceof StoreError || err instanceof LocalFileError) throw err;
     if (signal?.aborted === true) throw new StoreError('timeout', `${store.description}: reading ${key}: the call's deadline passed`, err);
     throw new StoreError('failed', `${store.description}: reading ${key}: ${(err as Error).message}`, err);
   } finally {

@@ -18,7 +18,8 @@
  * and a leftover `<dataDir>.restore`, which the next run removes (`removeRestoreLeftover`) before it
  * restores again; a crash after it leaves a data directory holding the restored member, which
  * prepare's normal rules start as is. A failed check (a sum that differs, no backup to take, the
- * tool's refusal) removes `<dataDir>.restore` and leaves the data directory as it was.
+ * tool's refusal, no room beside the data directory) removes `<dataDir>.restore` and leaves the data
+ * directory as it was.
  *
  * Ownership: the files are made by the user prepare runs as, etcd's own user in a pod kube-inject
  * made; prepare run as root gives them the owner of the data directory (or of its parent when it
@@ -30,7 +31,7 @@ import { BOOTSTRAP_MARKER, readDataDir } from '../etcd-data/data-dir';
 import { crashPoint, crashPointWithChild } from '../lib/crash-point';
 import type { Logger } from '../observability/logger';
 import type { StoreLocation } from '../proto/store-location';
-import { downloadHashed, syncPath } from './download';
+import { downloadHashed, LocalFileError, syncPath } from './download';
 import { readBackups, snapshotKey } from './layout';
 import { describeLocation, openStore } from './location';
 import { decideOrigin } from './origin-decision';
@@ -64,7 +65,7 @@ export interface RestoreResult {
 /** A restore that cannot be done as asked; the data directory is as it was. */
 export class RestoreError extends Error {
   constructor(
-    readonly step: 'choose' | 'origin' | 'check' | 'store' | 'download' | 'restore' | 'place',
+    readonly step: 'choose' | 'origin' | 'check' | 'store' | 'download' | 'disk' | 'restore' | 'place',
     message: string,
     options?: { cause?: unknown },
   ) {
@@ -145,7 +146,9 @@ export async function restoreBackup(req: RestoreRequest, tool: RestoreTool, logg
     if (origin.kind === 'refused') throw new RestoreError('origin', origin.reason);
     if (origin.kind === 'forced') logger.warn("restore: another cluster's backup, forced", { member: req.name, reason: origin.reason });
 
-    await fsp.mkdir(work, { mode: 0o700 });
+    await fsp.mkdir(work, { mode: 0o700 }).catch((err: unknown) => {
+      throw new LocalFileError(work, err);
+    });
     try {
       const file = path.join(work, SNAPSHOT_FILE);
       let firstWritten = false;
@@ -209,6 +212,17 @@ export async function restoreBackup(req: RestoreRequest, tool: RestoreTool, logg
     // A store that answers but refuses (credentials, no bucket, an object gone) will not change by
     // itself: the restore fails; one that does not answer is waited for (a retryable StoreError).
     if (err instanceof StoreError && !err.retryable) throw new RestoreError('store', err.message, { cause: err });
+    // The volume beside the data directory (full, read-only, not writable) is no store's fault, and
+    // no wait mends it.
+    if (err instanceof LocalFileError) {
+      throw new RestoreError(
+        'disk',
+        `${err.message} (the data directory's volume, not the store): free room there or let prepare write it`,
+        {
+          cause: err,
+        },
+      );
+    }
     throw err;
   } finally {
     store.close();

@@ -18,7 +18,7 @@ import { readKeySpace } from '../etcd-data/key-space';
 import type { Logger } from '../observability/logger';
 import type { BackupEntry, Manifest, Verification } from '../proto/backup';
 import { AgentError } from '../proto/errors';
-import { downloadHashed } from './download';
+import { downloadHashed, LocalFileError } from './download';
 import { manifestBytes, manifestKey, snapshotKey } from './layout';
 import { restoreSnapshot, RestoreToolError, type RestoreTool } from './restore-tool';
 import { StoreError, type BackupStore } from './store';
@@ -128,7 +128,7 @@ function stepFailure(step: VerifyStep, err: unknown): StepFailure {
     const { errno, signal, timedOut, said } = err.ended;
     return { step, said, timedOut, ...(errno === undefined ? {} : { errno }), ...(signal === undefined ? {} : { signal }) };
   }
-  const code = (err as NodeJS.ErrnoException).code;
+  const code = err instanceof LocalFileError ? err.errno : (err as NodeJS.ErrnoException).code;
   return { step, said: err instanceof Error ? err.message : String(err), ...(typeof code === 'string' ? { errno: code } : {}) };
 }
 
