@@ -152,7 +152,7 @@ export const PREPARE_USAGE: CommandUsage = {
     ...settingsOptions(AGENT_SETTINGS_USED),
   ],
   notes: [
-    'exit codes: 0 flags written, 1 not decided within the wait (run it again), 2 bad configuration',
+    'exit codes: 0 flags written, 1 not decided within the wait (run it again), 2 bad configuration, or a restore decided without a usable restore tool',
     'Every other flag and variable of serve is accepted too (etcd-lifecycle-agent serve --help).',
   ],
 };

@@ -1,10 +1,12 @@
 /**
  * prepare's side of a restore from a backup (backup/restore.ts does it, backup/restore-decision.ts
- * says when): the restore tool, found before anything is changed; the restore a pod's answer tells
- * its peers; what a restore killed before its end left beside the data directory; and the step.
+ * says when): the restore tool, looked for once a restore is decided; the restore a pod's answer
+ * tells its peers; what a restore killed before its end left beside the data directory; and the step.
  *
- * Invariant: only the init container restores (the sidecar's passes never decide it), and a restore
- * asked for without a usable tool stops prepare before it has changed anything (exit 2).
+ * Invariant: only the init container restores (the sidecar's passes never decide it). The tool is
+ * needed only then: a pod whose data is there, or that joins, starts without one, whatever the
+ * restore setting; a restore decided without a usable tool stops prepare before the restore has
+ * changed anything (exit 2).
  */
 import type { RestoreAsk } from '../backup/restore-decision';
 import { describeRestore } from '../backup/restore-decision';
@@ -13,16 +15,24 @@ import { findRestoreTool, type RestoreTool } from '../backup/restore-tool';
 import type { Logger } from '../observability/logger';
 import type { PrepareOptions } from './options';
 
+/** A restore was decided and no usable restore tool is there (logged): prepare exits 2, nothing changed. */
+export class NoRestoreToolError extends Error {
+  constructor() {
+    super('prepare cannot restore: no usable restore tool');
+    this.name = 'NoRestoreToolError';
+  }
+}
+
 /**
- * The restore tool when a restore is asked for (undefined when none is), or `bad` after logging why
- * none can be used: then prepare exits 2 with nothing changed.
+ * The restore tool, looked for when a restore is decided, or `bad` after logging why none can be
+ * used: then prepare exits 2 with nothing changed.
  */
-export async function restoreToolOf(opts: PrepareOptions, logger: Logger): Promise<RestoreTool | 'bad' | undefined> {
-  if (opts.restore === undefined) return undefined;
+export async function restoreToolOf(opts: PrepareOptions, logger: Logger): Promise<RestoreTool | 'bad'> {
+  if (opts.restore === undefined) return 'bad';
   try {
     // It refuses etcdctl 3.6 and later, which has no snapshot restore.
     const tool = await findRestoreTool(opts.restore.tool);
-    logger.info('a restore is asked for', {
+    logger.info('a restore is decided; its tool is there', {
       member: opts.self.name,
       restore: describeRestore(opts.restore),
       unverified: opts.restore.unverified,

@@ -34,7 +34,7 @@ import { BootstrapPlan, decidePrepare, initialClusterOf, PrepareFacts, PrepareSt
 import { linger } from './linger';
 import type { PrepareOptions } from './options';
 import { readMarker, StartStep, writeStart } from './start-files';
-import { actRestore, clearRestoreLeftover, restoreAnswer, restoreToolOf } from './restore-step';
+import { actRestore, clearRestoreLeftover, NoRestoreToolError, restoreAnswer, restoreToolOf } from './restore-step';
 import { installStartScript } from './start-script';
 
 /** Pause between passes while waiting. */
@@ -48,12 +48,16 @@ const PEER_ASK_MS = 1000;
 /** Longest wait, within the passes' own, for etcd's start script to move a data directory aside. */
 const MOVE_ASIDE_WAIT_MS = 5000;
 
-/** Runs prepare to its end; resolves to the exit code (0 flags written, 1 not decided in time). */
+/**
+ * Runs prepare to its end; resolves to the exit code (0 flags written, 1 not decided in time, 2 a
+ * restore decided without a usable restore tool).
+ */
 export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<number> {
   const { config } = opts;
-  // A restore asked for needs its tool: found (and its version asked) before anything is changed.
-  const restoreTool = await restoreToolOf(opts, logger);
-  if (restoreTool === 'bad') return 2;
+  // The restore tool is needed only once a restore is decided: a pod whose data is there starts
+  // without one, even with the restore setting left in place. Looked for once.
+  let toolFound: Promise<RestoreTool | 'bad'> | undefined;
+  const restoreTool = (): Promise<RestoreTool | 'bad'> => (toolFound ??= restoreToolOf(opts, logger));
   // First, whatever is decided: the etcd container's command runs this script (start-script.ts), and
   // each start of the pod brings the one of the agent's image it runs.
   installStartScript(opts.flagsFile, opts.dataDir);
@@ -82,7 +86,7 @@ export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<
     await clearRestoreLeftover(opts, logger);
     const outcome = await preparePasses(
       opts,
-      { cluster, membership, gate, logger, ...(restoreTool === undefined ? {} : { restoreTool }) },
+      { cluster, membership, gate, logger, restoreTool },
       { until: Date.now() + opts.waitSeconds * 1000 },
     );
     if (outcome.prepared) {
@@ -96,6 +100,8 @@ export async function runPrepare(opts: PrepareOptions, logger: Logger): Promise<
     });
     return 1;
   } catch (err) {
+    // Logged where it was found (restore-step.ts), before the restore changed anything.
+    if (err instanceof NoRestoreToolError) return 2;
     if (!(err instanceof RestoreError)) throw err;
     logger.error('the restore failed; the data directory is as it was', { member: opts.self.name, step: err.step, reason: err.message });
     return 1;
@@ -113,8 +119,8 @@ export interface PrepareDeps {
   /** Answers the member list read at once without a quorum, with the figures (membership/quorum-gate.ts); else a plain read. */
   gate?: QuorumGate;
   logger: Logger;
-  /** The restore tool, found when a restore is asked for (init container only). */
-  restoreTool?: RestoreTool;
+  /** Finds the restore tool once a restore is decided (init container only); `bad` when none can be used. */
+  restoreTool?: () => Promise<RestoreTool | 'bad'>;
 }
 
 /** How far the passes went: flags written (`prepared`), or why not by `until`. */
@@ -247,8 +253,11 @@ async function act(step: PrepareStep, opts: PrepareOptions, deps: PrepareDeps, m
         crashPoint('prepare-joined');
         return '';
       }
-      case 'restore':
-        return await actRestore(opts, deps.restoreTool, logger);
+      case 'restore': {
+        const tool = await deps.restoreTool?.();
+        if (tool === 'bad') throw new NoRestoreToolError();
+        return await actRestore(opts, tool, logger);
+      }
       case 'replace': {
         const result = await membership.leave({ id: step.member.id }, { requestId: 'prepare' });
         logger.info('removed the member of the lost data directory', {

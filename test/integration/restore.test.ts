@@ -455,4 +455,39 @@ describe('restore from a backup', () => {
       for (const n of INITIAL) expect(readDataDir(pods.pod(n).dataDir)).toEqual({ kind: 'empty' });
     },
   );
+  // Where prepare looks for the tool is the agent's own logic, alike on every version.
+  itOnFirstVersion(
+    'when the restore setting stays in place and no restore tool is there, then pods that join or hold their data start, and only a pod that must restore stops (exit 2) with nothing changed',
+    async () => {
+      await stopAll();
+      INITIAL.forEach(wipe);
+      const noTool = { ETCD_AGENT_ETCDUTL: path.join(pods.root, 'no-such-etcdutl') };
+      const others = Promise.all(['etcd-1', 'etcd-2'].map((n) => pods.prepare(n, { env: restoreEnv(), waitSeconds: 8 })));
+      const stopped = await pods.prepare('etcd-0', { env: restoreEnv(noTool), waitSeconds: 30 });
+      expect(stopped.code).toBe(2);
+      expect(stepsOf([stopped])).toEqual(['restore']);
+      expect(stopped.lines.filter((l) => l.level === 'error')).toEqual([
+        expect.objectContaining({ message: 'prepare cannot restore: no usable restore tool; nothing was changed' }),
+      ]);
+      expect(linesOf([stopped], 'restore: chose a backup')).toEqual([]);
+      expect(readDataDir(pods.pod('etcd-0').dataDir)).toEqual({ kind: 'empty' });
+      expect(fs.existsSync(restoreWorkDir(pods.pod('etcd-0').dataDir))).toBe(false);
+      for (const r of await others) expect(r.code).toBe(1);
+
+      // The restorer with its tool; the others, still without one, wait and join it.
+      const runs = await Promise.all(INITIAL.map((n) => prepareAndStart(n, restoreEnv(n === 'etcd-0' ? {} : noTool))));
+      expect(linesOf(runs[0], 'restore: done')).toHaveLength(1);
+      for (const r of runs.slice(1)) expect(r.flatMap((x) => x.lines).filter((l) => l.level === 'error')).toEqual([]);
+      await votersAre(INITIAL);
+
+      // Its data in place, the restorer starts again as is, with the setting and still no tool.
+      await pods.stopAgent('etcd-0');
+      await pods.stopEtcd('etcd-0', true);
+      const again = await prepareAndStart('etcd-0', restoreEnv(noTool));
+      expect(again.map((r) => r.code)).toEqual([0]);
+      expect(decided(again)).toMatchObject({ state: 'existing', reason: expect.stringContaining('start as is') });
+      await votersAre(INITIAL);
+      await expectAckedUpTo(good.revision);
+    },
+  );
 });
