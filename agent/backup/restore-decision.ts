@@ -5,27 +5,39 @@
  *   no restore asked, no initial peer waits for one                → none (the bootstrap consensus decides)
  *   no restore asked, an initial peer waits for a restore          → wait: never `new` beside a restore
  *   asked, this pod is not an initial member, or not by that URL   → wait for the restored cluster, then join
- *   asked, this pod is not the first initial member                → wait for the first to restore, then join
- *   asked, the first member, its peers not asked yet               → ask-peers
- *   asked, the first member, a peer has data, does not answer,
- *     bootstraps `new`, or waits for another restore               → wait
- *   asked, the first member, every other initial member reports an
- *     empty data directory or that it waits for this same restore  → restore
+ *   asked, this pod is not the restorer                            → wait for the restorer, then join
+ *   asked, the restorer, its peers not asked yet                   → ask-peers
+ *   asked, the restorer, a peer has data, does not answer,
+ *     bootstraps `new`, waits for another restore, or waits for
+ *     this one with another initial cluster (or says none)         → wait
+ *   asked, the restorer, every other initial member reports an
+ *     empty data directory or that it waits for this same restore
+ *     with the same initial cluster                                → restore
  *
- * Invariant: at most one pod restores, the first member of `--initial-cluster`, and only when every
- * other initial member's own prepare says its data is gone: a cluster that is only down (its data on
- * some disk) is never replaced by a backup, and a restored cluster never gets a second one, restored
- * or bootstrapped, beside it. Every other pod waits until the restored member answers and then joins
- * it learner-first, as any new member does.
+ * The restorer is the initial member whose name sorts first, whatever the order the list is written
+ * in: two pods given the same members in another order agree on it. Pods given different members
+ * disagree on nothing that matters either: the restorer restores only when every peer that waits for
+ * the restore reports the same initial cluster, compared as the bootstrap compares its plan (entries
+ * sorted, URLs normalised).
+ *
+ * Invariant: at most one pod restores, and only when every other initial member's own prepare says
+ * its data is gone: a cluster that is only down (its data on some disk) is never replaced by a
+ * backup, and a restored cluster never gets a second one, restored or bootstrapped, beside it. Every
+ * other pod waits until the restored member answers and then joins it learner-first, as any new
+ * member does.
  */
-import { normalizeUrl } from '../proto/urls';
+import { comparableInitialCluster, normalizeUrl } from '../proto/urls';
 import type { Backups } from './layout';
 import type { BackupEntry } from '../proto/backup';
 
-/** A restore as asked for: the store (its canonical URL) and, optionally, one backup by name. */
+/**
+ * A restore as asked for: the store (its canonical URL) and, optionally, one backup by name; in a
+ * peer's answer, also the initial cluster that peer was given (absent from an older agent's).
+ */
 export interface RestoreAsk {
   source: string;
   backup?: string;
+  initialCluster?: string;
 }
 
 /** A member of the initial set (`--initial-cluster`). */
@@ -58,9 +70,14 @@ export interface RestoreFacts {
 export type RestoreVerdict =
   { kind: 'none' } | { kind: 'restore'; reason: string } | { kind: 'wait'; reason: string } | { kind: 'ask-peers' };
 
-/** The pod that restores: the first member of the initial cluster. */
+/** The pod that restores: the initial member whose name sorts first (not the list's first: lists may be ordered differently). */
 export function restorerOf(initial: readonly RestoreMember[]): RestoreMember | undefined {
-  return initial[0];
+  return [...initial].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))[0];
+}
+
+/** `name=url,…` of the initial set, as etcd's `--initial-cluster` takes it. */
+export function initialClusterText(initial: readonly RestoreMember[]): string {
+  return initial.map((m) => `${m.name}=${m.peerURL}`).join(',');
 }
 
 /** Decides; see the table in the module comment. */
@@ -90,17 +107,23 @@ export function decideRestore(f: RestoreFacts): RestoreVerdict {
   if (first.name !== f.self.name) {
     return {
       kind: 'wait',
-      reason: `${none}; ${first.name}, the first initial member, restores ${describeRestore(asked)}: this pod waits for it to answer, then joins it`,
+      reason: `${none}; ${first.name}, the initial member whose name sorts first, restores ${describeRestore(asked)}: this pod waits for it to answer, then joins it`,
     };
   }
   if (f.peers === undefined) return { kind: 'ask-peers' };
+  const ownInitial = comparableInitialCluster(initialClusterText(f.initial));
   const against = others.flatMap((m) => {
     const answer = f.peers?.get(m.name) ?? { kind: 'no-answer', detail: 'not asked' };
     switch (answer.kind) {
       case 'empty':
         return [];
       case 'restore':
-        return sameRestore(answer.restore, asked) ? [] : [`${m.name} (waits for another restore: ${describeRestore(answer.restore)})`];
+        if (!sameRestore(answer.restore, asked)) return [`${m.name} (waits for another restore: ${describeRestore(answer.restore)})`];
+        if (answer.restore.initialCluster === undefined)
+          return [`${m.name} (waits for this restore, but does not say its initial cluster)`];
+        return comparableInitialCluster(answer.restore.initialCluster) === ownInitial
+          ? []
+          : [`${m.name} (waits for this restore with another initial cluster: ${answer.restore.initialCluster})`];
       case 'bootstrap':
         return [`${m.name} (bootstrapping a new cluster)`];
       default:

@@ -2,7 +2,8 @@
  * The small read-only answer a waiting `prepare` gives the other initial
  * members' prepare steps: `GET /v1/prepare` → this pod's name, whether its
  * data directory is empty, the bootstrap it has decided, if any, and the
- * restore it was asked for, if any (backup/restore-decision.ts). It is
+ * restore it was asked for, if any, with the initial cluster it was given
+ * (backup/restore-decision.ts). It is
  * served on the agent's own port, which is free while prepare runs (an init
  * container runs before the sidecar), and read by `askPeers`.
  *
@@ -105,10 +106,21 @@ export function classifyAnswer(name: string, body: unknown): PeerAnswer {
   const restore: unknown = answer.restore;
   if (restore !== undefined && restore !== null) {
     const ask = restore as Partial<RestoreAsk>;
-    if (typeof ask.source !== 'string' || (ask.backup !== undefined && typeof ask.backup !== 'string')) {
+    if (
+      typeof ask.source !== 'string' ||
+      (ask.backup !== undefined && typeof ask.backup !== 'string') ||
+      (ask.initialCluster !== undefined && typeof ask.initialCluster !== 'string')
+    ) {
       return { kind: 'no-answer', detail: 'its restore is malformed' };
     }
-    return { kind: 'restore', restore: { source: ask.source, ...(ask.backup === undefined ? {} : { backup: ask.backup }) } };
+    return {
+      kind: 'restore',
+      restore: {
+        source: ask.source,
+        ...(ask.backup === undefined ? {} : { backup: ask.backup }),
+        ...(ask.initialCluster === undefined ? {} : { initialCluster: ask.initialCluster }),
+      },
+    };
   }
   const plan = answer.bootstrap;
   if (plan === null) return { kind: 'empty' };

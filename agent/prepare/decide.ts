@@ -13,13 +13,13 @@
  *   initial cluster and token): never beside a cluster that is only down;
  * - a member is only ever added through the idempotent join, which matches
  *   this pod's peer URL first, so one pod never gets two members;
- * - a backup is restored only by the first initial member, only when no
+ * - a backup is restored only by the initial member whose name sorts first, only when no
  *   cluster answers and every initial member reports an empty data directory
  *   (backup/restore-decision.ts); while a restore is asked or a peer waits for
  *   one, nobody decides `new`.
  */
 import { matchMember } from '../membership/match';
-import { normalizeUrl } from '../proto/urls';
+import { comparableInitialCluster, normalizeUrl } from '../proto/urls';
 import type { Member, MemberList } from '../proto/types';
 import type { DataDirState } from '../etcd-data/data-dir';
 import { decideRestore, type RestoreAsk } from '../backup/restore-decision';
@@ -218,18 +218,7 @@ function decideWithoutCluster(f: PrepareFacts): PrepareStep {
 
 /** Two bootstrap plans name the same cluster. */
 export function samePlan(a: BootstrapPlan, b: BootstrapPlan): boolean {
-  return a.token === b.token && normalizeInitialCluster(a.initialCluster) === normalizeInitialCluster(b.initialCluster);
-}
-
-function normalizeInitialCluster(value: string): string {
-  return value
-    .split(',')
-    .map((entry) => {
-      const eq = entry.indexOf('=');
-      return `${entry.slice(0, eq).trim()}=${comparable(entry.slice(eq + 1).trim())}`;
-    })
-    .sort()
-    .join(',');
+  return a.token === b.token && comparableInitialCluster(a.initialCluster) === comparableInitialCluster(b.initialCluster);
 }
 
 function sameUrl(a: string, b: string): boolean {

@@ -95,7 +95,7 @@ const OWN_OPTIONS: ReadonlyArray<{ key: Key; arg: string; default?: string; mean
     key: 'restore-from',
     arg: 'STORE',
     meaning:
-      'restore the cluster from a backup in this store (`s3://bucket/prefix?…`, `file:///dir`, `/dir`) when the data of every initial member is gone: the first initial member restores, the others join it; never while a cluster answers or any member has data',
+      'restore the cluster from a backup in this store (`s3://bucket/prefix?…`, `file:///dir`, `/dir`) when the data of every initial member is gone: the initial member whose name sorts first restores, the others join it; never while a cluster answers or any member has data',
   },
   {
     key: 'restore-backup',
@@ -145,7 +145,7 @@ export const PREPARE_USAGE: CommandUsage = {
     "It reads the data directory's WAL, the member list (through a quorum) and, only when nothing answers, the other initial members' prepare; " +
       'it joins this pod as a learner, or removes the member of a lost disk first, when that is what it takes. ' +
       'While it cannot decide safely it keeps trying and logs why (for a lost quorum, with the figures); its answer to the other initial members is served at ETCD_AGENT_LISTEN.',
-    'With ETCD_AGENT_RESTORE_FROM it restores a backup when no cluster answers and every initial member reports its data gone: the first initial member restores and starts alone, the others wait and join it as learners.',
+    'With ETCD_AGENT_RESTORE_FROM it restores a backup when no cluster answers and every initial member reports its data gone: the initial member whose name sorts first restores and starts alone, the others wait and join it as learners.',
   ],
   options: [
     ...OWN_OPTIONS.map((o) => ({ flag: `--${o.key} ${o.arg}`, variable: VARIABLES[o.key], default: o.default, meaning: o.meaning })),

@@ -5,7 +5,7 @@
  * values go in, validated options or a ConfigError naming the variable come out.
  *
  * Invariant: a restore option without the store is an error, never ignored, and a restore asked for
- * without an initial cluster is one too (the first initial member restores).
+ * without an initial cluster is one too (the initial member whose name sorts first restores).
  */
 import type { RestoreAsk } from '../backup/restore-decision';
 import { isBackupName } from '../backup/layout';
@@ -49,7 +49,7 @@ export function parseRestoreOptions(
   if (context.initialMembers === 0) {
     throw new ConfigError(
       v['restore-from'],
-      'needs ETCD_AGENT_INITIAL_CLUSTER: the first initial member restores, once every other one reports its data gone',
+      'needs ETCD_AGENT_INITIAL_CLUSTER: the initial member whose name sorts first restores, once every other one reports its data gone',
     );
   }
   if (raw.backup !== undefined && !isBackupName(raw.backup)) {

@@ -9,7 +9,7 @@
  * changed anything (exit 2).
  */
 import type { RestoreAsk } from '../backup/restore-decision';
-import { describeRestore } from '../backup/restore-decision';
+import { describeRestore, initialClusterText } from '../backup/restore-decision';
 import { removeRestoreLeftover, restoreBackup, RestoreError } from '../backup/restore';
 import { findRestoreTool, type RestoreTool } from '../backup/restore-tool';
 import type { Logger } from '../observability/logger';
@@ -50,10 +50,17 @@ export async function restoreToolOf(opts: PrepareOptions, logger: Logger): Promi
   }
 }
 
-/** The restore this pod's answer reports to its peers (`GET /v1/prepare`), or null. */
+/**
+ * The restore this pod's answer reports to its peers (`GET /v1/prepare`), with the initial cluster it
+ * was given (the restorer checks that its peers were given the same), or null.
+ */
 export function restoreAnswer(opts: PrepareOptions): RestoreAsk | null {
   if (opts.restore === undefined) return null;
-  return { source: opts.restore.source, ...(opts.restore.backup === undefined ? {} : { backup: opts.restore.backup }) };
+  return {
+    source: opts.restore.source,
+    ...(opts.restore.backup === undefined ? {} : { backup: opts.restore.backup }),
+    initialCluster: initialClusterText(opts.initial),
+  };
 }
 
 /**

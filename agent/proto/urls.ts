@@ -115,3 +115,26 @@ export function canonicalUrl(raw: string): string {
     return raw.trim().toLowerCase().replace(/\/+$/, '');
   }
 }
+
+/**
+ * An initial cluster (`name=url,…`, etcd's `--initial-cluster`) in one spelling, its entries sorted
+ * and its URLs normalised (as written when one does not parse): two lists that differ only in order
+ * or in a URL's spelling compare equal.
+ */
+export function comparableInitialCluster(value: string): string {
+  const comparable = (url: string): string => {
+    try {
+      return normalizeUrl(url.trim());
+    } catch {
+      return url.trim().toLowerCase();
+    }
+  };
+  return value
+    .split(',')
+    .map((entry) => {
+      const eq = entry.indexOf('=');
+      return `${entry.slice(0, eq).trim()}=${comparable(entry.slice(eq + 1))}`;
+    })
+    .sort()
+    .join(',');
+}

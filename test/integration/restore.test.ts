@@ -2,7 +2,7 @@
  * A restore from a backup by `prepare`, against real etcd processes standing in for a StatefulSet's
  * pods (test/helpers/prepare-pods.ts): a 3-member cluster takes writes, a backup is made of it, every
  * member's data is wiped, and the three pods' prepare run with the restore asked. Exactly one pod
- * (the first initial member) restores; the others wait, then join it learner-first; every write
+ * (the initial member whose name sorts first) restores; the others wait, then join it learner-first; every write
  * acknowledged at or before the backup's revision is there. Then what must not restore: one member
  * still holding data, a cluster that answers, a pod not asked beside one asked, a corrupted object,
  * another cluster's backup (unless forced); and a restore killed after each of its steps, run again.
@@ -60,6 +60,11 @@ afterAll(async () => {
 /** prepare's variables that ask for a restore from the test's S3 store (the SDK reads the credentials from the environment). */
 function restoreEnv(extra: Record<string, string> = {}): Record<string, string> {
   return { ...s3.env, ETCD_AGENT_RESTORE_FROM: s3.location, ETCD_AGENT_ETCDUTL: restoreToolPath(), ...extra };
+}
+
+/** The restore of the first case's backup by name (newer ones in the store are another cluster's or damaged). */
+function theGood(): Record<string, string> {
+  return { ETCD_AGENT_RESTORE_BACKUP: good.name };
 }
 
 /** An object of the store, by its key under the store's prefix. */
@@ -156,7 +161,7 @@ async function prepareAndStart(name: string, env: Record<string, string>): Promi
 }
 
 describe('restore from a backup', () => {
-  it('when every member lost its data and the restore is asked on every pod, then the first initial member restores, the others join it as learners, and every write the backup holds is there', async () => {
+  it('when every member lost its data and the restore is asked on every pod, then the initial member whose name sorts first restores, the others join it as learners, and every write the backup holds is there', async () => {
     await pods.startAll(INITIAL, { ...s3.env, ETCD_AGENT_BACKUP_STORE: s3.location, ETCD_AGENT_ETCDUTL: restoreToolPath() });
     // A few megabytes beside the writer's keys, so the snapshot streams in many chunks (a kill can land mid-download).
     const http = new HttpClient(pods.endpoints()[0]);
@@ -192,7 +197,7 @@ describe('restore from a backup', () => {
     for (const name of ['etcd-1', 'etcd-2']) {
       const lines = byPod[name].flatMap((r) => r.lines);
       const waited = lines.findIndex(
-        (l) => l.message === 'waiting' && String(l.reason).includes('etcd-0, the first initial member, restores'),
+        (l) => l.message === 'waiting' && String(l.reason).includes('etcd-0, the initial member whose name sorts first, restores'),
       );
       const joined = lines.findIndex((l) => l.message === 'prepare step' && l.step === 'join');
       expect(waited).toBeGreaterThanOrEqual(0);
@@ -240,7 +245,9 @@ describe('restore from a backup', () => {
       expect(String(runs[0].lines.find((l) => l.level === 'error')?.reason)).toMatch(
         /not every initial member reports an empty data directory: etcd-2 \(no prepare answers at [^)]*\); a backup is restored only when every member's data is gone$/,
       );
-      expect(String(runs[1].lines.find((l) => l.level === 'error')?.reason)).toContain('etcd-0, the first initial member, restores');
+      expect(String(runs[1].lines.find((l) => l.level === 'error')?.reason)).toContain(
+        'etcd-0, the initial member whose name sorts first, restores',
+      );
       for (const name of ['etcd-0', 'etcd-1']) {
         expect(readDataDir(pods.pod(name).dataDir)).toEqual({ kind: 'empty' });
         expect(fs.existsSync(restoreWorkDir(pods.pod(name).dataDir))).toBe(false);
@@ -437,8 +444,8 @@ describe('restore from a backup', () => {
       const volume = path.dirname(pods.pod('etcd-0').dataDir);
       const [refused, ...others] = await withTmpfs(volume, '1m', async () => {
         const runs = await Promise.all([
-          pods.prepare('etcd-0', { env: restoreEnv(), waitSeconds: 30 }),
-          ...['etcd-1', 'etcd-2'].map((n) => pods.prepare(n, { env: restoreEnv(), waitSeconds: 8 })),
+          pods.prepare('etcd-0', { env: restoreEnv(theGood()), waitSeconds: 30 }),
+          ...['etcd-1', 'etcd-2'].map((n) => pods.prepare(n, { env: restoreEnv(theGood()), waitSeconds: 8 })),
         ]);
         // What the restore wrote on the volume is gone with it.
         expect(fs.readdirSync(volume)).toEqual([]);
@@ -462,8 +469,8 @@ describe('restore from a backup', () => {
       await stopAll();
       INITIAL.forEach(wipe);
       const noTool = { ETCD_AGENT_ETCDUTL: path.join(pods.root, 'no-such-etcdutl') };
-      const others = Promise.all(['etcd-1', 'etcd-2'].map((n) => pods.prepare(n, { env: restoreEnv(), waitSeconds: 8 })));
-      const stopped = await pods.prepare('etcd-0', { env: restoreEnv(noTool), waitSeconds: 30 });
+      const others = Promise.all(['etcd-1', 'etcd-2'].map((n) => pods.prepare(n, { env: restoreEnv(theGood()), waitSeconds: 8 })));
+      const stopped = await pods.prepare('etcd-0', { env: restoreEnv({ ...theGood(), ...noTool }), waitSeconds: 30 });
       expect(stopped.code).toBe(2);
       expect(stepsOf([stopped])).toEqual(['restore']);
       expect(stopped.lines.filter((l) => l.level === 'error')).toEqual([
@@ -475,7 +482,9 @@ describe('restore from a backup', () => {
       for (const r of await others) expect(r.code).toBe(1);
 
       // The restorer with its tool; the others, still without one, wait and join it.
-      const runs = await Promise.all(INITIAL.map((n) => prepareAndStart(n, restoreEnv(n === 'etcd-0' ? {} : noTool))));
+      const runs = await Promise.all(
+        INITIAL.map((n) => prepareAndStart(n, restoreEnv(n === 'etcd-0' ? theGood() : { ...theGood(), ...noTool }))),
+      );
       expect(linesOf(runs[0], 'restore: done')).toHaveLength(1);
       for (const r of runs.slice(1)) expect(r.flatMap((x) => x.lines).filter((l) => l.level === 'error')).toEqual([]);
       await votersAre(INITIAL);
@@ -483,7 +492,7 @@ describe('restore from a backup', () => {
       // Its data in place, the restorer starts again as is, with the setting and still no tool.
       await pods.stopAgent('etcd-0');
       await pods.stopEtcd('etcd-0', true);
-      const again = await prepareAndStart('etcd-0', restoreEnv(noTool));
+      const again = await prepareAndStart('etcd-0', restoreEnv({ ...theGood(), ...noTool }));
       expect(again.map((r) => r.code)).toEqual([0]);
       expect(decided(again)).toMatchObject({ state: 'existing', reason: expect.stringContaining('start as is') });
       await votersAre(INITIAL);

@@ -1,4 +1,4 @@
-import { chooseBackup, decideRestore, type RestoreAsk, type RestoreFacts } from '../../agent/backup/restore-decision';
+import { chooseBackup, decideRestore, restorerOf, type RestoreAsk, type RestoreFacts } from '../../agent/backup/restore-decision';
 import type { Backups } from '../../agent/backup/layout';
 import type { BackupEntry, Manifest, Verification } from '../../agent/proto/backup';
 import { classifyAnswer } from '../../agent/prepare/answer-server';
@@ -10,7 +10,10 @@ const self = (n: number): RestoreFacts['self'] => ({ name: `etcd-${n}`, peerURL:
 const asked: RestoreAsk = { source: 'file:///backups' };
 const named: RestoreAsk = { source: 'file:///backups', backup: '20261204T230000.123Z-1a2b3c' };
 const empty: PeerAnswer = { kind: 'empty' };
-const waiting: PeerAnswer = { kind: 'restore', restore: asked };
+/** `--initial-cluster` as a pod given `members` writes it. */
+const text = (members: readonly { name: string; peerURL: string }[]): string => members.map((m) => `${m.name}=${m.peerURL}`).join(',');
+/** A peer waiting for the restore asked, given the same initial cluster. */
+const waiting: PeerAnswer = { kind: 'restore', restore: { ...asked, initialCluster: text(initial) } };
 /** The answers of the initial members other than `me`, in order. */
 const peers = (me: number, ...answers: PeerAnswer[]): Map<string, PeerAnswer> =>
   new Map(
@@ -35,11 +38,7 @@ describe('decideRestore (no cluster answers, this data directory empty)', () => 
       'wait: etcd-0 (the newest verified backup from file:///backups)',
       { self: self(1), initial, peers: peers(1, waiting, empty) },
     ],
-    [
-      'a restore is asked and this pod is the first initial member, the peers not asked yet',
-      'ask-peers',
-      { self: self(0), initial, asked },
-    ],
+    ['a restore is asked and this pod is the restorer, the peers not asked yet', 'ask-peers', { self: self(0), initial, asked }],
     [
       'a restore is asked and every other initial member waits for it',
       'restore',
@@ -76,9 +75,48 @@ describe('decideRestore (no cluster answers, this data directory empty)', () => 
       { self: self(0), initial, asked, peers: peers(0, waiting, { kind: 'restore', restore: named }) },
     ],
     [
-      'a restore is asked and this pod is not the first initial member',
-      'wait: etcd-0, the first initial member, restores',
+      'a restore is asked and this pod is not the initial member whose name sorts first',
+      'wait: etcd-0, the initial member whose name sorts first, restores',
       { self: self(1), initial, asked, peers: peers(1, waiting, waiting) },
+    ],
+    [
+      "a restore is asked and this pod is written first in its list, but another member's name sorts first",
+      'wait: etcd-0, the initial member whose name sorts first, restores',
+      { self: self(1), initial: [initial[1], initial[0], initial[2]], asked },
+    ],
+    [
+      'a restore is asked and this pod, whose name sorts first, is written last in its list',
+      'restore',
+      { self: self(0), initial: [initial[2], initial[1], initial[0]], asked, peers: peers(0, waiting, waiting) },
+    ],
+    [
+      'a restore is asked and a peer waits for it, given the same members in another order',
+      'restore',
+      {
+        self: self(0),
+        initial,
+        asked,
+        peers: peers(0, { kind: 'restore', restore: { ...asked, initialCluster: text([initial[2], initial[0], initial[1]]) } }, waiting),
+      },
+    ],
+    [
+      'a restore is asked and a peer waits for it, given another initial cluster',
+      'wait: etcd-1 (waits for this restore with another initial cluster',
+      {
+        self: self(0),
+        initial,
+        asked,
+        peers: peers(
+          0,
+          { kind: 'restore', restore: { ...asked, initialCluster: text([...initial, { name: 'etcd-3', peerURL: url(3) }]) } },
+          waiting,
+        ),
+      },
+    ],
+    [
+      "a restore is asked and a peer waits for it without saying its initial cluster (an older agent's answer)",
+      'wait: etcd-2 (waits for this restore, but does not say its initial cluster)',
+      { self: self(0), initial, asked, peers: peers(0, waiting, { kind: 'restore', restore: asked }) },
     ],
     ['a restore is asked and this pod is not an initial member', 'wait: not an initial member', { self: self(3), initial, asked }],
     [
@@ -95,6 +133,31 @@ describe('decideRestore (no cluster answers, this data directory empty)', () => 
     } else {
       expect(verdict).toBe(expected);
     }
+  });
+
+  it('when the pods were given the same members in different orders, then exactly one of them restores', () => {
+    // Each pod written first in its own list: a rule by list order would have all three restore.
+    const orders = [initial, [initial[1], initial[0], initial[2]], [initial[2], initial[1], initial[0]]];
+    // Each pod i is given orders[i]; each peer answers that it waits for the restore with its own list.
+    const answerOf = (i: number): PeerAnswer => ({ kind: 'restore', restore: { ...asked, initialCluster: text(orders[i]) } });
+    const verdicts = [0, 1, 2].map(
+      (i) =>
+        decideRestore({
+          self: self(i),
+          initial: orders[i],
+          asked,
+          peers: new Map([0, 1, 2].filter((j) => j !== i).map((j) => [`etcd-${j}`, answerOf(j)] as [string, PeerAnswer])),
+        }).kind,
+    );
+    expect(verdicts).toEqual(['restore', 'wait', 'wait']);
+  });
+
+  it.each<[string, string[], string]>([
+    ['in order', ['etcd-0', 'etcd-1', 'etcd-2'], 'etcd-0'],
+    ['reversed', ['etcd-2', 'etcd-1', 'etcd-0'], 'etcd-0'],
+    ['names that sort as text, not as numbers', ['etcd-2', 'etcd-10', 'etcd-9'], 'etcd-10'],
+  ])('when the initial cluster is written %s, then the restorer is the name that sorts first', (_case, names, restorer) => {
+    expect(restorerOf(names.map((name) => ({ name, peerURL: `http://${name}:2380` })))?.name).toBe(restorer);
   });
 
   it('when no cluster answers for a reason, then the wait names it', () => {
@@ -147,11 +210,7 @@ describe('decidePrepare with a restore asked', () => {
       { marker: { initialCluster: initial.map((m) => `${m.name}=${m.peerURL}`).join(','), token: 'tok' } },
     ],
     ['this pod is the second initial member and every peer is empty', 'wait', { self: self(1), peers: peers(1, waiting, empty) }],
-    [
-      'no restore is asked and the first member waits for one',
-      'wait',
-      { self: self(1), restore: undefined, peers: peers(1, waiting, empty) },
-    ],
+    ['no restore is asked and the restorer waits for one', 'wait', { self: self(1), restore: undefined, peers: peers(1, waiting, empty) }],
     ['no restore is asked and every peer is empty', 'start new', { self: self(1), restore: undefined, peers: peers(1, empty, empty) }],
   ])('when %s, then prepare decides: %s', (_story, expected, over) => {
     const step = decidePrepare(base(over));
@@ -171,8 +230,20 @@ describe("a peer's answer with a restore", () => {
     ['no restore (null)', { name: 'etcd-0', dataDir: 'empty', bootstrap: null, restore: null }, 'empty'],
     ["an older agent's answer, without the field", { name: 'etcd-0', dataDir: 'empty', bootstrap: null }, 'empty'],
     ['a malformed restore', { name: 'etcd-0', dataDir: 'empty', bootstrap: null, restore: { source: 7 } }, 'no-answer'],
+    [
+      'a restore with a malformed initial cluster',
+      { name: 'etcd-0', dataDir: 'empty', bootstrap: null, restore: { source: 'file:///b', initialCluster: 7 } },
+      'no-answer',
+    ],
   ])('when a peer answers %s, then it counts as %s', (_what, body, kind) => {
     expect(classifyAnswer('etcd-0', body).kind).toBe(kind);
+  });
+});
+
+describe("a peer's restore answer and its initial cluster", () => {
+  it('when a peer answers the restore with its initial cluster, then the answer keeps it for the restorer to compare', () => {
+    const restore = { ...asked, initialCluster: text(initial) };
+    expect(classifyAnswer('etcd-1', { name: 'etcd-1', dataDir: 'empty', bootstrap: null, restore })).toEqual({ kind: 'restore', restore });
   });
 });
 
