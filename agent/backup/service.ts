@@ -1,7 +1,10 @@
 /**
  * The backup service: the one door of POST /v1/backups, GET /v1/backups, POST /v1/backups/verify,
  * the CLI's `backup` and the schedules. One backup at a time in this agent (a call while one runs
- * joins it); the cluster lock makes it one at a time in the cluster (take.ts). After a backup:
+ * joins it); the cluster lock makes it one at a time in the cluster (take.ts). One verification at
+ * a time too, as each downloads and restores a whole snapshot into scratch space: a call for the
+ * backup being verified joins that verification, one for another is answered `busy`, and a backup's
+ * own verification waits for the one running. After a backup:
  * retention, then its verification. Every answer and failure is counted
  * (observability/backup-metrics.ts), and after every run the store's newest manifests set the
  * `last_success` and `last_verification` gauges, so they say what the store holds.
@@ -49,6 +52,8 @@ export class BackupService {
   private storeOpened?: Promise<BackupStore>;
   private toolFound?: Promise<RestoreTool>;
   private current?: Promise<BackupResult>;
+  /** The verification running now, and of which backup. */
+  private verifying?: { name: string; result: Promise<Manifest> };
   private readonly controller = new AbortController();
   private closed = false;
 
@@ -117,7 +122,7 @@ export class BackupService {
           : `${store.description} holds no backup ${req.name}${broken ? ` whole: ${broken.why}` : ''}`,
       );
     }
-    const manifest = await this.verifyEntry(store, entry);
+    const manifest = await this.verifyOne(store, entry, false);
     this.showStore(await readBackups(store));
     return manifest;
   }
@@ -192,7 +197,7 @@ export class BackupService {
       let verificationNotRun: string | undefined;
       if (req.verify !== false) {
         try {
-          manifest = await this.verifyEntry(store, { name: manifest.name, state: 'unverified', manifest });
+          manifest = await this.verifyOne(store, { name: manifest.name, state: 'unverified', manifest }, true);
         } catch (err) {
           this.failed('verify', err);
           verificationNotRun = toAgentError(err).message;
@@ -216,6 +221,29 @@ export class BackupService {
       logger.warn('backup failed', { step: stepOf(err, 'upload'), error: toAgentError(err).message, requestId: context.requestId });
       throw err;
     }
+  }
+
+  /**
+   * Verifies `entry` unless a verification runs: of the same backup, joins it; of another, waits for
+   * it (`waitForOther`) or answers `busy`.
+   */
+  private async verifyOne(store: BackupStore, entry: BackupEntry, waitForOther: boolean): Promise<Manifest> {
+    for (let running = this.verifying; running !== undefined; running = this.verifying) {
+      if (running.name === entry.name) return running.result;
+      if (!waitForOther) {
+        throw new AgentError(
+          'busy',
+          `backup ${running.name} is being verified now, and one verification runs at a time (each reads back and restores a whole snapshot): call again once it ends`,
+          { details: { verifying: running.name } },
+        );
+      }
+      await running.result.catch(() => undefined);
+    }
+    const result: Promise<Manifest> = this.verifyEntry(store, entry).finally(() => {
+      if (this.verifying?.result === result) this.verifying = undefined;
+    });
+    this.verifying = { name: entry.name, result };
+    return result;
   }
 
   private async verifyEntry(store: BackupStore, entry: BackupEntry): Promise<Manifest> {

@@ -306,6 +306,61 @@ describe('backups into a directory store', () => {
     },
     patience(STORY_MS),
   );
+  // The single flight is the agent's own; the tool here is the real one behind a gate the test opens.
+  itOnFirstVersion(
+    'when a verification runs and more are asked, then one of the same backup joins it and one of another is answered busy: one read back and restore at a time',
+    async () => {
+      const listed = (await get(agents[0], '/v1/backups')).json.backups as { name: string }[];
+      expect(listed.length).toBeGreaterThanOrEqual(2);
+      const [first, other] = listed.map((b) => b.name);
+      const gate = fs.mkdtempSync(path.join(os.tmpdir(), 'restore-gate-'));
+      const wrapper = path.join(gate, 'etcdutl');
+      // Each restore is recorded, then held until the test opens the gate.
+      fs.writeFileSync(
+        wrapper,
+        [
+          '#!/bin/sh',
+          `if [ "$1" = snapshot ]; then echo "$3" >>"${gate}/restores"; while [ ! -e "${gate}/open" ]; do sleep 0.05; done; fi`,
+          `exec "${restoreToolPath()}" "$@"`,
+          '',
+        ].join('\n'),
+        { mode: 0o755 },
+      );
+      const agent = await startMemberAgent(cluster, cluster.members[2].name, {
+        ETCD_AGENT_BACKUP_STORE: store,
+        ETCD_AGENT_ETCDUTL: wrapper,
+      });
+      try {
+        const restores = (): string[] =>
+          fs.existsSync(path.join(gate, 'restores')) ? fs.readFileSync(path.join(gate, 'restores'), 'utf8').trim().split('\n') : [];
+        const one = post(agent, '/v1/backups/verify', { name: first }, patience(120_000));
+        await eventually(() => expect(restores()).toHaveLength(1), { within: 30_000, every: 50 });
+        const same = post(agent, '/v1/backups/verify', { name: first }, patience(120_000));
+        const another = await post(agent, '/v1/backups/verify', { name: other });
+        expect({ status: another.status, code: another.json.error?.code, verifying: another.json.error?.details?.verifying }).toEqual({
+          status: 409,
+          code: 'busy',
+          verifying: first,
+        });
+        fs.writeFileSync(path.join(gate, 'open'), '');
+        const [a, b] = await Promise.all([one, same]);
+        expect([a.status, b.status]).toEqual([200, 200]);
+        expect((a.json as Manifest).verification).toMatchObject({ ok: true });
+        // The one verification, answered to both.
+        expect((b.json as Manifest).verification).toEqual((a.json as Manifest).verification);
+        expect(restores()).toHaveLength(1);
+        // Once it ended, the other one runs.
+        const then = await post(agent, '/v1/backups/verify', { name: other }, patience(120_000));
+        expect({ status: then.status, ok: (then.json as Manifest).verification?.ok }).toEqual({ status: 200, ok: true });
+        expect(restores()).toHaveLength(2);
+      } finally {
+        fs.writeFileSync(path.join(gate, 'open'), '');
+        await agent.stop();
+        fs.rmSync(gate, { recursive: true, force: true });
+      }
+    },
+    patience(STORY_MS),
+  );
 });
 
 describe('backups into S3', () => {
