@@ -13,6 +13,9 @@
  * One log line per step. The caller (prepare) then starts etcd on the restored data as on any data
  * directory that holds a member, and the other pods join it.
  *
+ * Before anything is downloaded it checks that the rename can be done: the data directory must not be
+ * a mount point (kube-inject mounts the volume one level up).
+ *
  * Crash safety: nothing is written outside `<dataDir>.restore` before the rename, and the rename is
  * the one step that changes the data directory. A crash before it leaves the data directory empty
  * and a leftover `<dataDir>.restore`, which the next run removes (`removeRestoreLeftover`) before it
@@ -29,6 +32,7 @@ import { existsSync, promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { BOOTSTRAP_MARKER, readDataDir } from '../etcd-data/data-dir';
 import { crashPoint, crashPointWithChild } from '../lib/crash-point';
+import { mountPoints } from '../lib/mount-points';
 import type { Logger } from '../observability/logger';
 import type { StoreLocation } from '../proto/store-location';
 import { downloadHashed, LocalFileError, syncPath } from './download';
@@ -123,6 +127,9 @@ export async function restoreBackup(req: RestoreRequest, tool: RestoreTool, logg
       },
     );
   });
+  // Before anything is downloaded: the last step renames the restored member onto the data directory.
+  const unplaceable = await renameProblem(req.dataDir);
+  if (unplaceable !== undefined) throw new RestoreError('check', unplaceable);
   const store = await openStore(req.location);
   try {
     const backups = await readBackups(store);
@@ -229,6 +236,23 @@ export async function restoreBackup(req: RestoreRequest, tool: RestoreTool, logg
   }
 }
 
+/**
+ * Why the restored member, written beside the data directory, could not be renamed onto it, or
+ * undefined when it can: a data directory that is a mount point (of another file system, or a bind
+ * mount) can be neither removed nor replaced by a rename.
+ */
+async function renameProblem(dataDir: string): Promise<string | undefined> {
+  const parent = path.dirname(dataDir);
+  const own = await fsp.stat(dataDir).catch(() => undefined);
+  // Missing: the rename makes it, in its parent, where the restore writes.
+  if (own === undefined) return undefined;
+  const up = await fsp.stat(parent);
+  const mounted =
+    own.dev !== up.dev || mountPoints(await fsp.readFile('/proc/self/mountinfo', 'utf8').catch(() => '')).has(await fsp.realpath(dataDir));
+  if (!mounted) return undefined;
+  return `the data directory ${dataDir} is a mount point: a restore puts the restored member in place by a rename, which cannot replace a mount point; mount the volume at ${parent} (the data directory inside it), as kube-inject does`;
+}
+
 /** Renames `restored` onto `dataDir`, which must be missing or empty (the bootstrap marker aside), then fsyncs the parent. */
 async function place(restored: string, dataDir: string): Promise<void> {
   const entries = await fsp.readdir(dataDir).catch((err: NodeJS.ErrnoException) => {
@@ -241,11 +265,21 @@ async function place(restored: string, dataDir: string): Promise<void> {
       throw new RestoreError('place', `the data directory ${dataDir} is no longer empty (${others.join(', ')}): not restoring over it`);
     // A marker of a bootstrap never started: a restored member is no bootstrap.
     await fsp.rm(path.join(dataDir, BOOTSTRAP_MARKER), { force: true });
-    await fsp.rmdir(dataDir);
+    await fsp.rmdir(dataDir).catch((err: Error) => {
+      throw new RestoreError(
+        'place',
+        `the empty data directory ${dataDir} could not be removed to put the restored member there: ${err.message}`,
+        {
+          cause: err,
+        },
+      );
+    });
   }
   // Tests kill prepare here: the data directory gone, the restored one not yet in its place.
   crashPoint('restore-placing');
-  await fsp.rename(restored, dataDir);
+  await fsp.rename(restored, dataDir).catch((err: Error) => {
+    throw new RestoreError('place', `the restored member could not be renamed onto ${dataDir}: ${err.message}`, { cause: err });
+  });
   await syncPath(path.dirname(dataDir));
 }
 

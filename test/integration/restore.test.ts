@@ -462,6 +462,30 @@ describe('restore from a backup', () => {
       for (const n of INITIAL) expect(readDataDir(pods.pod(n).dataDir)).toEqual({ kind: 'empty' });
     },
   );
+  // The restored member is renamed onto the data directory, which a mount point refuses.
+  asRoot(
+    'when the data directory is itself a mount point, then the restore is refused with one line before anything is downloaded, and nothing changed',
+    async () => {
+      await stopAll();
+      INITIAL.forEach(wipe);
+      const dataDir = pods.pod('etcd-0').dataDir;
+      const refused = await withTmpfs(dataDir, '64m', async () => {
+        const others = Promise.all(['etcd-1', 'etcd-2'].map((n) => pods.prepare(n, { env: restoreEnv(theGood()), waitSeconds: 8 })));
+        const run = await pods.prepare('etcd-0', { env: restoreEnv(theGood()), waitSeconds: 30 });
+        for (const r of await others) expect(r.code).toBe(1);
+        expect(fs.readdirSync(dataDir)).toEqual([]);
+        return run;
+      });
+      expect(refused.code).toBe(1);
+      const errors = refused.lines.filter((l) => l.level === 'error');
+      expect(errors).toEqual([expect.objectContaining({ message: 'the restore failed; the data directory is as it was', step: 'check' })]);
+      expect(String(errors[0].reason)).toContain(`the data directory ${dataDir} is a mount point`);
+      // Refused before the store was read or anything downloaded.
+      expect(linesOf([refused], 'restore: chose a backup')).toEqual([]);
+      expect(fs.existsSync(restoreWorkDir(dataDir))).toBe(false);
+    },
+  );
+
   // Where prepare looks for the tool is the agent's own logic, alike on every version.
   itOnFirstVersion(
     'when the restore setting stays in place and no restore tool is there, then pods that join or hold their data start, and only a pod that must restore stops (exit 2) with nothing changed',
