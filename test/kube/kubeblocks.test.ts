@@ -163,12 +163,18 @@ kubeBlocksStory(
         { within: 120_000, every: 500 },
       );
       s.step('the Component turned unavailable');
-      // As the agent of the member still running answered its availableProbe: no quorum.
+      // As the agent of the member still running answered its availableProbe: no quorum (its log
+      // line reaches this process a moment after it was written).
       const survivor = kb.names(3)[0];
-      const answered = kb.logs
-        .requests('GET', '/v1/available')
-        .filter((l) => l.pod === survivor && Date.parse(String(l.line.timestamp)) >= stoppedAt);
-      expect(answered.map((l) => l.line.status)).toContain(503);
+      await eventually(
+        () => {
+          const answered = kb.logs
+            .requests('GET', '/v1/available')
+            .filter((l) => l.pod === survivor && Date.parse(String(l.line.timestamp)) >= stoppedAt);
+          expect(answered.map((l) => l.line.status)).toContain(503);
+        },
+        { within: 30_000, every: 500 },
+      );
     } finally {
       for (const pid of pids) process.kill(pid, 'SIGCONT');
     }
