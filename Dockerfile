@@ -17,6 +17,10 @@ WORKDIR /app
 COPY --from=build /src/dist/bin ./dist/bin
 COPY --from=build /src/dist/proto ./dist/proto
 COPY scripts/member-join.sh scripts/member-leave.sh scripts/member-common.sh /scripts/
+# etcd's snapshot restore tool, which a backup's verification and prepare's restore run (etcdutl on
+# PATH unless ETCD_AGENT_ETCDUTL names another): the one of the etcd the kit runs, from its official
+# image. It is a static binary, and restores snapshots of etcd 3.4 and later.
+COPY --from=quay.io/coreos/etcd:v3.6.16 /usr/local/bin/etcdutl /usr/local/bin/etcdutl
 # A static shell for etcd images that have none (official etcd images from 3.5.7 on): kube-inject's
 # prepare init container copies /bin/busybox next to the flags file, and etcd's command runs it.
 RUN apt-get update && apt-get install -y --no-install-recommends busybox-static && rm -rf /var/lib/apt/lists/*
@@ -25,6 +29,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends busybox-static 
 # No package.json: etcd_agent_build_info's version is bundled into the bin (build-info.ts).
 RUN ln -s /app/dist/bin/etcd-lifecycle-agent.js /usr/local/bin/etcd-lifecycle-agent \
   && etcd-lifecycle-agent help >/dev/null \
+  && etcdutl version >/dev/null \
   && chmod -R a+rX /app/dist
 # 65532 is the conventional "nonroot" uid; kube-inject sets runAsUser to the same.
 USER 65532:65532

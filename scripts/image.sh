@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds this project's container images without a daemon (buildah) and prints the path of each
 # one's archive, one a line, building only what is missing:
-#   bash scripts/image.sh [all]        the agent, etcd for every tested version, pause and kubeblocks-tools
-#   bash scripts/image.sh agent        etcd-lifecycle-agent:<package.json version>, from the Dockerfile
+#   bash scripts/image.sh [all]        etcd for every tested version, the agent, pause and kubeblocks-tools
+#   bash scripts/image.sh agent        etcd-lifecycle-agent:<package.json version>, from the Dockerfile, after
+#                                      the etcd image its COPY --from names (etcdutl comes from it)
 #   bash scripts/image.sh etcd [MINOR] quay.io/coreos/etcd:v<version> for 3.4 3.5 3.6 3.7 (or one of them),
 #                                      from the binaries scripts/etcd.sh prints
 #   bash scripts/image.sh pause        registry.k8s.io/pause:3.10, the pod sandbox (tools/images/pause):
@@ -16,7 +17,8 @@
 # kubelet asks for when a manifest says etcd-lifecycle-agent:0.1.0), kept in
 #   ${IMAGE_CACHE_DIR:-~/.cache/etcd-lifecycle-agent/images}/<name>_<tag>-<key>.tar
 # where <key> is a hash of what the image is made of: for the agent, the Dockerfile and every file it
-# copies, and the base; for etcd, its binaries; for pause, its source and Go; for each, its recipe
+# copies, the base and the etcd image it copies from; for etcd, its binaries; for pause, its source
+# and Go; for each, its recipe
 # below. A second run builds nothing; a new archive replaces the older ones of the same name. The
 # image name inside an archive is checked before its path is printed; anything else is a failure that
 # says so (exit 1). Progress goes to stderr, so `tar="$(bash scripts/image.sh agent)"` reads only
@@ -167,8 +169,10 @@ push() {
   done
 }
 
-# ensure_image NAME KEY FROM BUILD...: prints the archive of image NAME made from KEY; when it is
-# missing, runs BUILD... (which leaves the image in $ctr, checked) and commits it.
+# ensure_image NAME KEY FROM BUILD...: prints the archive of image NAME made from KEY (and leaves its
+# path in $ensured); when it is missing, runs BUILD... (which leaves the image in $ctr, checked) and
+# commits it.
+ensured=
 ensure_image() {
   local name=$1 k=$2 from=$3 archive started
   shift 3
@@ -184,6 +188,7 @@ ensure_image() {
     fi
   fi
   check_archive "$archive" "$name"
+  ensured=$archive
   echo "$archive"
 }
 
@@ -414,10 +419,32 @@ build_agent() {
     --volume "$tmp/npm-etc:/usr/local/etc:ro" --tag "$agent_name" --file Dockerfile . >&2
 }
 
+# agent_etcd_images: the etcd images the Dockerfile copies from (COPY --from=quay.io/coreos/etcd:v…).
+agent_etcd_images() {
+  sed -n -E "s|^COPY +--from=($etcd_repo:v[0-9.]+) .*|\1|p" Dockerfile | sort -u
+}
+
+# ensure_agent_etcd: builds the etcd images the Dockerfile copies from (their minor's, which must be
+# the version named) and sets agent_etcd_archives to their archives.
+agent_etcd_archives=()
+ensure_agent_etcd() {
+  local image version minor
+  agent_etcd_archives=()
+  for image in $(agent_etcd_images); do
+    version=${image##*:v}
+    minor=${version%.*}
+    etcd_minors | grep -qxF -- "$minor" || fail "the Dockerfile copies from $image, and scripts/etcd.sh builds no etcd $minor"
+    ensure_etcd "$minor" >/dev/null
+    [ "$etcd_name" = "$image" ] || fail "the Dockerfile copies from $image, and scripts/etcd.sh $minor builds $etcd_name"
+    agent_etcd_archives+=("$ensured")
+  done
+}
+
 agent_archive() {
-  local k
+  local k a
   k="$({
     echo "$base_key"
+    for a in "${agent_etcd_archives[@]}"; do basename "$a"; done
     cat Dockerfile .dockerignore
     agent_sources
     declare -f build_agent npm_config
@@ -426,16 +453,19 @@ agent_archive() {
 }
 
 ensure_agent() {
-  local archive
+  local archive a
   ensure_base
+  # First the etcd images it copies from: buildah bud --pull=never finds them in its storage.
+  ensure_agent_etcd
   archive="$(agent_archive)"
   if ! check_archive "$archive" "$agent_name" 2>/dev/null; then
     lock
     if ! check_archive "$archive" "$agent_name" 2>/dev/null; then
       say "building $agent_name from the Dockerfile"
       local started=$SECONDS old new help user
-      # The base in buildah's storage is the one this key was made from.
+      # The base and the etcd images in buildah's storage are the ones this key was made from.
       buildah pull --quiet "docker-archive:$base_archive" >/dev/null
+      for a in "${agent_etcd_archives[@]}"; do buildah pull --quiet "docker-archive:$a" >/dev/null; done
       old="$(buildah images --noheading --no-trunc --format '{{.ID}}' "$agent_name" 2>/dev/null || true)"
       build_agent
       push "$agent_name" "$archive"
@@ -445,6 +475,9 @@ ensure_agent() {
       [ "$user" = 65532:65532 ] || fail "$agent_name runs as '$user', expected 65532:65532"
       help="$(run_in "$agent_name" etcd-lifecycle-agent --help 2>&1)" || fail "etcd-lifecycle-agent --help in $agent_name failed: $help"
       grep -q serve <<<"$help" || fail "etcd-lifecycle-agent --help in $agent_name names no serve: $help"
+      # The restore tool a verification and prepare's restore find on PATH, run as the image's user.
+      help="$(run_in "$agent_name" etcdutl version 2>&1)" || fail "etcdutl version in $agent_name failed: $help"
+      grep -q '^etcdutl version: ' <<<"$help" || fail "etcdutl version in $agent_name printed no version: $help"
       say "built $agent_name in $((SECONDS - started)) s"
     fi
   fi
@@ -497,12 +530,16 @@ build_etcd() {
   [ "$got" = "$version" ] || fail "etcd --version in the image says '${got:-nothing}', expected $version"
 }
 
+# ensure_etcd MINOR: prints the archive of quay.io/coreos/etcd:v<MINOR's version> (its name left in
+# $etcd_name, its archive in $ensured).
+etcd_name=
 ensure_etcd() {
   local minor=$1 dir version name bins=(etcd etcdctl) k bin
   dir="$(bash scripts/etcd.sh "$minor")"
   version="$("$dir/etcd" --version | sed -n -E 's/^etcd Version: *([0-9.]+).*/\1/p')"
   [ -x "$dir/etcdutl" ] && bins+=(etcdutl)
   name="$etcd_repo:v$version"
+  etcd_name=$name
   k="$({
     echo "$version ${bins[*]}"
     for bin in "${bins[@]}"; do file_digest "$dir/$bin"; done
@@ -591,8 +628,9 @@ ensure_kbtools() {
 case "${1:-all}" in
 all)
   [ $# -le 1 ] || usage
-  ensure_agent
+  # etcd first: the agent's Dockerfile copies etcdutl from one of its images.
   for minor in $(etcd_minors); do ensure_etcd "$minor"; done
+  ensure_agent
   ensure_pause
   ensure_kbtools
   ;;
