@@ -1,6 +1,7 @@
 /**
  * The sidecar container kube-inject adds, as plain data: its env (where etcd is, this pod's names
- * from the downward API), probes, resources and a restricted security context. No YAML here.
+ * from the downward API), its scratch directory, probes, resources and a restricted security
+ * context. No YAML here.
  */
 import type { ListenPlan } from './kube-inject-host-network';
 import type { ResolvedInjectOptions } from './kube-inject-options';
@@ -14,6 +15,15 @@ export const TOKEN_MOUNT_PATH = '/var/run/secrets/etcd-lifecycle-agent';
 
 /** Name of the volume of the token Secret, in the pod and in the sidecar's mounts. */
 export const TOKEN_VOLUME = 'etcd-lifecycle-agent-token';
+
+/**
+ * The sidecar's scratch directory, an emptyDir over its temporary directory: its root file system is
+ * read-only, and a backup's verification reads the snapshot back and restores it there (about twice
+ * the database's size).
+ */
+export const SCRATCH_VOLUME = 'etcd-lifecycle-agent-tmp';
+/** Where the scratch emptyDir is mounted: the agent's temporary directory (backup/verify.ts). */
+export const SCRATCH_MOUNT_PATH = '/tmp';
 const LOCAL_HOST = '127.0.0.1';
 const CLIENT_PORT = 2379;
 const PEER_PORT = 2380;
@@ -80,7 +90,10 @@ export function sidecarContainer(
     args: ['serve'],
     ports: [{ name: 'lifecycle', containerPort: options.port, protocol: 'TCP' }],
     env,
-    ...(options.tokenSecret === undefined ? {} : { volumeMounts: [{ name: TOKEN_VOLUME, mountPath: TOKEN_MOUNT_PATH, readOnly: true }] }),
+    volumeMounts: [
+      { name: SCRATCH_VOLUME, mountPath: SCRATCH_MOUNT_PATH },
+      ...(options.tokenSecret === undefined ? [] : [{ name: TOKEN_VOLUME, mountPath: TOKEN_MOUNT_PATH, readOnly: true }]),
+    ],
     resources: SIDECAR_RESOURCES,
     livenessProbe: probe('/livez'),
     readinessProbe: probe('/readyz'),

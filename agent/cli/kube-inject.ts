@@ -6,6 +6,9 @@
  * A pod that already has a container named `etcd-lifecycle-agent` is left exactly as it is, and a
  * stream in which nothing had to change is returned byte for byte: injecting twice changes nothing.
  *
+ * The sidecar gets an emptyDir over its temporary directory, where a backup's verification restores
+ * (its root file system is read-only).
+ *
  * Besides the sidecar, the etcd container (the one named `etcd`, else the first whose image
  * contains `etcd`) gets the probes it lacks, chosen by what that etcd offers
  * (kube-inject-etcd-probes.ts): a readinessProbe (etcd's own /readyz from 3.5.19, else the agent's
@@ -38,7 +41,7 @@ import { InjectOptions, ResolvedInjectOptions, resolveInjectOptions } from './ku
 import { etcdProbes } from './kube-inject-etcd-probes';
 import { injectPrepare } from './kube-inject-prepare';
 import { etcdRunAs, restrictContainers, restrictedFindings, restrictPod } from './kube-inject-restricted';
-import { PodSite, SIDECAR_NAME, sidecarContainer, TOKEN_VOLUME } from './kube-inject-sidecar';
+import { PodSite, SCRATCH_VOLUME, SIDECAR_NAME, sidecarContainer, TOKEN_VOLUME } from './kube-inject-sidecar';
 import { envValue, seqAt, stringsOf } from './yaml-nodes';
 
 /**
@@ -135,7 +138,7 @@ function injectPod(
     client: etcd !== undefined && usesHttps(etcd, 'listen-client-urls') ? 'https' : 'http',
     peer: etcd !== undefined && usesHttps(etcd, 'listen-peer-urls') ? 'https' : 'http',
   };
-  const sidecarSpec = sidecarContainer(site, schemes, options, listen) as { env: object[]; resources: object; volumeMounts?: object[] };
+  const sidecarSpec = sidecarContainer(site, schemes, options, listen) as { env: object[]; resources: object; volumeMounts: object[] };
   const sidecar = doc.createNode(sidecarSpec);
   sidecar.commentBefore = ' added by etcd-lifecycle-agent kube-inject';
   containers.add(sidecar);
@@ -149,7 +152,8 @@ function injectPod(
         image: options.image,
         port: options.port,
         agentEnv: sidecarSpec.env,
-        agentMounts: sidecarSpec.volumeMounts ?? [],
+        // The token's, which prepare's configuration reads; not the sidecar's scratch directory.
+        agentMounts: sidecarSpec.volumeMounts.filter((m) => (m as { name?: string }).name === TOKEN_VOLUME),
         resources: sidecarSpec.resources,
         runAs,
       },
@@ -174,6 +178,7 @@ function injectPod(
       addProbe(doc, etcd, 'livenessProbe', probes.liveness, probes.livenessWhy ?? '');
   }
 
+  seqAt(podSpec, 'volumes').add(doc.createNode({ name: SCRATCH_VOLUME, emptyDir: {} }));
   if (options.tokenSecret !== undefined) {
     const secret = { secretName: options.tokenSecret, items: [{ key: 'token', path: 'token' }] };
     seqAt(podSpec, 'volumes').add(doc.createNode({ name: TOKEN_VOLUME, secret }));

@@ -10,7 +10,7 @@ import { parseAllDocuments } from 'yaml';
 import { kubeInject } from '../../agent/cli/kube-inject';
 import { runKubeInject } from '../../agent/cli/kube-inject-command';
 import { KubeInjectUsageError } from '../../agent/cli/kube-inject-host-network';
-import { SIDECAR_NAME, TOKEN_MOUNT_PATH } from '../../agent/cli/kube-inject-sidecar';
+import { SCRATCH_MOUNT_PATH, SCRATCH_VOLUME, SIDECAR_NAME, TOKEN_MOUNT_PATH } from '../../agent/cli/kube-inject-sidecar';
 import { ConfigError, loadConfig } from '../../agent/config/config';
 import { kubeInjectHarness } from '../helpers/kube-inject-io';
 
@@ -88,8 +88,12 @@ describe('kube-inject on a hostNetwork: true StatefulSet', () => {
 
     it('then the token Secret is mounted and ETCD_AGENT_TOKEN_FILE points at it', () => {
       expect(env.ETCD_AGENT_TOKEN_FILE).toBe(`${TOKEN_MOUNT_PATH}/token`);
-      expect(sidecar.volumeMounts).toEqual([{ name: 'etcd-lifecycle-agent-token', mountPath: TOKEN_MOUNT_PATH, readOnly: true }]);
+      expect(sidecar.volumeMounts).toEqual([
+        { name: SCRATCH_VOLUME, mountPath: SCRATCH_MOUNT_PATH },
+        { name: 'etcd-lifecycle-agent-token', mountPath: TOKEN_MOUNT_PATH, readOnly: true },
+      ]);
       expect(spec.volumes).toEqual([
+        { name: SCRATCH_VOLUME, emptyDir: {} },
         { name: 'etcd-lifecycle-agent-token', secret: { secretName: 'etcd-agent-token', items: [{ key: 'token', path: 'token' }] } },
       ]);
     });

@@ -3,7 +3,7 @@ import path, { join } from 'node:path';
 import { parseAllDocuments, stringify } from 'yaml';
 import { kubeInject } from '../../agent/cli/kube-inject';
 import { runKubeInject } from '../../agent/cli/kube-inject-command';
-import { SIDECAR_NAME, TOKEN_MOUNT_PATH } from '../../agent/cli/kube-inject-sidecar';
+import { SCRATCH_MOUNT_PATH, SCRATCH_VOLUME, SIDECAR_NAME, TOKEN_MOUNT_PATH } from '../../agent/cli/kube-inject-sidecar';
 import {
   etcdStartCommand,
   FLAGS_FILE,
@@ -116,7 +116,9 @@ function stripInjection(resources: unknown[]): unknown[] {
       }
     }
     if (Array.isArray(podSpec.volumes)) {
-      podSpec.volumes = (podSpec.volumes as Json[]).filter((v) => v.name !== 'etcd-lifecycle-agent-token' && v.name !== START_VOLUME);
+      podSpec.volumes = (podSpec.volumes as Json[]).filter(
+        (v) => v.name !== 'etcd-lifecycle-agent-token' && v.name !== START_VOLUME && v.name !== SCRATCH_VOLUME,
+      );
       if ((podSpec.volumes as Json[]).length === 0) delete podSpec.volumes;
     }
     // prepare: the init container, the shared emptyDir's mount, and etcd's wrapped command.
@@ -239,7 +241,7 @@ describe('the injected sidecar', () => {
   const spec = podSpecs(parse(kubeInject(fixture('statefulset.yaml'))))[0];
   const sidecar = sidecarOf(spec);
 
-  it("when injected with prepare, then the sidecar runs as etcd's user and group (65532 where the manifest names none, no capability), reads etcd's data read-only and writes only the start directory", () => {
+  it("when injected with prepare, then the sidecar runs as etcd's user and group (65532 where the manifest names none, no capability), reads etcd's data read-only and writes only the start directory and its scratch directory", () => {
     expect(sidecar.securityContext).toMatchObject({
       runAsNonRoot: true,
       runAsUser: 65532,
@@ -249,9 +251,14 @@ describe('the injected sidecar', () => {
       allowPrivilegeEscalation: false,
     });
     expect(sidecar.volumeMounts).toEqual([
+      { name: SCRATCH_VOLUME, mountPath: SCRATCH_MOUNT_PATH },
       { name: 'data', mountPath: '/var/run/etcd', readOnly: true },
       { name: START_VOLUME, mountPath: START_MOUNT_PATH },
     ]);
+    // The scratch directory is the sidecar's alone: prepare restores beside the data directory.
+    expect(spec.volumes).toContainEqual({ name: SCRATCH_VOLUME, emptyDir: {} });
+    const prepare = (spec.initContainers as Json[]).find((c) => c.name === PREPARE_NAME) as Json;
+    expect((prepare.volumeMounts as Json[]).map((m) => m.name)).not.toContain(SCRATCH_VOLUME);
     expect((sidecar.env as Array<{ name: string }>).map((e) => e.name)).toEqual(
       expect.arrayContaining(['ETCD_AGENT_DATA_DIR', 'ETCD_AGENT_PREPARE_FLAGS_FILE']),
     );
@@ -299,7 +306,8 @@ describe('the injected sidecar', () => {
         seccompProfile: { type: 'RuntimeDefault' },
       },
     });
-    expect(plain.volumeMounts).toBeUndefined();
+    // Its only mount: the scratch directory over its temporary directory, as its root file system is read-only.
+    expect(plain.volumeMounts).toEqual([{ name: SCRATCH_VOLUME, mountPath: SCRATCH_MOUNT_PATH }]);
   });
 
   it('when the etcd container gets its readiness probe, then its timeout outlasts one health observation (max age 1 s)', () => {
@@ -323,7 +331,10 @@ describe('the injected sidecar', () => {
     expect(injected.ports).toEqual([{ name: 'lifecycle', containerPort: 4501, protocol: 'TCP' }]);
     expect(envOf(injected).ETCD_AGENT_LISTEN).toBe('0.0.0.0:4501');
     expect(envOf(injected).ETCD_AGENT_TOKEN_FILE).toBe(`${TOKEN_MOUNT_PATH}/token`);
-    expect(injected.volumeMounts).toEqual([{ name: 'etcd-lifecycle-agent-token', mountPath: TOKEN_MOUNT_PATH, readOnly: true }]);
+    expect(injected.volumeMounts).toEqual([
+      { name: SCRATCH_VOLUME, mountPath: SCRATCH_MOUNT_PATH },
+      { name: 'etcd-lifecycle-agent-token', mountPath: TOKEN_MOUNT_PATH, readOnly: true },
+    ]);
     expect(podSpec.volumes).toContainEqual({
       name: 'etcd-lifecycle-agent-token',
       secret: { secretName: 'agent-token', items: [{ key: 'token', path: 'token' }] },
@@ -451,6 +462,24 @@ describe('deploy/', () => {
     // A line of the script itself appears in no manifest.
     for (const file of ['statefulset.yaml', 'statefulset-with-agent.yaml', 'kubeblocks-componentdefinition.yaml']) {
       expect([file, readFileSync(join(ROOT, 'deploy', file), 'utf8').includes('etcd-restart')]).toEqual([file, false]);
+    }
+  });
+
+  it("when the kit, kube-inject's output and the KubeBlocks definition are read, then each sidecar, its root file system read-only, has an emptyDir over its temporary directory for a backup's verification", () => {
+    const kit = podSpecs(parse(readFileSync(join(ROOT, 'deploy', 'statefulset-with-agent.yaml'), 'utf8')))[0];
+    const injected = podSpecs(parse(kubeInject(fixture('statefulset.yaml'))))[0];
+    const [cmpd] = parse(readFileSync(join(ROOT, 'deploy', 'kubeblocks-componentdefinition.yaml'), 'utf8')) as Json[];
+    const kubeblocks = (cmpd.spec as Json).runtime as Json;
+    for (const [name, pod] of Object.entries({ kit, injected, kubeblocks })) {
+      const sidecar = sidecarOf(pod);
+      expect({ name, readOnly: (sidecar.securityContext as Json).readOnlyRootFilesystem }).toEqual({ name, readOnly: true });
+      // The agent's temporary directory (os.tmpdir(), TMPDIR unset) is where verify.ts makes its scratch directory.
+      expect({ name, mounts: sidecar.volumeMounts }).toEqual({
+        name,
+        mounts: expect.arrayContaining([{ name: SCRATCH_VOLUME, mountPath: SCRATCH_MOUNT_PATH }]),
+      });
+      expect({ name, volumes: pod.volumes }).toEqual({ name, volumes: expect.arrayContaining([{ name: SCRATCH_VOLUME, emptyDir: {} }]) });
+      expect({ name, tmpdir: envOf(sidecar).TMPDIR }).toEqual({ name, tmpdir: undefined });
     }
   });
 
