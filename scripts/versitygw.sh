@@ -5,7 +5,7 @@
 #   versitygw v1.8.0 (Apache-2.0), built from the Go module proxy through the wrapper module
 #   tools/versitygw (go.mod and go.sum only: none of its code and no binary is committed) into
 #   ${VERSITYGW_CACHE_DIR:-~/.cache/etcd-lifecycle-agent}/versitygw-<version>/versitygw
-# A second run builds nothing (a first build takes about 2 min on 2 cores with a cold Go cache).
+# A second run builds nothing: the binary in the cache is used as it is.
 # The binary's module version (`go version -m`: `mod github.com/versity/versitygw v1.8.0`) is
 # checked against the wrapper's before the path is printed; anything else is a failure that says so
 # (exit 1). Build output goes to stderr, so `bin="$(bash scripts/versitygw.sh)"` reads only the path.

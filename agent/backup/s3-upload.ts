@@ -4,10 +4,10 @@
  * sent, the next is filled; once it is full, the body is not read again until the part in flight is
  * acknowledged, so the writer upstream (etcd's Snapshot RPC) is slowed by the store's pace.
  *
- * Why not lib-storage's `Upload`: it allocates a new buffer for every part, and Node frees such
- * buffers only at a full garbage collection, which V8 starts only once external memory has grown by
- * about 64 MiB; a gigabyte streamed through it lifted the sidecar's resident memory by that much,
- * near its limit.
+ * Rule: an upload allocates its part buffers once and reuses them, never one buffer per part. Node
+ * frees such buffers only at a full garbage collection, which V8 starts only once external memory
+ * has grown by about 64 MiB: a buffer per part (as lib-storage's `Upload` allocates) lets resident
+ * memory grow by that much, a third of the sidecar's limit.
  *
  * Invariant: a stream shorter than one part is one PutObject; a longer one is a multipart upload
  * that is completed only once every part is acknowledged, and aborted (without the caller's signal,

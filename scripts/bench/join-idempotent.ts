@@ -20,7 +20,7 @@ import { median, p99, round, summarize } from './stats';
 /** The addon's check, as kbagent's exec action runs it: a fresh bash, etcdctl, grep. */
 const KUBEBLOCKS_CHECK = 'etcdctl --endpoints="$ENDPOINT" member list | grep -q -- "$NAME" && exit 0; exit 1';
 
-/** The target (issue #12): within 2.5× one raw MemberList (the floor on etcd 3.4, barrier read + list, is 2×). */
+/** The target: within 2.5× one raw MemberList (the floor on etcd 3.4, barrier read + list, is 2×). */
 const JOIN_RATIO = 2.5;
 
 /** Measures the three ways of "join a member that is already there". */

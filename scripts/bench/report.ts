@@ -15,7 +15,7 @@ export interface Row {
   baseline?: { name: string; value: number; unit: string };
   /** The ratio the target is about, and how it is formed (e.g. "agent ÷ (a)"). */
   ratio?: { value: number; of: string };
-  /** The target as written in the issue, when there is one. */
+  /** The target the figure is held to (its bound, as the report prints it), when there is one. */
   target?: string;
   pass?: boolean;
   /** Samples' summaries and anything else worth keeping in the JSON. */

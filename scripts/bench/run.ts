@@ -33,7 +33,7 @@ import { measureScale } from './scale';
 import { measureSoak } from './soak';
 import { IDLE_MARGIN_MIB, measureStartup } from './startup';
 
-/** The target (issue #12): peak resident memory under the health load within 1.5× the idle agent's. */
+/** The target: peak resident memory under the health load within 1.5× the idle agent's. */
 const PEAK_RATIO = 1.5;
 import { round } from './stats';
 

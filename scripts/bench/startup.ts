@@ -14,7 +14,7 @@ import { median, round, sleep, summarize } from './stats';
 
 const BARE_SERVER = `require('node:http').createServer((q, s) => { s.setHeader('content-type', 'application/json'); s.end('{"status":"ok"}'); }).listen(Number(process.env.PORT), '127.0.0.1');`;
 
-/** The targets (issue #12): start-up within 2× a bare Node server, idle memory within its RSS + 20 MiB. */
+/** The targets: start-up within 2× a bare Node server, idle memory within its RSS + 20 MiB. */
 export const STARTUP_RATIO = 2;
 export const IDLE_MARGIN_MIB = 20;
 

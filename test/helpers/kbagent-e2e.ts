@@ -444,7 +444,7 @@ export function describeKbAgentEndToEnd(tls: boolean): void {
     });
 
     it(
-      'when a scale-out adds pod 3 and the reply of its first memberJoin is lost, then the replay succeeds and the cluster has one member for pod 3 (seed 000)',
+      'when a scale-out adds pod 3 and the reply of its first memberJoin is lost, then the replay succeeds and the cluster has one member for pod 3',
       async () => {
         const joining = names[3];
         await createPod(3, 4, { cluster: names.slice(0, 4), state: 'existing' });
