@@ -168,7 +168,7 @@ describe('backups when the S3 store fails', () => {
   beforeAll(async () => {
     cluster = await startTestCluster(3);
     s3 = await startS3Server();
-  }, 60_000);
+  }, patience(60_000));
 
   afterAll(async () => {
     for (const a of started) await a.stop();
@@ -199,7 +199,7 @@ describe('backups when the S3 store fails', () => {
       expect((taken.json as BackupResult).verification).toMatchObject({ ok: true });
       expect((await get(agent, '/v1/backups')).json.backups).toHaveLength(1);
     },
-    STORY_MS,
+    patience(STORY_MS),
   );
 
   it.each<[string, (s: S3Server) => [settings: Record<string, string>, credentials: Record<string, string>], string]>([
@@ -237,7 +237,7 @@ describe('backups when the S3 store fails', () => {
       const listed = (await get(fixed, '/v1/backups')).json.backups as { name: string; state: string }[];
       expect(listed[0]).toMatchObject({ name: (taken.json as BackupResult).manifest?.name, state: 'verified' });
     },
-    STORY_MS,
+    patience(STORY_MS),
   );
 
   it(
@@ -266,7 +266,7 @@ describe('backups when the S3 store fails', () => {
         await proxy.close();
       }
     },
-    STORY_MS,
+    patience(STORY_MS),
   );
 
   it(
@@ -316,7 +316,7 @@ describe('backups when the S3 store fails', () => {
       expect((await bucket()).uploads).toEqual([]);
       await unaffected(again);
     },
-    STORY_MS,
+    patience(STORY_MS),
   );
 
   it(
@@ -351,7 +351,7 @@ describe('backups when the S3 store fails', () => {
         await proxy.close();
       }
     },
-    STORY_MS,
+    patience(STORY_MS),
   );
 
   it(
@@ -387,7 +387,7 @@ describe('backups when the S3 store fails', () => {
         await proxy.close();
       }
     },
-    STORY_MS,
+    patience(STORY_MS),
   );
   it(
     'when the source member freezes in the middle of its snapshot, then the backup fails as a timeout naming it, and a join and a leave right after are not busy',

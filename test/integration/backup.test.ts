@@ -112,7 +112,7 @@ describe('backups into a directory store', () => {
         }),
       );
     }
-  }, 60_000);
+  }, patience(60_000));
 
   afterAll(async () => {
     for (const a of agents) await a.stop();
@@ -123,7 +123,7 @@ describe('backups into a directory store', () => {
   it(
     'when a backup is taken under a writer, then it is a verified follower snapshot holding every write acknowledged at or below its revision',
     () => backupUnderWriter(cluster, agents, async (name) => path.join(store, name, 'snapshot.db')),
-    STORY_MS,
+    patience(STORY_MS),
   );
 
   it(
@@ -148,19 +148,36 @@ describe('backups into a directory store', () => {
         fs.rmSync(scratch, { recursive: true, force: true });
       }
     },
-    STORY_MS,
+    patience(STORY_MS),
   );
 
   it(
-    'when backups are asked of every agent at once, then they run one at a time and retention keeps the newest two',
+    'when every agent asks for backups at once until it has made one, then the three runs overlap in no instant, and retention keeps the newest two',
     async () => {
-      const answers = await Promise.all(agents.map((a) => post(a, '/v1/backups', {})));
-      for (const a of answers) expect([200, 202]).toContain(a.status);
-      const created = answers
-        .filter((a) => (a.json as { outcome?: string }).outcome === 'created')
-        .map((a) => (a.json as BackupResult).manifest as Manifest);
-      // Each created one holds the lock for its whole run: no two runs overlap.
+      // Each agent calls until a backup of its own is made; a call that meets another agent's run
+      // answers in-progress and is made again.
+      const calls: { agent: number; sentAt: number; answeredAt: number; status: number; outcome: string }[] = [];
+      const created = await Promise.all(
+        agents.map((agent, i) =>
+          eventually(
+            async () => {
+              const sentAt = Date.now();
+              const a = await post(agent, '/v1/backups', {});
+              calls.push({ agent: i, sentAt, answeredAt: Date.now(), status: a.status, outcome: String(a.json.outcome) });
+              return a.json.outcome === 'created' ? ((a.json as BackupResult).manifest as Manifest) : false;
+            },
+            { within: 120_000, every: 100 },
+          ),
+        ),
+      );
+      for (const c of calls) expect([200, 202]).toContain(c.status);
+      // The attempts overlapped: every agent's first call was sent before any call was answered.
+      const firstSent = agents.map((_, i) => calls.find((c) => c.agent === i)?.sentAt ?? Infinity);
+      expect(Math.max(...firstSent)).toBeLessThan(Math.min(...calls.map((c) => c.answeredAt)));
+      // Three runs, one per agent, and the lock held each for its whole run: no two overlap.
+      expect(new Set(created.map((m) => m.agent))).toEqual(new Set(agents.map((a) => a.config.memberName)));
       const runs = created.map((m) => [Date.parse(m.startedAt), Date.parse(m.finishedAt)]).sort((x, y) => x[0] - y[0]);
+      expect(runs).toHaveLength(3);
       for (let i = 1; i < runs.length; i++) expect(runs[i][0]).toBeGreaterThanOrEqual(runs[i - 1][1]);
       // Each one was restored by its verification.
       for (const m of created) expect(m.verification).toMatchObject({ ok: true });
@@ -170,7 +187,7 @@ describe('backups into a directory store', () => {
       expect(listed.backups.map((b) => b.state)).toEqual(['verified', 'verified']);
       expect(fs.readdirSync(store).sort()).toEqual(listed.backups.map((b) => b.name).sort());
     },
-    STORY_MS,
+    patience(STORY_MS),
   );
 
   it(
@@ -200,7 +217,7 @@ describe('backups into a directory store', () => {
       expect(acked.slice(0, before).every((w) => w.revision <= streamed.revision)).toBe(true);
       fs.rmSync(file);
     },
-    STORY_MS,
+    patience(STORY_MS),
   );
 
   it(
@@ -236,7 +253,7 @@ describe('backups into a directory store', () => {
         failed: 0,
       });
     },
-    STORY_MS,
+    patience(STORY_MS),
   );
   // Which failures are verdicts is the agent's rule (verify-decision.ts); the tool here is a stand-in.
   itOnFirstVersion(
@@ -387,7 +404,7 @@ describe('backups into S3', () => {
         ),
       );
     }
-  }, 60_000);
+  }, patience(60_000));
 
   /** An object of the bucket, by its key under the store's prefix. */
   const getObject = async (key: string): Promise<Buffer> => {
@@ -422,7 +439,7 @@ describe('backups into S3', () => {
         fs.writeFileSync(file, await (object.Body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray());
         return file;
       }),
-    STORY_MS,
+    patience(STORY_MS),
   );
 
   // The verification and its gauges are the agent's own logic; etcd's restore tool runs in it as in
@@ -472,7 +489,7 @@ describe('backups into S3', () => {
         lastVerificationDuration: latest.durationMs / 1000,
       });
     },
-    STORY_MS,
+    patience(STORY_MS),
   );
 
   itOnFirstVersion(
@@ -510,7 +527,7 @@ describe('backups into S3', () => {
       expect(after.name).toBe(before.name);
       expect(Date.parse(after.verification?.verifiedAt ?? '')).toBeGreaterThan(Date.parse(before.verification?.verifiedAt ?? ''));
     },
-    STORY_MS,
+    patience(STORY_MS),
   );
 
   // Whether etcd's own restore tool refuses a snapshot is the tool's, so this runs on every version.
@@ -570,6 +587,6 @@ describe('backups into S3', () => {
         }),
       );
     },
-    STORY_MS,
+    patience(STORY_MS),
   );
 });

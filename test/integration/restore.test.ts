@@ -23,14 +23,14 @@ import { readDataDir } from '../../agent/etcd-data/data-dir';
 import { Deadline } from '../../agent/lib/deadline';
 import type { BackupResult, Manifest } from '../../agent/proto/backup';
 import { lostWrites, restoreToolPath, Writer, type AckedPut } from '../helpers/backup-check';
-import { eventually } from '../helpers/eventually';
+import { eventually, patience } from '../helpers/eventually';
 import type { LogLine } from '../helpers/child-agent';
 import { call } from '../helpers/http-call';
 import { PodSet, PrepareRun } from '../helpers/prepare-pods';
 import { startS3Server, type S3Server } from '../helpers/s3-server';
 import { itOnFirstVersion } from '../helpers/version-scope';
 
-jest.setTimeout(240_000);
+jest.setTimeout(patience(240_000));
 
 const INITIAL = ['etcd-0', 'etcd-1', 'etcd-2'];
 /** The prefix of the test's store in its bucket (s3-server.ts). */
@@ -49,7 +49,7 @@ beforeAll(async () => {
   client = new EtcdCluster({ endpoints: pods.endpoints() });
   s3 = await startS3Server();
   admin = s3.client();
-}, 120_000);
+}, patience(120_000));
 
 afterAll(async () => {
   client?.close();

@@ -20,7 +20,7 @@ import { parseLocation, type S3Location } from '../../agent/backup/location';
 import { S3Store } from '../../agent/backup/s3-store';
 import { StoreError, type BackupStore, type StoreFailure } from '../../agent/backup/store';
 import { ROOT } from '../helpers/built-agent';
-import { eventually } from '../helpers/eventually';
+import { eventually, patience } from '../helpers/eventually';
 import { startS3Server, type S3Server } from '../helpers/s3-server';
 
 const MiB = 1024 * 1024;
@@ -139,7 +139,7 @@ beforeAll(async () => {
   server = await startS3Server();
   restoreCredentials = useCredentials(server.env);
   dirRoot = fs.mkdtempSync(path.join(os.tmpdir(), 'dir-store-'));
-}, 120_000);
+}, patience(120_000));
 
 afterAll(async () => {
   for (const store of opened.splice(0)) store.close();
@@ -295,18 +295,22 @@ describe.each<[string, () => Subject]>([
     expect(await store.read(`${backup}/manifest.json`)).toBeUndefined();
   });
 
-  it('when 1005 objects are listed and removed, then the listing pages and the removal batches cover them all', async () => {
-    const backup = name();
-    const keys = Array.from({ length: 1005 }, (_, i) => `${backup}/part-${String(i).padStart(4, '0')}`);
-    for (let at = 0; at < keys.length; at += 50) await Promise.all(keys.slice(at, at + 50).map((k) => store.put(k, Buffer.from(k))));
-    const listed = await store.list(`${backup}/`);
-    expect(listed.map((o) => o.key)).toEqual(keys);
-    expect(listed.every((o) => o.sizeBytes === keys[0].length && Object.prototype.toString.call(o.modifiedAt) === '[object Date]')).toBe(
-      true,
-    );
-    await store.remove(keys);
-    expect(await store.list(`${backup}/`)).toEqual([]);
-  }, 120_000);
+  it(
+    'when 1005 objects are listed and removed, then the listing pages and the removal batches cover them all',
+    async () => {
+      const backup = name();
+      const keys = Array.from({ length: 1005 }, (_, i) => `${backup}/part-${String(i).padStart(4, '0')}`);
+      for (let at = 0; at < keys.length; at += 50) await Promise.all(keys.slice(at, at + 50).map((k) => store.put(k, Buffer.from(k))));
+      const listed = await store.list(`${backup}/`);
+      expect(listed.map((o) => o.key)).toEqual(keys);
+      expect(listed.every((o) => o.sizeBytes === keys[0].length && Object.prototype.toString.call(o.modifiedAt) === '[object Date]')).toBe(
+        true,
+      );
+      await store.remove(keys);
+      expect(await store.list(`${backup}/`)).toEqual([]);
+    },
+    patience(120_000),
+  );
 });
 
 describe("S3Store's failures", () => {
@@ -376,7 +380,7 @@ describe("S3Store's failures", () => {
     let slow: S3Server;
     beforeAll(async () => {
       slow = await startS3Server({ slow: true });
-    }, 60_000);
+    }, patience(60_000));
     afterAll(async () => {
       await slow?.close();
     });
