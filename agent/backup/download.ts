@@ -4,6 +4,11 @@
  * A failure of the store's stream part way is a StoreError like any other store failure; a failure
  * to write the local file (no room, no write access, a read-only file system) is a LocalFileError:
  * this machine's, never the store's, and not retryable.
+ *
+ * Rule: the file is fdatasynced each time another SYNC_EVERY bytes are in it. Its page cache is
+ * charged to the sidecar's memory limit; pages not yet written out cannot be reclaimed without
+ * waiting for the disk, so a copy of a large snapshot left dirty would stall the agent's own
+ * allocations (and its health answers) at the limit. Clean pages are reclaimed at once.
  */
 import { createHash } from 'node:crypto';
 import { promises as fsp } from 'node:fs';
@@ -29,6 +34,9 @@ export class LocalFileError extends AgentError {
     this.errno = errno;
   }
 }
+
+/** How many bytes are written between two fdatasyncs of the local copy (see the module comment). */
+export const SYNC_EVERY = 16 * 1024 * 1024;
 
 /** How a download runs: the call's signal, and who hears of each chunk once it is in the file. */
 export interface DownloadOptions {
@@ -57,11 +65,19 @@ export async function downloadHashed(
     throw new LocalFileError(file, err);
   });
   let written = 0;
+  let synced = 0;
   const sink = new Writable({
     write(chunk: Buffer, _encoding, done) {
-      handle.write(chunk).then(
+      const wrote = async (): Promise<void> => {
+        await handle.write(chunk);
+        written += chunk.length;
+        if (written - synced >= SYNC_EVERY) {
+          await handle.datasync();
+          synced = written;
+        }
+      };
+      wrote().then(
         () => {
-          written += chunk.length;
           onWritten?.(written);
           done();
         },

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import { downloadHashed, LocalFileError } from '../../agent/backup/download';
+import { downloadHashed, LocalFileError, SYNC_EVERY } from '../../agent/backup/download';
 import { StoreError, type BackupStore } from '../../agent/backup/store';
 
 /** A store whose one object streams `chunks`, then fails with `error` when one is given. */
@@ -31,6 +31,28 @@ describe('downloadHashed', () => {
     const got = await downloadHashed(storeOf([MiB, MiB]), 'x/snapshot.db', file);
     expect(got.size).toBe(2 * MiB.length);
     expect(fs.statSync(file).size).toBe(2 * MiB.length);
+  });
+
+  it('when a large object streams in, then the file is fdatasynced each time another 16 MiB are in it', async () => {
+    const file = path.join(dir, 'snapshot.db');
+    // Every FileHandle shares one prototype; the sizes the file had when each sync was asked.
+    const probe = await fs.promises.open(path.join(dir, 'probe'), 'w');
+    const proto = Object.getPrototypeOf(probe) as { datasync: () => Promise<void>; sync: () => Promise<void> };
+    await probe.close();
+    const synced: string[] = [];
+    const datasync = jest.spyOn(proto, 'datasync').mockImplementation(async function (this: fs.promises.FileHandle) {
+      synced.push(`datasync at ${fs.statSync(file).size / MiB.length} MiB`);
+      return this.sync();
+    });
+    const chunks = Array.from({ length: 40 }, () => MiB);
+    try {
+      await downloadHashed(storeOf(chunks), 'x/snapshot.db', file);
+    } finally {
+      datasync.mockRestore();
+    }
+    expect(SYNC_EVERY).toBe(16 * MiB.length);
+    expect(synced).toEqual(['datasync at 16 MiB', 'datasync at 32 MiB']);
+    expect(fs.statSync(file).size).toBe(40 * MiB.length);
   });
 
   it.each<[string, () => string, string]>([
