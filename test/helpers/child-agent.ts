@@ -53,9 +53,16 @@ export class ChildAgent {
   /**
    * Starts `main serve` (with the Node flags of its first line) with `env` (nothing inherited but PATH) and waits for its "listening" line
    * (or, with ETCD_AGENT_CRASH_POINTS set, for its death at a crash point taken before it listens).
+   * `wrap` runs the command inside something else that then execs it, such as a memory cgroup
+   * (memory-limit.ts); the child's pid stays the agent's.
    */
-  static async start(main: string, env: Record<string, string>, timeoutMs = 15_000): Promise<ChildAgent> {
-    const [node, argv] = binCommand(main, ['serve']);
+  static async start(
+    main: string,
+    env: Record<string, string>,
+    timeoutMs = 15_000,
+    wrap: (command: string, argv: string[]) => [string, string[]] = (command, argv) => [command, argv],
+  ): Promise<ChildAgent> {
+    const [node, argv] = wrap(...binCommand(main, ['serve']));
     const child = spawn(node, argv, {
       env: { PATH: process.env.PATH, ETCD_AGENT_LISTEN: '127.0.0.1:0', ...env },
       stdio: ['ignore', 'pipe', 'inherit'],

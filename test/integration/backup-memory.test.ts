@@ -1,11 +1,12 @@
 /**
  * The sidecar's memory promise against a real database: a one-member etcd holding more than 1 GiB is
  * backed up by the real agent process (the built bin) into a real S3 server (versitygw), verified by
- * the agent (read back, restored with etcdutl, opened and its keys counted), and the agent's peak
- * resident memory over its whole life, as the kernel records it (VmHWM of /proc/<pid>/status), stays
- * under the sidecar container's memory limit in deploy/. Meanwhile a prober asks the agent for its
- * health, one request after another: the agent's own log, one line per answer in the order it
- * handled things, shows answers inside every step of the backup and of its verification.
+ * the agent (read back, restored with etcdutl, opened and its keys counted), while the agent and the
+ * etcdutl it runs live under the sidecar container's memory limit in deploy/, enforced by the kernel
+ * as in a pod (a memory cgroup of their own, memory-limit.ts). The promise holds when the backup is
+ * verified and the OOM killer killed nothing. Meanwhile a prober asks the agent for its health, one
+ * request after another: the agent's own log, one line per answer in the order it handled things,
+ * shows answers inside every step of the backup and of its verification.
  * Nothing here differs by etcd version (the Snapshot RPC and the restore are proven on each in
  * backup.test.ts), so the file runs on the first version only.
  */
@@ -20,9 +21,11 @@ import { ROOT } from '../helpers/built-agent';
 import { ChildAgent, MAIN_JS, type LogLine } from '../helpers/child-agent';
 import { startTestCluster, type LocalEtcdCluster } from '../helpers/etcd-cluster';
 import { call } from '../helpers/http-call';
+import { patience } from '../helpers/eventually';
+import { MemoryLimit } from '../helpers/memory-limit';
 import { startS3Server, type S3Server } from '../helpers/s3-server';
 
-jest.setTimeout(1_200_000);
+jest.setTimeout(patience(1_200_000));
 
 const MiB = 1024 * 1024;
 /** Large values: 1 MiB each, inside etcd's default request limit of 1.5 MiB. */
@@ -123,6 +126,7 @@ describe('a backup of a database over 1 GiB', () => {
   let cluster: LocalEtcdCluster;
   let s3: S3Server;
   let agent: ChildAgent | undefined;
+  let memory: MemoryLimit | undefined;
 
   beforeAll(async () => {
     // Room for the data (4 GiB), and frequent raft snapshots so etcd does not hold a gigabyte of log;
@@ -130,27 +134,36 @@ describe('a backup of a database over 1 GiB', () => {
     const noFsync = etcdInstall().minor === '3.4' ? [] : ['--unsafe-no-fsync'];
     cluster = await startTestCluster(1, { extraArgs: ['--quota-backend-bytes=4294967296', '--snapshot-count=100', ...noFsync] });
     s3 = await startS3Server();
-  }, 120_000);
+  }, patience(120_000));
 
   afterAll(async () => {
     await agent?.kill('SIGTERM');
+    memory?.remove();
     await s3?.close();
     await cluster?.destroy();
   });
 
-  it('when the agent process backs it up into S3 and verifies it, then its peak resident memory stays under the sidecar limit and its health answers go on throughout', async () => {
+  it('when the agent process backs it up into S3 and verifies it under the sidecar memory limit, then nothing is OOM-killed and its health answers go on throughout', async () => {
     const member = cluster.members[0];
     const written = await fill(member.clientURL);
+    const limit = sidecarLimitBytes();
+    const limited = MemoryLimit.create(`backup-memory-${process.pid}`, limit);
+    memory = limited;
 
-    agent = await ChildAgent.start(MAIN_JS, {
-      ...s3.env,
-      ETCD_AGENT_ENDPOINTS: member.clientURL,
-      ETCD_AGENT_LOCAL_ENDPOINT: member.clientURL,
-      ETCD_AGENT_MEMBER_NAME: member.name,
-      ETCD_AGENT_BACKUP_STORE: s3.location,
-      ETCD_AGENT_ETCDUTL: restoreToolPath(),
-      ETCD_AGENT_LOG_LEVEL: 'info',
-    });
+    agent = await ChildAgent.start(
+      MAIN_JS,
+      {
+        ...s3.env,
+        ETCD_AGENT_ENDPOINTS: member.clientURL,
+        ETCD_AGENT_LOCAL_ENDPOINT: member.clientURL,
+        ETCD_AGENT_MEMBER_NAME: member.name,
+        ETCD_AGENT_BACKUP_STORE: s3.location,
+        ETCD_AGENT_ETCDUTL: restoreToolPath(),
+        ETCD_AGENT_LOG_LEVEL: 'info',
+      },
+      undefined,
+      (command, argv) => limited.wrap(command, argv),
+    );
     const running = agent;
     const prober = healthProber(running.url);
     const http = new HttpClient(running.url);
@@ -158,12 +171,22 @@ describe('a backup of a database over 1 GiB', () => {
     try {
       answer = await http.post('/v1/backups', { timeoutSeconds: 60 }, 120_000);
       // A run longer than the call's deadline goes on (202): its end is the verification's log line.
-      await running.waitFor((l) => l.message === 'backup verified' || l.message === 'backup failed its verification', 900_000);
+      // An agent that ends first (the OOM killer's work, say) fails the test at once, saying how.
+      await Promise.race([
+        running.waitFor((l) => l.message === 'backup verified' || l.message === 'backup failed its verification', 900_000),
+        running.exited.then(() => {
+          throw new Error(
+            `the agent ended (${JSON.stringify(running.exit)}) before its backup was verified; OOM kills: ${limited.oomKills()}`,
+          );
+        }),
+      ]);
     } finally {
       http.close();
     }
     const health = await prober.stop();
     const peak = peakResident(running.pid as number);
+    const charged = limited.peakBytes();
+    const oomKills = limited.oomKills();
 
     const listed = (await call(running.url, { method: 'GET', path: '/v1/backups' })).json as {
       backups: { state: string; manifest: Manifest }[];
@@ -184,11 +207,13 @@ describe('a backup of a database over 1 GiB', () => {
       step,
       healthAnswers: lines.slice(indices[n] + 1, indices[n + 1]).filter((l) => l.message === 'request' && l.path === '/v1/health').length,
     }));
-    const limit = sidecarLimitBytes();
     process.stdout.write(
-      `backup of ${((manifest?.sizeBytes ?? 0) / MiB).toFixed(0)} MiB: agent VmHWM ${(peak / MiB).toFixed(1)} MiB (limit ${limit / MiB} MiB); health answers per step ${JSON.stringify(answered)}; ${JSON.stringify(manifest?.verification)}\n`,
+      `backup of ${((manifest?.sizeBytes ?? 0) / MiB).toFixed(0)} MiB under a ${limit / MiB} MiB limit: agent VmHWM ${(peak / MiB).toFixed(1)} MiB, most charged to the limit ${(charged / MiB).toFixed(1)} MiB (page cache included), OOM kills ${oomKills}; health answers per step ${JSON.stringify(answered)}; ${JSON.stringify(manifest?.verification)}\n`,
     );
 
+    // The kernel held both to the limit: it killed nothing, and the agent is the one that started.
+    expect(oomKills).toBe(0);
+    expect(running.exit).toBeUndefined();
     expect([200, 202]).toContain(answer.status);
     if (answer.status === 200) expect((answer.body as BackupResult).manifest?.name).toBe(manifest?.name);
     expect(listed.backups.map((b) => b.state)).toEqual(['verified']);
@@ -202,6 +227,7 @@ describe('a backup of a database over 1 GiB', () => {
     expect(new Set(health)).toEqual(new Set(['200 healthy']));
     expect(indices.every((i, n) => i >= 0 && (n === 0 || i > indices[n - 1]))).toBe(true);
     expect(answered.filter((a) => a.healthAnswers === 0)).toEqual([]);
+    // And the agent's own peak resident memory, as the kernel records it, stayed under the limit.
     expect(peak).toBeLessThan(limit);
   });
 });
