@@ -52,8 +52,12 @@ export function overlapsBetween(
   return found;
 }
 
-/** The defragmentations a member's etcd log records (zap JSON lines), in order; an unfinished one ends at `now`. */
-export function defragIntervals(logFile: string, now = Date.now()): Interval[] {
+/**
+ * The stretches of a member's etcd log (zap JSON lines about defragmentation) from a line whose
+ * message is `opens` to the next whose message is one of `closes`, in order; an unfinished one ends
+ * at `now`.
+ */
+function logIntervals(logFile: string, opens: string, closes: readonly string[], now: number): Interval[] {
   const intervals: Interval[] = [];
   let start: number | undefined;
   for (const line of fs.readFileSync(logFile, 'utf8').split('\n')) {
@@ -65,8 +69,8 @@ export function defragIntervals(logFile: string, now = Date.now()): Interval[] {
       continue;
     }
     const at = typeof entry.ts === 'number' ? entry.ts * 1000 : Date.parse(String(entry.ts));
-    if (entry.msg === 'starting defragment') start = at;
-    if ((entry.msg === 'finished defragment' || entry.msg === 'failed to defragment') && start !== undefined) {
+    if (entry.msg === opens) start = at;
+    if (closes.includes(entry.msg ?? '') && start !== undefined) {
       intervals.push({ from: start, to: at });
       start = undefined;
     }
@@ -75,34 +79,18 @@ export function defragIntervals(logFile: string, now = Date.now()): Interval[] {
   return intervals;
 }
 
+/** The defragmentations a member's etcd log records, in order; an unfinished one ends at `now`. */
+export function defragIntervals(logFile: string, now = Date.now()): Interval[] {
+  return logIntervals(logFile, 'starting defragment', ['finished defragment', 'failed to defragment'], now);
+}
+
 /**
  * The stretches in which a member's backend held its locks to defragment, from its log: from
  * "defragmenting" (logged once it has them) to "finished defragmenting directory" ("defragmented" on
  * 3.4), both logged before it lets them go; an unfinished one ends at `now`.
  */
 export function lockedIntervals(logFile: string, now = Date.now()): Interval[] {
-  const intervals: Interval[] = [];
-  let start: number | undefined;
-  for (const line of fs.readFileSync(logFile, 'utf8').split('\n')) {
-    if (!line.includes('defragment')) continue;
-    let entry: { msg?: string; ts?: string | number };
-    try {
-      entry = JSON.parse(line) as { msg?: string; ts?: string | number };
-    } catch {
-      continue;
-    }
-    const at = typeof entry.ts === 'number' ? entry.ts * 1000 : Date.parse(String(entry.ts));
-    if (entry.msg === 'defragmenting') start = at;
-    if (
-      (entry.msg === 'finished defragmenting directory' || entry.msg === 'defragmented' || entry.msg === 'failed to defragment') &&
-      start !== undefined
-    ) {
-      intervals.push({ from: start, to: at });
-      start = undefined;
-    }
-  }
-  if (start !== undefined) intervals.push({ from: start, to: now });
-  return intervals;
+  return logIntervals(logFile, 'defragmenting', ['finished defragmenting directory', 'defragmented', 'failed to defragment'], now);
 }
 
 /**

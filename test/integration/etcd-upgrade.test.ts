@@ -256,6 +256,16 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
     );
   }
 
+  /** Stops `name`'s etcd and records it as down from its exit on, until the caller closes the window. */
+  async function stopUntilFurtherNotice(name: string): Promise<{ stopAt: number; exitedAt: number; window: (typeof stopped)[number] }> {
+    const stopAt = Date.now();
+    await cluster.stop(name);
+    const exitedAt = Date.now();
+    const window = { member: name, from: exitedAt, to: Number.POSITIVE_INFINITY };
+    stopped.push(window);
+    return { stopAt, exitedAt, window };
+  }
+
   async function clusterVersionNow(): Promise<string> {
     return (await etcdVersions(cluster.member(target().name).clientURL)).cluster;
   }
@@ -323,11 +333,7 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
       const name = 'etcd-0';
       const member = cluster.member(name);
       restarting = name;
-      const stopAt = Date.now();
-      await cluster.stop(name);
-      const exitedAt = Date.now();
-      const window = { member: name, from: exitedAt, to: Number.POSITIVE_INFINITY };
-      stopped.push(window);
+      const { stopAt, exitedAt, window } = await stopUntilFurtherNotice(name);
       const tail = scanWal(member.dataDir);
       expect(tail?.v2Entries).toBeGreaterThan(0);
 
@@ -424,11 +430,7 @@ describe('a rolling upgrade 3.5 → 3.6 → 3.7 through the agent (real etcd of 
       const name = 'etcd-2';
       const member = cluster.member(name);
       restarting = name;
-      const stopAt = Date.now();
-      await cluster.stop(name);
-      const exitedAt = Date.now();
-      const window = { member: name, from: exitedAt, to: Number.POSITIVE_INFINITY };
-      stopped.push(window);
+      const { stopAt, exitedAt, window } = await stopUntilFurtherNotice(name);
       expect(readDataVersions(member.dataDir)).toEqual({ storage: '3.7.0', cluster: '3.7.0' });
 
       // What etcd 3.5 does by itself: a fatal line among its JSON logs, exit 1; the kubelet would restart it forever.
