@@ -23,7 +23,6 @@ kubeBlocksStory(
   async (kb, s) => {
     // The loss must last 20 s before the agent acts (a documented setting, given through the Cluster).
     await kb.create(3, '3.6.16', [{ name: 'ETCD_AGENT_RECOVERY_MIN_LOSS_SECONDS', value: '20' }]);
-    await kb.runningAndAvailable();
     s.writer.start();
     await s.moreWrites();
     const [clusterIdDecimal] = [...clusterIds(s.etcd.records).keys()];

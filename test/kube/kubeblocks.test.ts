@@ -36,7 +36,6 @@ kubeBlocksStory(
   async (kb, s) => {
     // Create: 3 voters, one leader, roles on the pods as etcd has them.
     await kb.create(3, '3.6.16');
-    await kb.runningAndAvailable();
     await kb.rolesFollow(kb.names(3), await kb.leaderNow(kb.names(3)));
     s.writer.start();
     await s.moreWrites();

@@ -34,11 +34,14 @@ export class KubeBlocksCluster {
     return kbPodNames(CLUSTER, n);
   }
 
-  /** Applies the Cluster (`replicas` pods of etcd `serviceVersion`, `env` for every container) and waits until its members are healthy voters. */
+  /** Applies the Cluster (`replicas` pods of etcd `serviceVersion`, `env` for every container) and waits until its members are healthy voters and it is Running and Available. */
   async create(replicas: number, serviceVersion: string, env: Array<{ name: string; value: string }> = []): Promise<void> {
     this.s.step(`create the Cluster (${replicas}, etcd ${serviceVersion})`);
     await mustKubectl(['apply', '-f', '-'], { input: clusterManifest(CLUSTER, this.s.namespace, replicas, serviceVersion, env) });
     await this.members(replicas);
+    // KubeBlocks refuses an OpsRequest while the Cluster is Creating (ValidateFailed), which it can
+    // still be with every member a Ready voter: a user waits for Running, and so does every story.
+    await this.runningAndAvailable();
   }
 
   /** Waits until exactly the first `n` pods are Ready and etcd has exactly them as voters (kit.ts waitForMembers). */
