@@ -102,13 +102,17 @@ export class KubeBlocksCluster {
     this.s.step(`Running and Available while each pod answered ${probes} availableProbe calls`);
   }
 
-  /** etcd's leader as every pod of `pods` sees it now: the pod whose member id they all name. */
+  /**
+   * etcd's leader as every pod of `pods` sees it now: the pod whose member id they all name, from
+   * Status calls sent after this one began (an answer asked for before it may predate the change
+   * the caller just saw complete, such as a switchover).
+   */
   async leaderNow(pods: string[]): Promise<string> {
+    const since = Date.now();
     return eventually(
       () => {
-        const now = Date.now();
         const recent = pods.map((p) =>
-          [...this.s.etcd.records].reverse().find((r) => r.pod === p && r.leader !== undefined && r.at > now - 2000),
+          [...this.s.etcd.records].reverse().find((r) => r.pod === p && r.leader !== undefined && r.sentAt >= since),
         );
         const leaders = new Set(recent.map((r) => r?.leader));
         if (recent.some((r) => r === undefined) || leaders.size !== 1) throw new Error(`no single leader yet: ${[...leaders].join(', ')}`);
