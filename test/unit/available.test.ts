@@ -2,6 +2,7 @@ import { availabilityOf, stampedText } from '../../agent/health/available';
 import { parseStampQuery } from '../../agent/server/available-routes';
 import { AgentError } from '../../agent/proto/errors';
 import type { ClusterHealth, HealthStatus, LocalHealth, MemberHealth } from '../../agent/health/types';
+import { thrownBy } from '../helpers/thrown';
 
 const voter = (name: string, reachable = true, isLearner = false): MemberHealth => ({
   id: `id-${name}`,
@@ -144,12 +145,7 @@ describe('parseStampQuery', () => {
     ['a word', { stampSeconds: 'ten' }],
     ['given twice', { stampSeconds: ['10', '10'] }],
   ])('when it is %s, then it is a bad request naming the field', (_what, query) => {
-    let thrown: unknown;
-    try {
-      parseStampQuery(query as never);
-    } catch (err) {
-      thrown = err;
-    }
+    const thrown = thrownBy(() => parseStampQuery(query as never));
     expect(thrown).toBeInstanceOf(AgentError);
     expect({ code: (thrown as AgentError).code, field: (thrown as AgentError).details?.field }).toEqual({
       code: 'bad-request',

@@ -1,6 +1,7 @@
 import { describeLocation, parseLocation, type StoreLocation } from '../../agent/backup/location';
 import { hideUserInfo } from '../../agent/proto/store-location';
 import { AgentError } from '../../agent/proto/errors';
+import { thrownBy } from '../helpers/thrown';
 
 describe('parseLocation', () => {
   it.each<[string, string, StoreLocation]>([
@@ -81,12 +82,7 @@ describe('parseLocation', () => {
     ['a malformed escape in a file URL', 'file:///var/a%zz', 'has a malformed %-escape in its path'],
     ['path-style neither true nor false', 's3://backups?path-style=yes', 'has path-style that is neither true nor false'],
   ])('%s (%j) is refused: %s', (_case, text, why) => {
-    let thrown: unknown;
-    try {
-      parseLocation(text, 'ETCD_AGENT_BACKUP_STORE');
-    } catch (err) {
-      thrown = err;
-    }
+    const thrown = thrownBy(() => parseLocation(text, 'ETCD_AGENT_BACKUP_STORE'));
     expect(thrown).toBeInstanceOf(AgentError);
     expect((thrown as AgentError).code).toBe('bad-request');
     expect((thrown as AgentError).message).toContain(`ETCD_AGENT_BACKUP_STORE: "${hideUserInfo(text.trim())}"`);
@@ -102,12 +98,7 @@ describe('parseLocation and credentials', () => {
     ['credentials in the endpoint, among other options', 's3://backups/x?region=us-east-1&endpoint=http://AKIAEXAMPLE:s3cr3t-value@h:1'],
     ['credentials in an endpoint with a path', 's3://backups/x?endpoint=https://AKIAEXAMPLE:s3cr3t-value@h:9000/p'],
   ])('when a store URL holds %s, then it is refused, and the refusal names neither the key nor the secret', (_case, text) => {
-    let thrown: unknown;
-    try {
-      parseLocation(text, 'ETCD_AGENT_BACKUP_STORE');
-    } catch (err) {
-      thrown = err;
-    }
+    const thrown = thrownBy(() => parseLocation(text, 'ETCD_AGENT_BACKUP_STORE'));
     expect(thrown).toBeInstanceOf(AgentError);
     expect((thrown as AgentError).message).toMatch(/credentials/);
     expect((thrown as AgentError).message).not.toMatch(/s3cr3t|AKIAEXAMPLE/);

@@ -12,6 +12,7 @@ import {
 } from '../../agent/membership/match';
 import { isValidMemberName } from '../../agent/proto/names';
 import { normalizeUrl, peerUrlFromFqdn, peerUrlFromTemplate, validatePeerUrl } from '../../agent/proto/urls';
+import { thrownBy } from '../helpers/thrown';
 
 function member(id: string, name: string, peerURLs: string[], isLearner = false, started = name !== ''): Member {
   return { id, name, peerURLs, clientURLs: [], isLearner, started };
@@ -24,15 +25,6 @@ const unstarted3 = member('628170c800dbcee', '', ['http://etcd-3.etcd-headless:2
 // Reported the way its flags were written: upper case, trailing slash, a default port left out.
 const etcd4 = member('a1b2c3', 'etcd-4', ['HTTP://ETCD-4.Etcd-Headless:2380/', 'https://etcd-4.internal']);
 const MEMBERS = [etcd0, etcd1, learner2, unstarted3, etcd4];
-
-function thrownBy(call: () => unknown): unknown {
-  try {
-    call();
-  } catch (err) {
-    return err;
-  }
-  return undefined;
-}
 
 describe('normalizeUrl and validatePeerUrl', () => {
   it.each([

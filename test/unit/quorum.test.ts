@@ -1,5 +1,6 @@
 import { isAgentError } from '../../agent/proto/errors';
 import { checkRemoval, checkVoterAdd, faultTolerance, hasQuorum, quorumOf } from '../../agent/membership/quorum';
+import { thrownBy } from '../helpers/thrown';
 
 describe('quorum arithmetic', () => {
   it.each([
@@ -43,12 +44,7 @@ describe('quorum arithmetic', () => {
     ['negative healthy', () => faultTolerance(3, -1)],
     ['NaN voters', () => checkVoterAdd({ voters: Number.NaN, healthyVoters: 0, name: 'etcd-0' })],
   ])('when counts are invalid (%s), then it throws internal', (_what, call) => {
-    let thrown: unknown;
-    try {
-      call();
-    } catch (err) {
-      thrown = err;
-    }
+    const thrown = thrownBy(call);
     expect(isAgentError(thrown, 'internal')).toBe(true);
   });
 });

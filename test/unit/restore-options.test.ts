@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { ConfigError } from '../../agent/config/config';
 import { loadPrepareOptions } from '../../agent/prepare/options';
+import { thrownBy } from '../helpers/thrown';
 
 describe("prepare's restore options", () => {
   const volume = fs.mkdtempSync(path.join(os.tmpdir(), 'restore-options-'));
@@ -95,12 +96,7 @@ describe("prepare's restore options", () => {
       'needs ETCD_AGENT_INITIAL_CLUSTER',
     ],
   ])('when given %s, then a ConfigError names its variable and says why', (_what, env, argv, variable, message) => {
-    let thrown: unknown;
-    try {
-      loadPrepareOptions({ ...base, ...env }, argv);
-    } catch (err) {
-      thrown = err;
-    }
+    const thrown = thrownBy(() => loadPrepareOptions({ ...base, ...env }, argv));
     expect(thrown).toBeInstanceOf(ConfigError);
     expect((thrown as ConfigError).variable).toBe(variable);
     expect((thrown as ConfigError).message).toContain(message);
