@@ -120,12 +120,23 @@ export class DirStore implements BackupStore {
     return file;
   }
 
+  /**
+   * Visits every file under `dir`. Another agent's retention may remove files while this walks (it
+   * runs outside the cluster lock): a file or folder gone before it is read was not there, so it is
+   * left out rather than failing the listing.
+   */
   private async walk(dir: string, visit: (key: string, stat: import('node:fs').Stats) => Promise<void>): Promise<void> {
     const entries = await fsp.readdir(path.join(this.root, dir), { withFileTypes: true }).catch(() => []);
     for (const entry of entries) {
       const key = dir === '' ? entry.name : `${dir}/${entry.name}`;
       if (entry.isDirectory()) await this.walk(key, visit);
-      else if (entry.isFile()) await visit(key, await fsp.stat(path.join(this.root, key)));
+      else if (entry.isFile()) {
+        const stat = await fsp.stat(path.join(this.root, key)).catch((err: NodeJS.ErrnoException) => {
+          if (err.code === 'ENOENT') return undefined;
+          throw this.failure(err, `listing ${key}`);
+        });
+        if (stat !== undefined) await visit(key, stat);
+      }
     }
   }
 

@@ -96,7 +96,9 @@ export async function readBackups(store: BackupStore): Promise<Backups> {
   const broken: { name: string; why: string }[] = [];
   for (const { name, snapshot } of listing.paired) {
     const bytes = await store.read(manifestKey(name));
-    const manifest = bytes === undefined ? 'its manifest went away while listing' : parseManifest(bytes, name);
+    // Retention removes the manifest first: a manifest gone since the listing is a backup removed.
+    if (bytes === undefined) continue;
+    const manifest = parseManifest(bytes, name);
     if (typeof manifest === 'string') broken.push({ name, why: manifest });
     else if (manifest.sizeBytes !== snapshot.sizeBytes)
       broken.push({ name, why: `its snapshot holds ${snapshot.sizeBytes} bytes, its manifest says ${manifest.sizeBytes}` });

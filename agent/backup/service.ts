@@ -5,7 +5,8 @@
  * a time too, as each downloads and restores a whole snapshot into scratch space: a call for the
  * backup being verified joins that verification, one for another is answered `busy`, and a backup's
  * own verification waits for the one running. After a backup:
- * retention, then its verification. Every answer and failure is counted
+ * its verification, then retention (outside the cluster lock: stores list and read what another
+ * agent's retention removes meanwhile as gone, never as a failure). Every answer and failure is counted
  * (observability/backup-metrics.ts), and after every run the store's newest manifests set the
  * `last_success` and `last_verification` gauges, so they say what the store holds.
  */
