@@ -69,14 +69,9 @@ describe('the fast routes against express serving the same routes, on a real 3-m
   });
 
   /**
-   * `fast` then `slow`, asked again (up to five times) while the two were served from different
-   * observations: the agent refreshes an observation ahead of its expiry, and a refresh that
-   * finishes between the two requests gives them different observations, which proves nothing
-   * about the routes.
-   */
-  /**
-   * Two answers served from one observation. The agent refreshes ahead of the max age, so a new
-   * observation may land between any two calls: pairs are asked until one shares its observedAt.
+   * `fast` then `slow`, served from one observation. The agent refreshes an observation ahead of its
+   * expiry, and a refresh that finishes between the two requests gives them different observations,
+   * which proves nothing about the routes: pairs are asked until one shares its observedAt.
    */
   async function pairOfOneObservation(fast: string, slow: string): Promise<[Answer, Answer]> {
     const stamps = (a: Answer): string => (a.text.match(/"observedAt":"[^"]*"/g) ?? []).join();
