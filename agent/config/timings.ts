@@ -82,6 +82,11 @@ export const DEFRAG_WAIT_POLL_MS = 250;
 /** A member just defragmented must have applied its backlog within this, or the run stops (unavailable). */
 export const DEFRAG_CATCH_UP_MAX_MS = 120_000;
 /**
+ * A voter must finish a run's compaction, and commit it, within this of the last look that found it
+ * further on (a commit, or the compaction done), or the run stops (unavailable, call again).
+ */
+export const DEFRAG_COMPACTION_SETTLE_MAX_MS = 120_000;
+/**
  * Deadline of a member's Status call in a run: longer than `ETCD_AGENT_STATUS_TIMEOUT_MS` (which keeps
  * /v1/health's answers fresh), because a run can wait and a busy member's etcd answers late; a
  * member that is defragmenting does not answer at all, and is recognised by its own gauge instead.

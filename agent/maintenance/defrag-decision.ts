@@ -8,6 +8,8 @@
  *   a member this run defragmented has not applied its backlog yet  → wait: catching-up (wait-reason.ts)
  *   a voter does not answer, no leader, a voter lags                → throws unsafe, touching nothing
  *   compaction asked and not done yet                               → compact
+ *   a voter not done yet has not finished this run's compaction,    → wait: compacting (compaction-settle.ts;
+ *     or its in-use size does not show it yet (not under NOSPACE)        else a follower looks tidy, and the leader goes first)
  *   no voter left to do:
  *       NOSPACE raised, every voter under its quota less the margin → disarm NOSPACE
  *       NOSPACE raised, a voter still over it after its turn        → throws unavailable (the data fills the quota)
@@ -32,6 +34,7 @@ import { quorumOf } from '../membership/quorum';
 import { AgentError } from '../proto/errors';
 import type { SkippedMember } from '../proto/maintenance';
 import type { Member } from '../proto/types';
+import { unsettled, type CompactionMarks } from './compaction-settle';
 import type { WaitReason } from './wait-reason';
 
 /** The thresholds and switches a run decides with. */
@@ -51,6 +54,8 @@ export interface DefragOptions {
 /** What the run has done so far, as the decision needs it. */
 export interface DefragProgress {
   compacted: boolean;
+  /** This run's compaction as each voter finishes it (compaction-settle.ts); empty when it made none. */
+  settling: CompactionMarks;
   /** Members this run defragmented, by id: the leader's committed index when it was done, which it must apply before the next. */
   done: ReadonlyMap<string, { catchUpIndex: number }>;
   /** MoveLeader calls this run has made (bounded: leadership never moves more often than there are voters). */
@@ -121,6 +126,16 @@ export function decideDefrag(input: DefragInput): DefragDecision {
   requireHealthy(probe, voters);
 
   if (options.compact && !progress.compacted) return { kind: 'compact' };
+  // Under NOSPACE a voter over its limit is to do whatever its in-use size says, and no write may drive
+  // the commits. A voter this run defragmented holds only live data: its Status is exact.
+  const compacting = input.noSpace
+    ? undefined
+    : unsettled(
+        voters.filter((p) => !progress.done.has(p.member.id)),
+        progress.settling,
+        metrics,
+      );
+  if (compacting !== undefined) return { kind: 'wait', ...compacting };
 
   const todo = voters.filter((p) => isToDo(p, input));
   if (todo.length === 0) {

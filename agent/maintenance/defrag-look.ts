@@ -18,6 +18,7 @@ import { Deadline, delay } from '../lib/deadline';
 import { probeMembers } from '../membership/probe';
 import { isAgentError } from '../proto/errors';
 import type { Member, MemberList } from '../proto/types';
+import { advanceMarks } from './compaction-settle';
 import { decideDefrag, type DefragDecision, type DefragInput, type MetricsAnswer } from './defrag-decision';
 import type { DefragRun, RunDeps } from './defrag-run';
 
@@ -45,6 +46,7 @@ export async function look(run: DefragRun, deps: RunDeps): Promise<Seen> {
   ]);
   const noSpace = alarms.some((a) => a.alarm === 'NOSPACE');
   if (noSpace) run.alarm.noSpace = true;
+  run.progress.settling = advanceMarks(run.progress.settling, metrics);
   return {
     list,
     input: {

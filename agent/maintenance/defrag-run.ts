@@ -18,6 +18,7 @@ import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
 import type { DefragmentedMember, DefragmentResult, MaintenanceView, Retention, SkippedMember } from '../proto/maintenance';
 import type { Member } from '../proto/types';
+import type { CompactionMarks } from './compaction-settle';
 import type { DefragOptions } from './defrag-decision';
 import type { RevisionHistory } from './revision-history';
 import { LocalSteps, type LockSteps } from './steps';
@@ -72,8 +73,13 @@ export interface DefragRun {
   stopping: boolean;
 
   // ── What it has done ──
-  /** What the decision needs of it: compacted, the members done (with their catch-up index), the leadership moves. */
-  readonly progress: { compacted: boolean; readonly done: Map<string, { catchUpIndex: number }>; leaderMoves: number };
+  /** What the decision needs of it: compacted (and each voter's compaction marks), the members done (with their catch-up index), the leadership moves. */
+  readonly progress: {
+    compacted: boolean;
+    settling: CompactionMarks;
+    readonly done: Map<string, { catchUpIndex: number }>;
+    leaderMoves: number;
+  };
   /** Failed Defragment RPCs, by member id. */
   readonly failures: Map<string, number>;
   /** The earlier run this one continues (it stopped before its end), and the members that one did. */
@@ -101,7 +107,7 @@ export function newDefragRun(agent: string, options: RunOptions, requestId?: str
     mode: 'lock',
     step: 'starting',
     stopping: false,
-    progress: { compacted: false, done: new Map(), leaderMoves: 0 },
+    progress: { compacted: false, settling: new Map(), done: new Map(), leaderMoves: 0 },
     failures: new Map(),
     earlier: [],
     members: [],

@@ -11,6 +11,8 @@ import { moveLeadership } from '../membership/move-leadership';
 import type { MemberProbe } from '../membership/probe';
 import { AgentError } from '../proto/errors';
 import { describeRetention, type Retention } from '../proto/maintenance';
+import { marksBefore } from './compaction-settle';
+import type { Seen } from './defrag-look';
 import type { DefragRun, RunDeps } from './defrag-run';
 import { RunMoveContext } from './steps';
 import { describeWait, sameWait, waitLimitMs, type Wait } from './wait-reason';
@@ -37,16 +39,26 @@ export async function waitFor(run: DefragRun, wait: Wait): Promise<void> {
   await delay(DEFRAG_WAIT_POLL_MS);
 }
 
-/** Compacts to the current revision less the retention (or the revision current that long ago). */
-export async function compact(run: DefragRun, deps: RunDeps): Promise<void> {
+/**
+ * Compacts to the current revision less the retention (or the revision current that long ago), noting
+ * first each voter's count of finished compactions from `seen`, the look that decided it: the next
+ * looks wait until every voter has finished it (compaction-settle.ts). A revision compacted already
+ * leaves nothing of this run's to wait for.
+ */
+export async function compact(run: DefragRun, deps: RunDeps, seen: Seen): Promise<void> {
   const { cluster, logger } = deps;
   const retention = run.options.retention as Retention;
   const deadline = Deadline.in(COMPACT_TIMEOUT_MS);
   await run.recorder.setStep(`compacting the key history, keeping ${describeRetention(retention)}`, Deadline.in(DEFRAG_STEP_TIMEOUT_MS));
   const { revision, skipped } = await compactionTarget(deps, retention, deadline);
   if (skipped === undefined && revision !== undefined) {
+    const before = marksBefore(
+      seen.list.members.filter((m) => !m.isLearner),
+      seen.input.metrics,
+    );
     try {
       await cluster.compact(revision, deadline);
+      run.progress.settling = before;
     } catch (err) {
       // Compacted to that revision or beyond already (an earlier run, etcd's auto-compaction): done.
       if (etcdRefusal(err) !== 'compacted') throw err;

@@ -118,7 +118,7 @@ async function act(run: DefragRun, deps: RunDeps, decision: Exclude<DefragDecisi
     case 'wait':
       return waitFor(run, decision);
     case 'compact':
-      return compact(run, deps);
+      return compact(run, deps, seen);
     case 'move-leader':
       return moveLeaderOff(run, deps, decision.from, decision.to);
     case 'defragment':

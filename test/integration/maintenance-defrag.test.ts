@@ -14,6 +14,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { RunningAgent } from '../../agent/agent';
+import { fetchMemberMetrics } from '../../agent/etcd/member-metrics';
 import { HttpClient } from '../../scripts/bench/http';
 import {
   defragIntervals,
@@ -83,6 +84,18 @@ async function etcdStatus(cluster: LocalEtcdCluster): Promise<{ header: { revisi
     '"$1":"$2"',
   );
   return (JSON.parse(out) as Array<{ Status: { header: { revision: number }; dbSize: number; dbSizeInUse: number } }>)[0].Status;
+}
+
+/** When a member's etcd log says it began handing its leadership over (raft's "starts to transfer leadership"). */
+function leadershipTransfers(logFile: string): number[] {
+  return fs
+    .readFileSync(logFile, 'utf8')
+    .split('\n')
+    .filter((line) => line.includes('starts to transfer leadership'))
+    .map((line) => {
+      const ts = (JSON.parse(line) as { ts: string | number }).ts;
+      return typeof ts === 'number' ? ts * 1000 : Date.parse(ts);
+    });
 }
 
 /** Fails with the answer's body when its status is not `status`. */
@@ -621,6 +634,51 @@ describe('NOSPACE cleared by one call', () => {
       firstWriteAfterAnswerMs: firstPut - answeredAt,
     };
     process.stdout.write(`defrag figures ${JSON.stringify(line)}\n`);
+  });
+});
+
+// When etcd's followers count the freed space as free is etcd's (its compaction in the background,
+// its backend's commits, bolt's freelist): on every version.
+describe('a compaction that frees a few large values', () => {
+  let cluster: LocalEtcdCluster;
+  let runner: RunningAgent;
+
+  beforeAll(async () => {
+    cluster = await startTestCluster(3);
+    // The runner sits beside the leader, which serves its physical Compact: the leader's in-use size
+    // shows the compaction when the call's next look comes, the followers' not yet.
+    runner = await startMemberAgent(cluster, (await leaderOf(cluster)).name);
+  }, patience(30_000));
+
+  afterAll(async () => {
+    await runner?.stop(2000);
+    await cluster?.destroy();
+  });
+
+  it('when one call compacts and defragments, then every follower is done before the leader, and leadership moves once', async () => {
+    const leaderBefore = (await leaderOf(cluster)).name;
+    await churn(cluster.members[0].clientURL, 30, 'large');
+    const since = Date.now();
+    const reply = await post(runner, DEFRAG, { ...SMALL, compact: KEEP_LAST_PASS, timeoutSeconds: 60 });
+    expectStatus(reply, 200);
+    expect(reply.json).toMatchObject({ outcome: 'defragmented', leaderTransferred: true });
+    const done = (reply.json.members as Array<{ name: string; wasLeader: boolean }>).map(
+      (m) => `${m.name}${m.wasLeader ? ' (leader)' : ''}`,
+    );
+    const followers = cluster.members.map((m) => m.name).filter((n) => n !== leaderBefore);
+    expect(done).toEqual([...followers, `${leaderBefore} (leader)`]);
+    // What the members say: one defragmentation each, the followers' by name, the former leader's last.
+    const intervals = intervalsOf(cluster, since);
+    expect([...intervals.values()].map((l) => l.length)).toEqual([1, 1, 1]);
+    expect(order(intervals)).toEqual([...followers, leaderBefore]);
+    const moves = cluster.members.flatMap((m) => leadershipTransfers(m.logFile).filter((at) => at >= since));
+    expect(moves).toHaveLength(1);
+    // The counters the run waited on are on every member's own page of this version.
+    for (const m of cluster.members) {
+      const page = await fetchMemberMetrics(m.clientURL, 5000);
+      expect(page).toMatchObject({ compactions: expect.any(Number), commits: expect.any(Number) });
+      expect(page.compactions).toBeGreaterThan(0);
+    }
   });
 });
 

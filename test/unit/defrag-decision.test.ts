@@ -73,6 +73,8 @@ interface Case {
   options?: Partial<DefragOptions>;
   done?: Record<string, number>;
   compacted?: boolean;
+  /** This run's compaction marks, by member: finished compactions before it, and the commit count when it was seen finished. */
+  settling?: Record<string, readonly [before: number, commitsAtFinish?: number]>;
   leaderMoves?: number;
 }
 
@@ -85,6 +87,12 @@ function input(k: Case): DefragInput {
     options: { ...OPTIONS, ...k.options },
     progress: {
       compacted: k.compacted ?? false,
+      settling: new Map(
+        Object.entries(k.settling ?? {}).map(([id, [before, atFinish]]) => [
+          id,
+          { compactionsBefore: before, ...(atFinish === undefined ? {} : { commitsAtFinish: atFinish }) },
+        ]),
+      ),
       done: new Map(Object.entries(k.done ?? {}).map(([id, catchUpIndex]) => [id, { catchUpIndex }])),
       leaderMoves: k.leaderMoves ?? 0,
     },
@@ -102,7 +110,8 @@ function said(k: Case): string {
   }
   switch (d.kind) {
     case 'wait':
-      return `wait ${d.member.id}`;
+      if (d.reason.kind !== 'compacting') return `wait ${d.member.id}`;
+      return `wait ${d.member.id}: compacting${d.reason.commitsLeft === undefined ? '' : `, ${d.reason.commitsLeft} commit${d.reason.commitsLeft === 1 ? '' : 's'} left`}`;
     case 'move-leader':
       return `move-leader ${d.from.member.id}→${d.to.member.id}`;
     case 'defragment':
@@ -118,6 +127,24 @@ function said(k: Case): string {
 const frag: Says = { db: [100, 20] };
 const tidy: Says = { db: [30, 29] };
 const allFrag = { a: frag, b: frag, c: frag };
+
+/** Each member's gauges with its counts of finished compactions and backend commits. */
+const counting = (counts: Record<string, [compactions: number, commits: number]>): Map<string, MetricsAnswer> =>
+  new Map(
+    three.map((m) => {
+      const count = counts[m.id];
+      return [
+        m.id,
+        { defragmenting: false, quotaBytes: 100 * MB, ...(count === undefined ? {} : { compactions: count[0], commits: count[1] }) },
+      ];
+    }),
+  );
+/**
+ * Right after this run's compaction, as the failure looked: it finished on the leader a, whose Status
+ * shows the freed space; the followers still count the dropped history as in use and look tidy.
+ */
+const afterCompaction = { a: frag, b: tidy, c: tidy };
+const compactedAt3 = { compacted: true, options: { compact: true }, settling: { a: [3, 40], b: [3], c: [3] } } as const;
 
 describe('decideDefrag: what a defragmentation run does next', () => {
   it.each<[string, Case, string]>([
@@ -209,6 +236,128 @@ describe('decideDefrag: what a defragmentation run does next', () => {
     // Compaction first.
     ['compaction asked, not done yet', { says: allFrag, options: { compact: true } }, 'compact'],
     ['compaction asked and done', { says: allFrag, options: { compact: true }, compacted: true }, 'defragment b'],
+    // Compaction finishes on every voter, and shows in its in-use size, before anyone is to do.
+    [
+      'the followers have not finished the compaction: the leader is not done first',
+      { says: afterCompaction, ...compactedAt3, metrics: counting({ a: [4, 42], b: [3, 30], c: [3, 31] }) },
+      'wait b: compacting',
+    ],
+    [
+      'b finished it this look, c has not',
+      { says: afterCompaction, ...compactedAt3, metrics: counting({ a: [4, 42], b: [4, 30], c: [3, 31] }) },
+      'wait b: compacting, 2 commits left',
+    ],
+    [
+      'b finished it and committed once since',
+      {
+        says: afterCompaction,
+        ...compactedAt3,
+        settling: { ...compactedAt3.settling, b: [3, 30] },
+        metrics: counting({ a: [4, 42], b: [4, 31], c: [3, 31] }),
+      },
+      'wait b: compacting, 1 commit left',
+    ],
+    [
+      'b has settled, c has not finished',
+      {
+        says: afterCompaction,
+        ...compactedAt3,
+        settling: { ...compactedAt3.settling, b: [3, 30] },
+        metrics: counting({ a: [4, 42], b: [4, 32], c: [3, 31] }),
+      },
+      'wait c: compacting',
+    ],
+    [
+      'every voter has settled and shows it: the followers first',
+      {
+        says: allFrag,
+        ...compactedAt3,
+        settling: { a: [3, 40], b: [3, 30], c: [3, 31] },
+        metrics: counting({ a: [4, 42], b: [4, 32], c: [5, 33] }),
+      },
+      'defragment b',
+    ],
+    [
+      'every voter has settled and only the leader is fragmented',
+      {
+        says: afterCompaction,
+        ...compactedAt3,
+        settling: { a: [3, 40], b: [3, 30], c: [3, 31] },
+        metrics: counting({ a: [4, 42], b: [4, 32], c: [4, 33] }),
+      },
+      'move-leader a→b',
+    ],
+    [
+      "b's gauges cannot be read: decided from its Status",
+      {
+        says: afterCompaction,
+        ...compactedAt3,
+        settling: { a: [3, 40], b: [3], c: [3, 31] },
+        metrics: new Map<string, MetricsAnswer>([...counting({ a: [4, 42], c: [4, 33] }), ['b', { error: 'HTTP 503' }]]),
+      },
+      'move-leader a→b',
+    ],
+    [
+      'b does not report the counters: decided from its Status',
+      {
+        says: afterCompaction,
+        ...compactedAt3,
+        settling: { a: [3, 40], b: [3], c: [3, 31] },
+        metrics: counting({ a: [4, 42], c: [4, 33] }),
+      },
+      'move-leader a→b',
+    ],
+    [
+      'b restarted (its counters went back): decided from its Status',
+      {
+        says: afterCompaction,
+        ...compactedAt3,
+        settling: { a: [3, 40], b: [3], c: [3, 31] },
+        metrics: counting({ a: [4, 42], b: [0, 2], c: [4, 33] }),
+      },
+      'move-leader a→b',
+    ],
+    [
+      'no marks (the revision was compacted already): nothing of this run to wait for',
+      { says: afterCompaction, ...compactedAt3, settling: {}, metrics: counting({ a: [3, 42], b: [3, 30], c: [3, 31] }) },
+      'move-leader a→b',
+    ],
+    [
+      'NOSPACE: no wait for the compaction, a voter over its limit is to do anyway',
+      {
+        noSpace: true,
+        says: { a: { db: [99, 98] }, b: { db: [99, 98] }, c: { db: [99, 98] } },
+        ...compactedAt3,
+        metrics: counting({ a: [4, 42], b: [3, 30], c: [3, 31] }),
+      },
+      'defragment b',
+    ],
+    [
+      'NOSPACE disarmed, every voter done by this run: no wait for the commits NOSPACE held back',
+      {
+        says: { a: { db: [40, 39] }, b: { db: [40, 39] }, c: { db: [40, 39] } },
+        leader: 'b',
+        done: { a: 100, b: 100, c: 100 },
+        ...compactedAt3,
+        settling: { a: [3, 40], b: [3, 30], c: [3, 31] },
+        metrics: counting({ a: [4, 40], b: [4, 30], c: [4, 31] }),
+      },
+      'done defragmented',
+    ],
+    [
+      'a learner has not finished the compaction: not waited for',
+      {
+        members: [a, b, c, learner('d')],
+        says: { ...allFrag, d: frag },
+        ...compactedAt3,
+        settling: { a: [3, 40], b: [3, 30], c: [3, 31], d: [3] },
+        metrics: new Map<string, MetricsAnswer>([
+          ...counting({ a: [4, 42], b: [4, 32], c: [4, 33] }),
+          ['d', { defragmenting: false, compactions: 3, commits: 5 }],
+        ]),
+      },
+      'defragment b',
+    ],
     [
       'compaction asked but a voter is silent',
       { says: { a: frag, b: frag, c: 'silent' }, options: { compact: true } },
