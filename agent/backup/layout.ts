@@ -34,25 +34,33 @@ export function isBackupName(name: string): boolean {
 export interface Listing {
   /** Names with both objects, oldest first. */
   paired: { name: string; snapshot: StoredObject }[];
-  /** Snapshot objects without a manifest (killed runs, or one being written now), oldest first. */
+  /**
+   * Objects without their partner, oldest first: a snapshot without a manifest (a killed run's, or one
+   * writing its manifest now), or a manifest without a snapshot (a verification that overlapped its
+   * backup's removal, verify.ts).
+   */
   orphans: StoredObject[];
 }
 
 /** Sorts a store's objects into pairs and orphans by name. Pure. */
 export function sortListing(objects: StoredObject[]): Listing {
   const snapshots = new Map<string, StoredObject>();
-  const manifests = new Set<string>();
+  const manifests = new Map<string, StoredObject>();
   for (const o of objects) {
     const slash = o.key.indexOf('/');
     const name = o.key.slice(0, slash);
     if (slash < 0 || !isBackupName(name)) continue;
     if (o.key === snapshotKey(name)) snapshots.set(name, o);
-    else if (o.key === manifestKey(name)) manifests.add(name);
+    else if (o.key === manifestKey(name)) manifests.set(name, o);
   }
   const names = [...snapshots.keys()].sort();
+  const lone = [...manifests.keys()].filter((n) => !snapshots.has(n));
   return {
     paired: names.filter((n) => manifests.has(n)).map((name) => ({ name, snapshot: snapshots.get(name) as StoredObject })),
-    orphans: names.filter((n) => !manifests.has(n)).map((n) => snapshots.get(n) as StoredObject),
+    orphans: [
+      ...names.filter((n) => !manifests.has(n)).map((n) => snapshots.get(n) as StoredObject),
+      ...lone.map((n) => manifests.get(n) as StoredObject),
+    ].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)),
   };
 }
 

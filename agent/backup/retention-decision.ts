@@ -2,9 +2,10 @@
  * Which backups retention removes (pure). A backup is kept while it is one of the newest `keepLast`,
  * or younger than `keepForSeconds`; with neither set, every backup is kept. Whatever the settings, the
  * newest verified backup is never removed: it is the one a restore would use, and removing it for
- * newer ones that may not restore would leave nothing proven. A snapshot without a manifest (a killed
- * run's) is removed once it is older than `orphanGraceSeconds`, so a run writing its manifest right
- * now is never raced.
+ * newer ones that may not restore would leave nothing proven. An orphan, a snapshot without a
+ * manifest (a killed run's) or a manifest without a snapshot (a verification that overlapped the
+ * backup's removal), is removed once it is older than `orphanGraceSeconds`, so a run writing its
+ * manifest right now is never raced.
  */
 import type { VerificationState } from '../proto/backup';
 
@@ -30,7 +31,7 @@ export interface RetentionDecision {
   keptAsNewestVerified?: string;
 }
 
-/** Decides what retention removes from `backups` (any order) and the orphan snapshots (key, time). */
+/** Decides what retention removes from `backups` (any order) and the orphans (key, time). */
 export function decideRetention(
   backups: RetainedBackup[],
   orphans: { key: string; modifiedAt: Date }[],

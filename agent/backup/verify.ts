@@ -6,6 +6,13 @@
  * manifest as its verification record, so every agent and a later restore see it. The scratch
  * directory is removed whatever happens.
  *
+ * Verifications run outside the cluster lock, so another agent's retention may remove the backup
+ * meanwhile. The record is written, then the snapshot is looked for: when it is gone, the record is
+ * removed again and the answer is `not-found`, never a verdict on a backup that is no longer there.
+ * A removal that ends between that look and retention's own removal of the snapshot leaves a
+ * manifest without its snapshot, which retention removes after the orphans' grace
+ * (retention-decision.ts).
+ *
  * A step that fails for the machine's sake (no room or no write access for scratch, the tool missing,
  * killed or out of time: verify-decision.ts) is no verdict: nothing is written, and the caller gets a
  * `could-not-run` error saying why. Neither is a store that does not answer, nor the agent's stop.
@@ -43,6 +50,15 @@ export async function verifyBackup(deps: VerifyDeps, entry: BackupEntry, signal?
   const verification = await check(deps, entry.manifest, signal, started);
   const manifest: Manifest = { ...entry.manifest, verification };
   await deps.store.put(manifestKey(entry.name), manifestBytes(manifest));
+  const listed = await deps.store.list(`${entry.name}/`);
+  if (!listed.some((o) => o.key === snapshotKey(entry.name))) {
+    await deps.store.remove([manifestKey(entry.name)]);
+    throw new AgentError(
+      'not-found',
+      `backup ${entry.name} was removed from ${deps.store.description} while it was verified (by retention, on this agent or another); its verification is not recorded`,
+      { details: { name: entry.name } },
+    );
+  }
   return manifest;
 }
 

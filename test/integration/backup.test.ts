@@ -15,7 +15,8 @@ import { DeleteObjectsCommand, GetObjectCommand, PutObjectCommand } from '@aws-s
 import { spawn } from 'node:child_process';
 import type { RunningAgent } from '../../agent/agent';
 import { findRestoreTool, restoreSnapshot } from '../../agent/backup/restore-tool';
-import { manifestBytes, newBackupName } from '../../agent/backup/layout';
+import { DirStore } from '../../agent/backup/dir-store';
+import { manifestBytes, manifestKey, newBackupName, snapshotKey } from '../../agent/backup/layout';
 import { BackupSchedule } from '../../agent/backup/schedule';
 import { parseCron } from '../../agent/lib/cron';
 import { readKeySpace } from '../../agent/etcd-data/key-space';
@@ -330,28 +331,14 @@ describe('backups into a directory store', () => {
       const listed = (await get(agents[0], '/v1/backups')).json.backups as { name: string }[];
       expect(listed.length).toBeGreaterThanOrEqual(2);
       const [first, other] = listed.map((b) => b.name);
-      const gate = fs.mkdtempSync(path.join(os.tmpdir(), 'restore-gate-'));
-      const wrapper = path.join(gate, 'etcdutl');
-      // Each restore is recorded, then held until the test opens the gate.
-      fs.writeFileSync(
-        wrapper,
-        [
-          '#!/bin/sh',
-          `if [ "$1" = snapshot ]; then echo "$3" >>"${gate}/restores"; while [ ! -e "${gate}/open" ]; do sleep 0.05; done; fi`,
-          `exec "${restoreToolPath()}" "$@"`,
-          '',
-        ].join('\n'),
-        { mode: 0o755 },
-      );
+      const gate = new RestoreGate();
       const agent = await startMemberAgent(cluster, cluster.members[2].name, {
         ETCD_AGENT_BACKUP_STORE: store,
-        ETCD_AGENT_ETCDUTL: wrapper,
+        ETCD_AGENT_ETCDUTL: gate.wrapper,
       });
       try {
-        const restores = (): string[] =>
-          fs.existsSync(path.join(gate, 'restores')) ? fs.readFileSync(path.join(gate, 'restores'), 'utf8').trim().split('\n') : [];
         const one = post(agent, '/v1/backups/verify', { name: first }, patience(120_000));
-        await eventually(() => expect(restores()).toHaveLength(1), { within: 30_000, every: 50 });
+        await eventually(() => expect(gate.restores()).toHaveLength(1), { within: 30_000, every: 50 });
         const same = post(agent, '/v1/backups/verify', { name: first }, patience(120_000));
         const another = await post(agent, '/v1/backups/verify', { name: other });
         expect({ status: another.status, code: another.json.error?.code, verifying: another.json.error?.details?.verifying }).toEqual({
@@ -359,26 +346,93 @@ describe('backups into a directory store', () => {
           code: 'busy',
           verifying: first,
         });
-        fs.writeFileSync(path.join(gate, 'open'), '');
+        gate.open();
         const [a, b] = await Promise.all([one, same]);
         expect([a.status, b.status]).toEqual([200, 200]);
         expect((a.json as Manifest).verification).toMatchObject({ ok: true });
         // The one verification, answered to both.
         expect((b.json as Manifest).verification).toEqual((a.json as Manifest).verification);
-        expect(restores()).toHaveLength(1);
+        expect(gate.restores()).toHaveLength(1);
         // Once it ended, the other one runs.
         const then = await post(agent, '/v1/backups/verify', { name: other }, patience(120_000));
         expect({ status: then.status, ok: (then.json as Manifest).verification?.ok }).toEqual({ status: 200, ok: true });
-        expect(restores()).toHaveLength(2);
+        expect(gate.restores()).toHaveLength(2);
       } finally {
-        fs.writeFileSync(path.join(gate, 'open'), '');
+        gate.open();
         await agent.stop();
-        fs.rmSync(gate, { recursive: true, force: true });
+        gate.remove();
+      }
+    },
+    patience(STORY_MS),
+  );
+  // Retention runs outside the lock on every agent; the overlap is forced by holding the restore.
+  itOnFirstVersion(
+    "when another agent's retention removes a backup while it is verified, then the answer is not-found and nothing of it is left in the store",
+    async () => {
+      const taken = await post(agents[0], '/v1/backups', { verify: false, timeoutSeconds: 60 }, patience(120_000));
+      expect(taken.status).toBe(200);
+      const name = (taken.json as BackupResult).manifest?.name as string;
+      const gate = new RestoreGate();
+      const agent = await startMemberAgent(cluster, cluster.members[2].name, {
+        ETCD_AGENT_BACKUP_STORE: store,
+        ETCD_AGENT_ETCDUTL: gate.wrapper,
+      });
+      try {
+        const verifying = post(agent, '/v1/backups/verify', { name }, patience(120_000));
+        await eventually(() => expect(gate.restores()).toHaveLength(1), { within: 30_000, every: 50 });
+        // As retention removes a backup: its manifest, then its snapshot.
+        await new DirStore(store).remove([manifestKey(name), snapshotKey(name)]);
+        gate.open();
+        const answer = await verifying;
+        expect({ status: answer.status, code: answer.json.error?.code }).toEqual({ status: 404, code: 'not-found' });
+        expect(answer.json.error?.message).toContain('removed');
+        expect(fs.existsSync(path.join(store, name))).toBe(false);
+        const listing = (await get(agents[0], '/v1/backups')).json as { backups: { name: string }[]; broken: { name: string }[] };
+        expect([...listing.backups, ...listing.broken].map((b) => b.name)).not.toContain(name);
+      } finally {
+        gate.open();
+        await agent.stop();
+        gate.remove();
       }
     },
     patience(STORY_MS),
   );
 });
+
+/** The real restore tool behind a gate: each restore is recorded, then held until the test opens the gate. */
+class RestoreGate {
+  private readonly dir = fs.mkdtempSync(path.join(os.tmpdir(), 'restore-gate-'));
+  /** The wrapper to give the agent as its ETCDUTL. */
+  readonly wrapper = path.join(this.dir, 'etcdutl');
+
+  constructor() {
+    fs.writeFileSync(
+      this.wrapper,
+      [
+        '#!/bin/sh',
+        `if [ "$1" = snapshot ]; then echo "$3" >>"${this.dir}/restores"; while [ ! -e "${this.dir}/open" ]; do sleep 0.05; done; fi`,
+        `exec "${restoreToolPath()}" "$@"`,
+        '',
+      ].join('\n'),
+      { mode: 0o755 },
+    );
+  }
+
+  /** The snapshots restored so far (each as the tool was given it). */
+  restores(): string[] {
+    const file = path.join(this.dir, 'restores');
+    return fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trim().split('\n') : [];
+  }
+
+  /** Lets every restore held, and every later one, go on. */
+  open(): void {
+    fs.writeFileSync(path.join(this.dir, 'open'), '');
+  }
+
+  remove(): void {
+    fs.rmSync(this.dir, { recursive: true, force: true });
+  }
+}
 
 describe('backups into S3', () => {
   let cluster: LocalEtcdCluster;

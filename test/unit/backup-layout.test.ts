@@ -28,7 +28,11 @@ describe('sortListing', () => {
     ['an empty store', [], { paired: [], orphans: [] }],
     ['one whole backup', [object(snapshotKey(A), 7), object(manifestKey(A), 1)], { paired: [`${A} 7`], orphans: [] }],
     ['a snapshot without its manifest is an orphan', [object(snapshotKey(A))], { paired: [], orphans: [snapshotKey(A)] }],
-    ['a manifest without its snapshot is neither', [object(manifestKey(A))], { paired: [], orphans: [] }],
+    [
+      'a manifest without its snapshot (a verification crossing its removal) is an orphan',
+      [object(manifestKey(A))],
+      { paired: [], orphans: [manifestKey(A)] },
+    ],
     [
       'names sort by time whatever the listing order',
       [
@@ -45,6 +49,11 @@ describe('sortListing', () => {
       'pairs and orphans side by side, each oldest first',
       [object(snapshotKey(C)), object(snapshotKey(B), 2), object(manifestKey(B)), object(snapshotKey(A))],
       { paired: [`${B} 2`], orphans: [snapshotKey(A), snapshotKey(C)] },
+    ],
+    [
+      'orphans of both kinds, oldest first',
+      [object(snapshotKey(C)), object(manifestKey(A)), object(snapshotKey(B), 2), object(manifestKey(B))],
+      { paired: [`${B} 2`], orphans: [manifestKey(A), snapshotKey(C)] },
     ],
     [
       'what is not a backup is left out: other names, other files, nested keys, top-level keys',

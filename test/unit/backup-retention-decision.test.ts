@@ -62,11 +62,13 @@ describe('decideRetention', () => {
     expect(backward).toEqual(forward);
   });
 
-  it.each<[string, number, boolean]>([
-    ['a snapshot without a manifest older than the grace is removed', 2 * 3600, true],
-    ['one younger than the grace may be a run writing its manifest: kept', 60, false],
-  ])('when %s', (_, ageSeconds, removed) => {
-    const orphan = { key: '20260610T100000.000Z-abcdef/snapshot.db', modifiedAt: new Date(NOW.getTime() - ageSeconds * 1000) };
+  it.each<[string, string, number, boolean]>([
+    ['a snapshot without a manifest older than the grace is removed', 'snapshot.db', 2 * 3600, true],
+    ['one younger than the grace may be a run writing its manifest: kept', 'snapshot.db', 60, false],
+    ['a manifest without its snapshot older than the grace is removed', 'manifest.json', 2 * 3600, true],
+    ['one younger than the grace may be a verification finding its backup gone: kept', 'manifest.json', 60, false],
+  ])('when %s', (_, file, ageSeconds, removed) => {
+    const orphan = { key: `20260610T100000.000Z-abcdef/${file}`, modifiedAt: new Date(NOW.getTime() - ageSeconds * 1000) };
     expect(decideRetention([], [orphan], grace, NOW).removeOrphans).toEqual(removed ? [orphan.key] : []);
   });
 });
