@@ -24,8 +24,13 @@ export const EXIT_DRAIN_MS = 50;
 export const REQUEST_TIMEOUT_MS = 15_000;
 /** Headers must arrive within this (or the request timeout, if shorter). */
 export const HEADERS_TIMEOUT_MS = 10_000;
-/** An idle keep-alive connection is closed after this. */
-export const KEEP_ALIVE_TIMEOUT_MS = 5000;
+/**
+ * An idle keep-alive connection is closed after this: longer than the idle timeout of kbagent's
+ * HTTP action client (90 s), so the client closes idle connections, not the agent. A request the
+ * client sends on a connection the server is closing fails with EOF, and Go does not send a POST
+ * again.
+ */
+export const KEEP_ALIVE_TIMEOUT_MS = 100_000;
 /** How often Node checks connections against the timeouts above (or the request timeout, if shorter). */
 export const CONNECTIONS_CHECK_INTERVAL_MS = 1000;
 /** `Listening.close()`'s default wait for in-flight requests before closing every connection. */

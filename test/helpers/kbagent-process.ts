@@ -10,6 +10,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { freePorts } from '../../scripts/ports';
+import { KEEP_ALIVE_TIMEOUT_MS } from '../../agent/config/timings';
 import { ROOT } from './built-agent';
 import { patience } from './eventually';
 import { goActionRequestJson, goHttpRequest } from './go-wire';
@@ -155,6 +156,8 @@ export class GoTemplates {
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => res.end(Buffer.concat(chunks)));
     });
+    // kbagent keeps idle connections for 90 s; closing them sooner races its next POST (EOF).
+    echo.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
     await new Promise<void>((resolve) => echo.listen(echoPort, '127.0.0.1', resolve));
     const names = new Map(templates.map((t, i) => [t, `template${i}`]));
     const actions = templates.map((t, i) => ({
