@@ -5,8 +5,13 @@
  * A Compact is applied by every member, which then drops the old revisions in the background; the
  * physical Compact answers only for the member that served it. The space they held counts as free in
  * Status' `dbSizeInUse` only once the member's backend has committed the deletes and bolt has released
- * the pages: bolt frees a committed transaction's pages once no older read transaction is open, and
- * etcd closes its previous one asynchronously, so up to two commits after the compaction finished.
+ * the pages. The count of finished compactions moves before the last deletes are committed (commit 1).
+ * bolt releases a committed transaction's pages when the next write transaction begins and no older
+ * read transaction is open (etcd closes its previous one asynchronously), and bolt's free-page count
+ * moves when that transaction ends (commit 2). etcd takes the in-use size from that count as it
+ * begins the transaction after (the count of commits moves just before that): a third commit proves
+ * the size was taken. The gauges are read before the Status (defrag-look.ts), so the Status is at
+ * least as new as the commits counted.
  * Decided earlier, a follower still counts the dropped history as in use and looks tidy, and the
  * leader, already over the thresholds, would be defragmented before it.
  *
@@ -23,7 +28,9 @@
  * Commits need writes: the run's wait step records itself in the operation record each time the
  * wait's figures change, a write every member applies and commits. A count only says that some
  * compaction finished: one that was already running when this run's was applied (etcd's
- * auto-compaction) moves it early, and the decision is then as good as the Status it reads.
+ * auto-compaction) moves it early, and a long read holding etcd's previous read transaction open
+ * delays the release by as many commits as it lasts; the decision is then as good as the Status it
+ * reads.
  */
 import type { MemberMetrics } from '../etcd/member-metrics';
 import type { MemberProbe } from '../membership/probe';
@@ -31,7 +38,7 @@ import type { Member } from '../proto/types';
 import type { WaitReason } from './wait-reason';
 
 /** Backend commits after a finished compaction before the space it freed counts as free. */
-export const SETTLE_COMMITS = 2;
+export const SETTLE_COMMITS = 3;
 
 /** What the run noted of one voter's compaction. */
 export interface CompactionMark {

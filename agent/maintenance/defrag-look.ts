@@ -34,14 +34,20 @@ export interface Seen {
  */
 const LOOK_AGAIN_MS = DEFRAG_WAIT_POLL_MS * 2;
 
-/** The member list, every member's Status and own gauges, and the alarms. */
+/**
+ * The member list, every member's own gauges, then every member's Status, and the alarms. The gauges
+ * are read before the Status, never beside it: a Status answered before a backend commit that the
+ * gauges, read later, already count would not show what that commit freed, and the run would take a
+ * settled compaction (compaction-settle.ts) for one that its in-use sizes already show.
+ */
 export async function look(run: DefragRun, deps: RunDeps): Promise<Seen> {
   const { cluster, config } = deps;
   const deadline = Deadline.in(DEFRAG_STEP_TIMEOUT_MS);
   const list = await cluster.listMembers(deadline);
-  const [probe, metrics, alarms] = await Promise.all([
-    probeMembers(cluster, list.members, Math.max(config.statusTimeoutMs, DEFRAG_STATUS_TIMEOUT_MS)),
-    readMetrics(deps, list.members),
+  const [[metrics, probe], alarms] = await Promise.all([
+    readMetrics(deps, list.members).then(
+      async (m) => [m, await probeMembers(cluster, list.members, Math.max(config.statusTimeoutMs, DEFRAG_STATUS_TIMEOUT_MS))] as const,
+    ),
     cluster.alarms(deadline),
   ]);
   const noSpace = alarms.some((a) => a.alarm === 'NOSPACE');
