@@ -26,6 +26,9 @@ export interface MemberMetrics {
   commits?: number;
 }
 
+/** A member's gauges, or why they could not be read. */
+export type MetricsAnswer = MemberMetrics | { error: string };
+
 /** Largest page read: etcd's is 150–190 KB (3.4–3.7); a page far larger is not etcd's. */
 const MAX_BYTES = 4 << 20;
 

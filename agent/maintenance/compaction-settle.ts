@@ -32,7 +32,7 @@
  * delays the release by as many commits as it lasts; the decision is then as good as the Status it
  * reads.
  */
-import type { MemberMetrics } from '../etcd/member-metrics';
+import type { MetricsAnswer } from '../etcd/member-metrics';
 import type { MemberProbe } from '../membership/probe';
 import type { Member } from '../proto/types';
 import type { WaitReason } from './wait-reason';
@@ -51,10 +51,8 @@ export interface CompactionMark {
 /** The marks of the voters this run's compaction is waited for, by member id. */
 export type CompactionMarks = ReadonlyMap<string, CompactionMark>;
 
-type Gauges = MemberMetrics | { error: string } | undefined;
-
 /** Each voter's count of finished compactions, from the look right before the Compact; voters without it are left out. */
-export function marksBefore(voters: readonly Member[], metrics: ReadonlyMap<string, Gauges>): Map<string, CompactionMark> {
+export function marksBefore(voters: readonly Member[], metrics: ReadonlyMap<string, MetricsAnswer>): Map<string, CompactionMark> {
   const marks = new Map<string, CompactionMark>();
   for (const v of voters) {
     const m = metrics.get(v.id);
@@ -64,7 +62,7 @@ export function marksBefore(voters: readonly Member[], metrics: ReadonlyMap<stri
 }
 
 /** The marks with the commit count noted for every voter this look finds has finished the compaction. */
-export function advanceMarks(marks: CompactionMarks, metrics: ReadonlyMap<string, Gauges>): Map<string, CompactionMark> {
+export function advanceMarks(marks: CompactionMarks, metrics: ReadonlyMap<string, MetricsAnswer>): Map<string, CompactionMark> {
   const next = new Map(marks);
   for (const [id, mark] of marks) {
     const m = metrics.get(id);
@@ -80,7 +78,7 @@ export function advanceMarks(marks: CompactionMarks, metrics: ReadonlyMap<string
 export function unsettled(
   voters: readonly MemberProbe[],
   marks: CompactionMarks,
-  metrics: ReadonlyMap<string, Gauges>,
+  metrics: ReadonlyMap<string, MetricsAnswer>,
 ): { member: Member; reason: WaitReason } | undefined {
   const sorted = [...voters].sort((x, y) => x.member.name.localeCompare(y.member.name));
   for (const p of sorted) {

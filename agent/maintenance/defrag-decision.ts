@@ -27,7 +27,7 @@
  * only Status and serializable reads.
  */
 import { VOTER_MAX_APPLY_LAG } from '../health/lag';
-import type { MemberMetrics } from '../etcd/member-metrics';
+import type { MetricsAnswer } from '../etcd/member-metrics';
 import { describeMember } from '../membership/match';
 import type { ClusterProbe, MemberProbe } from '../membership/probe';
 import { quorumOf } from '../membership/quorum';
@@ -61,9 +61,6 @@ export interface DefragProgress {
   /** MoveLeader calls this run has made (bounded: leadership never moves more often than there are voters). */
   leaderMoves: number;
 }
-
-/** A member's gauges, or why they could not be read. */
-export type MetricsAnswer = MemberMetrics | { error: string };
 
 /** Everything one decision looks at. */
 export interface DefragInput {

@@ -14,12 +14,13 @@ import {
   DEFRAG_WAIT_POLL_MS,
 } from '../config/timings';
 import { toAgentError } from '../etcd/errors';
+import type { MetricsAnswer } from '../etcd/member-metrics';
 import { Deadline, delay } from '../lib/deadline';
 import { probeMembers } from '../membership/probe';
 import { isAgentError } from '../proto/errors';
 import type { Member, MemberList } from '../proto/types';
 import { advanceMarks } from './compaction-settle';
-import { decideDefrag, type DefragDecision, type DefragInput, type MetricsAnswer } from './defrag-decision';
+import { decideDefrag, type DefragDecision, type DefragInput } from './defrag-decision';
 import type { DefragRun, RunDeps } from './defrag-run';
 
 /** What one look at the cluster saw. */

@@ -5,8 +5,8 @@ import {
   type DefragDecision,
   type DefragInput,
   type DefragOptions,
-  type MetricsAnswer,
 } from '../../agent/maintenance/defrag-decision';
+import type { MetricsAnswer } from '../../agent/etcd/member-metrics';
 import { ClusterProbe, type MemberProbe } from '../../agent/membership/probe';
 import { isAgentError } from '../../agent/proto/errors';
 import type { Member } from '../../agent/proto/types';
