@@ -38,8 +38,8 @@ const LOOK_AGAIN_MS = DEFRAG_WAIT_POLL_MS * 2;
 /**
  * The member list, every member's own gauges, then every member's Status, and the alarms. The gauges
  * are read before the Status, never beside it: a Status answered before a backend commit that the
- * gauges, read later, already count would not show what that commit freed, and the run would take a
- * settled compaction (compaction-settle.ts) for one that its in-use sizes already show.
+ * gauges, read later, already count does not show what that commit freed, and the run would take a
+ * compaction for settled (compaction-settle.ts) before the in-use sizes it decides by show it.
  */
 export async function look(run: DefragRun, deps: RunDeps): Promise<Seen> {
   const { cluster, config } = deps;
