@@ -3,7 +3,7 @@
  * prepare as the init container, etcd under kube-inject's start script run by busybox, the built
  * agent as each pod's sidecar process). Three are lost with their data; the two survivors are at
  * different indexes: etcd-1 was frozen while a writer ran, and its container restarted once the
- * others were gone. The plan names the more advanced survivor; the gates refuse, changing nothing, a
+ * others were gone and etcd-0 had stopped leading. The plan names the more advanced survivor; the gates refuse, changing nothing, a
  * call while a majority that was cut off has its quorum back, a call while the quorum is only briefly
  * lost (etcd-0's agent then runs with the default minimum), a call naming the less advanced
  * survivor, a wrong cluster id and a call to the wrong agent; the recovery keeps every write the
@@ -204,6 +204,20 @@ describe('recovery', () => {
       await pods.killAgent(n);
       await pods.stopEtcd(n, true);
       fs.rmSync(pods.pod(n).dataDir, { recursive: true, force: true });
+    }
+    // A leader keeps leading until its check-quorum finds it alone, and meanwhile sends a member that
+    // comes back what it missed: if etcd-0 led, a restarted etcd-1 would catch up. So etcd-1 restarts
+    // only once etcd-0 names no leader; after that no leader can be elected, two of five being no quorum.
+    const survivor = new EtcdCluster({ endpoints: [pods.pod('etcd-0').clientURL] });
+    try {
+      const atLoss = await survivor.memberStatus(pods.pod('etcd-0').clientURL, 1000);
+      figures.etcd0LedAtLoss = atLoss.leaderId === atLoss.memberId;
+      await eventually(async () => expect((await survivor.memberStatus(pods.pod('etcd-0').clientURL, 1000)).leaderId).toBe('0'), {
+        within: 15_000,
+        every: 100,
+      });
+    } finally {
+      survivor.close();
     }
     // A frozen etcd thawed now would read the appends still waiting in its sockets and catch up; its
     // container restarts instead (the kubelet after a hung process is killed), on its data as it was.
