@@ -3,12 +3,12 @@
  * prepare as the init container, etcd under kube-inject's start script run by busybox, the built
  * agent as each pod's sidecar process). Three are lost with their data; the two survivors are at
  * different indexes: etcd-1 was frozen while a writer ran, and its container restarted once the
- * others were gone and etcd-0 had stopped leading. The plan names the more advanced survivor; the gates refuse, changing nothing, a
- * call while a majority that was cut off has its quorum back, a call while the quorum is only briefly
- * lost (etcd-0's agent then runs with the default minimum), a call naming the less advanced
- * survivor, a wrong cluster id and a call to the wrong agent; the recovery keeps every write the
- * old quorum acknowledged, a replay is a no-op, and the cluster grows back to five through prepare
- * and the agents alone, with one cluster id and one leader throughout.
+ * others were gone and etcd-0 had stopped leading. The plan names the more advanced survivor; the
+ * gates refuse, changing nothing, a call while a majority that was cut off has its quorum back, a
+ * call while the quorum is only briefly lost (etcd-0's agent then runs with the default minimum), a
+ * call naming the less advanced survivor, a wrong cluster id and a call to the wrong agent; the
+ * recovery keeps every write the old quorum acknowledged, a replay is a no-op, and the cluster grows
+ * back to five through prepare and the agents alone, with one cluster id and one leader throughout.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -199,7 +199,6 @@ describe('recovery', () => {
       async () => expect((await client.memberStatus(pods.pod('etcd-0').clientURL, 1000)).raftAppliedIndex).toBeGreaterThanOrEqual(commit),
       { within: 10_000, every: 50 },
     );
-    client.close();
     for (const n of LOST) {
       await pods.killAgent(n);
       await pods.stopEtcd(n, true);
@@ -208,17 +207,13 @@ describe('recovery', () => {
     // A leader keeps leading until its check-quorum finds it alone, and meanwhile sends a member that
     // comes back what it missed: if etcd-0 led, a restarted etcd-1 would catch up. So etcd-1 restarts
     // only once etcd-0 names no leader; after that no leader can be elected, two of five being no quorum.
-    const survivor = new EtcdCluster({ endpoints: [pods.pod('etcd-0').clientURL] });
-    try {
-      const atLoss = await survivor.memberStatus(pods.pod('etcd-0').clientURL, 1000);
-      figures.etcd0LedAtLoss = atLoss.leaderId === atLoss.memberId;
-      await eventually(async () => expect((await survivor.memberStatus(pods.pod('etcd-0').clientURL, 1000)).leaderId).toBe('0'), {
-        within: 15_000,
-        every: 100,
-      });
-    } finally {
-      survivor.close();
-    }
+    const atLoss = await client.memberStatus(pods.pod('etcd-0').clientURL, 1000);
+    figures.etcd0LedAtLoss = atLoss.leaderId === atLoss.memberId;
+    await eventually(async () => expect((await client.memberStatus(pods.pod('etcd-0').clientURL, 1000)).leaderId).toBe('0'), {
+      within: 15_000,
+      every: 100,
+    });
+    client.close();
     // A frozen etcd thawed now would read the appends still waiting in its sockets and catch up; its
     // container restarts instead (the kubelet after a hung process is killed), on its data as it was.
     // Without a quorum it never serves clients, so its agent reads its log from its data directory.
