@@ -8,8 +8,9 @@
  * otherwise it joins the one in flight or starts one, and if none is fresh by its arrival plus the
  * max age it gets `unknown` (503), never the previous result (see shared-observation.ts).
  *
- * `observedAt` is when the observation started, and `ageMs` is measured from there: that is the
- * oldest moment any of its evidence can be from.
+ * `observedAt` is when the observation started, and `ageMs` is measured from there (the oldest
+ * moment any of its evidence can be from) to the instant the answer judged it fresh, so it is never
+ * above the max age.
  *
  * No timers run when nobody asks. A Prometheus scrape asks too: the health gauges' `collect()`
  * shares a fresh observation, so `etcd_agent_cluster_healthy` is never a stale 1. The gauges are
@@ -30,7 +31,7 @@ import { gatherFacts, type ReadList } from './observe-cluster';
 import type { ClusterHealth, LocalHealth, ObservedFacts, RoleReading, StatusProbe } from './types';
 import { NOT_ASKED } from './reask';
 import { settle } from './settle';
-import { Observed, SharedObservation } from './shared-observation';
+import { freshTogether, Observed, SharedObservation } from './shared-observation';
 import { QuorumLossClock, QUORUM_LOSS_MAX_GAP_MS } from './quorum-loss';
 
 /** The most of the max age kept back for classifying and answering (a tenth of it, when that is less). */
@@ -98,9 +99,12 @@ export class HealthObserver {
 
   /** The cluster's health, from an observation no older than the max age, else `unknown`. */
   async cluster(arrival = performance.now()): Promise<ClusterAnswer> {
-    const observed = await this.clusterView.get(arrival);
+    const {
+      found: [observed],
+      at,
+    } = await freshTogether([this.clusterView], arrival);
     if (observed === undefined) return { health: this.unknown(), observedAt: null, ageMs: null };
-    return { health: observed.value.health, ...age(observed) };
+    return { health: observed.value.health, ...age(observed, at) };
   }
 
   /**
@@ -108,14 +112,17 @@ export class HealthObserver {
    * with `notBefore`, from observations begun at or after it.
    */
   async local(arrival = performance.now(), options: LocalOptions = {}, notBefore?: number): Promise<LocalAnswer> {
-    const [cluster, local] = await Promise.all([this.clusterView.get(arrival, notBefore), this.localView.get(arrival, notBefore)]);
+    const {
+      found: [cluster, local],
+      at,
+    } = await freshTogether([this.clusterView, this.localView], arrival, notBefore);
     const probe: StatusProbe = local?.value ?? {
       url: this.deps.config.localEndpoint,
       error: `no status answer within ${this.maxAgeMs} ms`,
     };
     const health = classifyLocal(probe, cluster?.value, this.deps.config.memberName, options);
     const oldest = [cluster, local].filter((o) => o !== undefined).sort((a, b) => a.startedAt - b.startedAt)[0];
-    return { local: health, ...(oldest === undefined ? { observedAt: null, ageMs: null } : age(oldest)) };
+    return { local: health, ...(oldest === undefined ? { observedAt: null, ageMs: null } : age(oldest, at)) };
   }
 
   /**
@@ -256,9 +263,10 @@ export class HealthObserver {
   }
 }
 
-function age(observed: Observed<unknown>): { observedAt: string; ageMs: number } {
+/** `observed`'s start and its age at `at`, the instant it was judged fresh (`freshTogether`). */
+function age(observed: Observed<unknown>, at: number): { observedAt: string; ageMs: number } {
   return {
     observedAt: observed.observedAt.toISOString(),
-    ageMs: Math.max(0, Math.round(performance.now() - observed.startedAt)),
+    ageMs: Math.max(0, Math.round(at - observed.startedAt)),
   };
 }

@@ -12,6 +12,11 @@
  * leaves no time to start the next after it finishes, so they may then overlap (three at most, so an
  * observation that takes over about two thirds of the max age again makes some callers wait): the
  * load on etcd still depends on the max age, not on the request rate. Nobody asking, nothing runs.
+ *
+ * An answer built from results (`freshTogether`) judges them all fresh at one instant and measures
+ * their ages from that same instant: a result judged fresh and then aged further while the caller
+ * waited for another one, or while the event loop was busy, is never reported as fresh with an age
+ * above the max age.
  */
 import { within } from '../lib/deadline';
 
@@ -88,6 +93,11 @@ export class SharedObservation<T> {
     if (now - newestStart >= period) this.start().catch(() => undefined);
   }
 
+  /** Whether `observed` is still within the max age at `now` (`performance.now()`). */
+  isFresh(observed: Observed<T>, now: number): boolean {
+    return now - observed.startedAt <= this.maxAgeMs;
+  }
+
   private start(): Promise<Observed<T>> {
     const startedAt = performance.now();
     const observedAt = new Date();
@@ -104,5 +114,27 @@ export class SharedObservation<T> {
       });
     this.flights.push({ startedAt, done });
     return done;
+  }
+}
+
+/** One result per view, in the views' order. */
+type Results<V> = { [K in keyof V]: V[K] extends SharedObservation<infer T> ? Observed<T> | undefined : never };
+
+/**
+ * A fresh result from each view (`get`), all judged at one instant `at` (`performance.now()`) from
+ * which the caller measures their ages. A result that has aged past its max age by then (it was
+ * awaited beside a slower one, or the event loop was busy) is asked for again; after three rounds it
+ * counts as not found. So no answer reports, or is built from, evidence older than the max age.
+ */
+export async function freshTogether<V extends ReadonlyArray<SharedObservation<unknown>>>(
+  views: readonly [...V],
+  arrival: number,
+  notBefore?: number,
+): Promise<{ found: Results<V>; at: number }> {
+  for (let round = 1; ; round++) {
+    const found = await Promise.all(views.map((view) => view.get(arrival, notBefore)));
+    const at = performance.now();
+    const fresh = found.map((observed, i) => (observed !== undefined && views[i].isFresh(observed, at) ? observed : undefined));
+    if (round === 3 || fresh.every((observed, i) => observed === found[i])) return { found: fresh as Results<V>, at };
   }
 }

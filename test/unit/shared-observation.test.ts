@@ -1,5 +1,5 @@
 import { delay, within } from '../../agent/lib/deadline';
-import { SharedObservation } from '../../agent/health/shared-observation';
+import { freshTogether, SharedObservation } from '../../agent/health/shared-observation';
 
 /** An observe function whose calls are counted and each resolves when the test says so. */
 function controlled(): {
@@ -75,83 +75,136 @@ describe('SharedObservation', () => {
     );
   });
 
-  it('when a finished observation is younger than the max age, then it is served without a new one', async () => {
-    let calls = 0;
-    // A max age far above what two calls take: the second call must find the first observation young.
-    const shared = new SharedObservation(5000, async () => ++calls);
+  describe('on a fake clock (time is the subject, so load cannot bend it)', () => {
+    beforeEach(() => jest.useFakeTimers());
+    afterEach(() => jest.useRealTimers());
 
-    await shared.get();
-    const again = await shared.get();
+    it('when a finished observation is younger than the max age, then it is served without a new one', async () => {
+      let calls = 0;
+      const shared = new SharedObservation(5000, async () => ++calls);
 
-    expect(again?.value).toBe(1);
-    expect(calls).toBe(1);
-  });
+      await shared.get();
+      await jest.advanceTimersByTimeAsync(4000);
+      const again = await shared.get();
 
-  it('when a caller asks for evidence begun after a point, then a fresh observation begun before it is not served, and a new one is shared', async () => {
-    let calls = 0;
-    const shared = new SharedObservation(5000, async () => ++calls);
-    await shared.get();
-    const point = performance.now();
+      expect(again?.value).toBe(1);
+      expect(calls).toBe(1);
+    });
 
-    const [a, b] = await Promise.all([shared.get(performance.now(), point), shared.get(performance.now(), point)]);
+    it('when a caller asks for evidence begun after a point, then a fresh observation begun before it is not served, and a new one is shared', async () => {
+      let calls = 0;
+      const shared = new SharedObservation(5000, async () => ++calls);
+      await shared.get();
+      await jest.advanceTimersByTimeAsync(10);
+      const point = performance.now();
 
-    expect([a?.value, b?.value]).toEqual([2, 2]);
-    expect(a?.startedAt).toBeGreaterThanOrEqual(point);
-    expect((await shared.get())?.value).toBe(2);
-  });
+      const [a, b] = await Promise.all([shared.get(performance.now(), point), shared.get(performance.now(), point)]);
 
-  it('when the last observation started more than the max age ago, then a new one is made', async () => {
-    let calls = 0;
-    const shared = new SharedObservation(50, async () => ++calls);
+      expect([a?.value, b?.value]).toEqual([2, 2]);
+      expect(a?.startedAt).toBeGreaterThanOrEqual(point);
+      expect((await shared.get())?.value).toBe(2);
+    });
 
-    await shared.get();
-    await delay(70);
-    const again = await shared.get();
+    it('when the last observation started more than the max age ago, then a new one is made', async () => {
+      let calls = 0;
+      const shared = new SharedObservation(50, async () => ++calls);
 
-    expect(again?.value).toBe(2);
-    expect(performance.now() - (again?.startedAt ?? 0)).toBeLessThanOrEqual(50);
-  });
+      await shared.get();
+      await jest.advanceTimersByTimeAsync(70);
+      const again = await shared.get();
 
-  it('when the next observation hangs, then the caller gets undefined at the max age, never the previous result', async () => {
-    let calls = 0;
-    const shared = new SharedObservation(100, () => (++calls === 1 ? Promise.resolve('healthy') : new Promise<string>(() => undefined)));
-    expect((await shared.get())?.value).toBe('healthy');
-    await delay(120);
+      expect(again?.value).toBe(2);
+      expect(performance.now() - (again?.startedAt ?? -Infinity)).toBeLessThanOrEqual(50);
+    });
 
-    const asked = performance.now();
-    const answer = await shared.get(asked);
+    it('when the next observation hangs, then the caller gets undefined at the max age, never the previous result', async () => {
+      let calls = 0;
+      const shared = new SharedObservation(100, () => (++calls === 1 ? Promise.resolve('healthy') : new Promise<string>(() => undefined)));
+      expect((await shared.get())?.value).toBe('healthy');
+      await jest.advanceTimersByTimeAsync(120);
 
-    expect(answer).toBeUndefined();
-    expect(performance.now() - asked).toBeGreaterThanOrEqual(95);
-    expect(performance.now() - asked).toBeLessThan(300);
-    expect(shared.newest?.value).toBe('healthy'); // kept for the age gauge, but not served
-  });
+      const settled: Array<string | undefined> = [];
+      void shared.get().then((answer) => settled.push(answer?.value));
+      await jest.advanceTimersByTimeAsync(99);
+      expect(settled).toEqual([]);
+      await jest.advanceTimersByTimeAsync(1);
 
-  it('when an observation finishes later than the max age after it started, then it is not served', async () => {
-    const c = controlled();
-    const shared = new SharedObservation(60, c.observe);
+      expect(settled).toEqual([undefined]);
+      expect(shared.newest?.value).toBe('healthy'); // kept for the age gauge, but not served
+    });
 
-    const first = shared.get();
-    await delay(80);
-    c.finish(1);
-    await delay(1);
+    it('when an observation finishes later than the max age after it started, then it is not served', async () => {
+      const c = controlled();
+      const shared = new SharedObservation(60, c.observe);
 
-    expect(await first).toBeUndefined();
-    expect(shared.newest?.value).toBe(1);
-  });
+      const first = shared.get();
+      await jest.advanceTimersByTimeAsync(80);
+      c.finish(1);
 
-  it('when a caller joins an observation in flight, then it waits for that one instead of starting another', async () => {
-    const c = controlled();
-    const shared = new SharedObservation(500, c.observe);
+      expect(await first).toBeUndefined();
+      await jest.advanceTimersByTimeAsync(0);
+      expect(shared.newest?.value).toBe(1);
+    });
 
-    const early = shared.get();
-    await delay(20);
-    const late = shared.get();
-    c.finish(3);
+    it('when a caller joins an observation in flight, then it waits for that one instead of starting another', async () => {
+      const c = controlled();
+      const shared = new SharedObservation(500, c.observe);
 
-    expect((await early)?.value).toBe(3);
-    expect((await late)?.value).toBe(3);
-    expect(c.calls()).toBe(1);
+      const early = shared.get();
+      await jest.advanceTimersByTimeAsync(20);
+      const late = shared.get();
+      c.finish(3);
+
+      expect((await early)?.value).toBe(3);
+      expect((await late)?.value).toBe(3);
+      expect(c.calls()).toBe(1);
+    });
+
+    describe('freshTogether: results judged fresh at one instant, their ages measured from it', () => {
+      /** An observation that takes `takesMs` on the fake clock, or never finishes after the first `answered` ones. */
+      const timed = (takesMs: number, answered = Infinity) => {
+        let calls = 0;
+        return new SharedObservation(300, async () => {
+          if (++calls > answered) return new Promise<number>(() => undefined);
+          await delay(takesMs);
+          return calls;
+        });
+      };
+
+      it('when one result ages past the max age while a slower one is awaited, then it is asked for again and every age is within the max age', async () => {
+        const quick = timed(100);
+        const slow = timed(200);
+        const first = quick.get();
+        await jest.advanceTimersByTimeAsync(100);
+        expect((await first)?.value).toBe(1);
+        await jest.advanceTimersByTimeAsync(150); // quick's result is 250 ms old: fresh, but not for another 200
+
+        const together = freshTogether([quick, slow], performance.now());
+        await jest.advanceTimersByTimeAsync(200);
+        const { found, at } = await together;
+
+        expect(found.map((observed) => observed?.value)).toEqual([2, 1]);
+        expect(found.map((observed) => at - (observed?.startedAt ?? -Infinity))).toEqual([200, 200]);
+      });
+
+      it('when a result ages past the max age and no fresh one comes in time, then it is not found, never served stale', async () => {
+        const stalling = timed(100, 1);
+        const slow = timed(200);
+        const first = stalling.get();
+        await jest.advanceTimersByTimeAsync(100);
+        expect((await first)?.value).toBe(1);
+        await jest.advanceTimersByTimeAsync(150);
+
+        const arrival = performance.now();
+        const together = freshTogether([stalling, slow], arrival);
+        await jest.advanceTimersByTimeAsync(300);
+        const { found, at } = await together;
+
+        expect(found.map((observed) => observed?.value)).toEqual([undefined, 1]);
+        expect(at - arrival).toBe(300);
+        expect(at - (found[1]?.startedAt ?? -Infinity)).toBeLessThanOrEqual(300);
+      });
+    });
   });
 
   it('when an observation fails, then its callers see the failure and the next caller starts afresh', async () => {
@@ -167,10 +220,18 @@ describe('SharedObservation', () => {
 });
 
 describe('within', () => {
-  it('when the promise is slower than the limit, then it resolves undefined at the limit', async () => {
-    const started = performance.now();
-    expect(await within(new Promise(() => undefined), 30)).toBeUndefined();
-    expect(performance.now() - started).toBeGreaterThanOrEqual(25);
+  it('when the promise is slower than the limit, then it resolves undefined at the limit, not before', async () => {
+    jest.useFakeTimers();
+    try {
+      const settled: unknown[] = [];
+      void within(new Promise(() => undefined), 30).then((value) => settled.push(value));
+      await jest.advanceTimersByTimeAsync(29);
+      expect(settled).toEqual([]);
+      await jest.advanceTimersByTimeAsync(1);
+      expect(settled).toEqual([undefined]);
+    } finally {
+      jest.useRealTimers();
+    }
   });
 
   it('when the promise is faster, then it resolves its value', async () => {
