@@ -2,6 +2,11 @@
  * A backup store in a local directory (a PVC, a mounted volume). An upload streams into
  * `<key>.partial-<pid>-<n>` and is renamed onto its key once whole and fsynced, so a killed upload
  * leaves only a `.partial-` file, which is never listed and which `abortUnfinished` removes.
+ *
+ * A put (a manifest) is written to `<key>.writing-<pid>-<n>` and renamed the same way. Puts also run
+ * outside the cluster lock (a verification writes its record while another agent's run holds the
+ * lock and aborts unfinished uploads), so a `.writing-` file is no unfinished upload:
+ * `abortUnfinished` removes one only once it is older than `WRITING_GRACE_MS`, as a killed put's.
  */
 import { createReadStream, createWriteStream, promises as fsp } from 'node:fs';
 import * as path from 'node:path';
@@ -11,6 +16,9 @@ import { syncPath } from './download';
 import { StoreError, type BackupStore, type StoredObject } from './store';
 
 const PARTIAL = '.partial-';
+const WRITING = '.writing-';
+/** A put writes a few kilobytes: its file older than this is a killed put's, not one writing now. */
+const WRITING_GRACE_MS = 3600_000;
 let uploads = 0;
 
 /** The store of one directory. */
@@ -40,7 +48,7 @@ export class DirStore implements BackupStore {
 
   async put(key: string, body: Buffer): Promise<void> {
     const file = await this.fileFor(key, true);
-    const partial = `${file}${PARTIAL}${process.pid}-${++uploads}`;
+    const partial = `${file}${WRITING}${process.pid}-${++uploads}`;
     try {
       await fsp.writeFile(partial, body, { mode: 0o600, flush: true });
       await fsp.rename(partial, file);
@@ -75,7 +83,7 @@ export class DirStore implements BackupStore {
     await this.checkRoot();
     const found: StoredObject[] = [];
     await this.walk('', async (key, stat) => {
-      if (key.startsWith(prefix) && !key.includes(PARTIAL)) found.push({ key, sizeBytes: stat.size, modifiedAt: stat.mtime });
+      if (key.startsWith(prefix) && unfinished(key) === undefined) found.push({ key, sizeBytes: stat.size, modifiedAt: stat.mtime });
     });
     return found.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   }
@@ -92,11 +100,13 @@ export class DirStore implements BackupStore {
   async abortUnfinished(prefix: string, olderThan: Date): Promise<string[]> {
     await this.checkRoot();
     const aborted: string[] = [];
+    const writingBefore = olderThan.getTime() - WRITING_GRACE_MS;
     await this.walk('', async (key, stat) => {
-      const at = key.indexOf(PARTIAL);
-      if (at < 0 || !key.startsWith(prefix) || stat.mtime >= olderThan) return;
+      const left = unfinished(key);
+      if (left === undefined || !key.startsWith(prefix)) return;
+      if (stat.mtime.getTime() >= (left.kind === 'upload' ? olderThan.getTime() : writingBefore)) return;
       await fsp.rm(path.join(this.root, key), { force: true });
-      aborted.push(key.slice(0, at));
+      aborted.push(left.key);
     });
     return aborted;
   }
@@ -148,4 +158,16 @@ export class DirStore implements BackupStore {
     if (code === 'EACCES' || code === 'EPERM') return new StoreError('credentials', message, err);
     return new StoreError('failed', message, err);
   }
+}
+
+/** The key an unfinished upload or put is for, and which it is; undefined for a whole object. */
+function unfinished(key: string): { key: string; kind: 'upload' | 'put' } | undefined {
+  for (const [marker, kind] of [
+    [PARTIAL, 'upload'],
+    [WRITING, 'put'],
+  ] as const) {
+    const at = key.indexOf(marker);
+    if (at >= 0) return { key: key.slice(0, at), kind };
+  }
+  return undefined;
 }

@@ -34,7 +34,10 @@ export interface BackupStore {
   list(prefix: string): Promise<StoredObject[]>;
   /** Removes the objects (a missing one is not an error). */
   remove(keys: string[]): Promise<void>;
-  /** Aborts the unfinished uploads under `prefix` that started before `olderThan` (a killed run's); answers their keys. */
+  /**
+   * Aborts the unfinished uploads under `prefix` that started before `olderThan` (a killed run's);
+   * answers their keys. Never a put that may be writing now: puts also run outside the cluster lock.
+   */
   abortUnfinished(prefix: string, olderThan: Date): Promise<string[]>;
   /** Frees the connections. */
   close(): void;

@@ -8,7 +8,9 @@
  *
  * Verifications run outside the cluster lock, so another agent's retention may remove the backup
  * meanwhile. The record is written, then the snapshot is looked for: when it is gone, the record is
- * removed again and the answer is `not-found`, never a verdict on a backup that is no longer there.
+ * removed again; when the record could not be written because its place went with the backup, there
+ * is none to remove. Either way the answer is `not-found`, never a verdict on a backup that is no
+ * longer there, nor a store failure.
  * A removal that ends between that look and retention's own removal of the snapshot leaves a
  * manifest without its snapshot, which retention removes after the orphans' grace
  * (retention-decision.ts).
@@ -49,17 +51,28 @@ export async function verifyBackup(deps: VerifyDeps, entry: BackupEntry, signal?
   const started = performance.now();
   const verification = await check(deps, entry.manifest, signal, started);
   const manifest: Manifest = { ...entry.manifest, verification };
-  await deps.store.put(manifestKey(entry.name), manifestBytes(manifest));
-  const listed = await deps.store.list(`${entry.name}/`);
-  if (!listed.some((o) => o.key === snapshotKey(entry.name))) {
-    await deps.store.remove([manifestKey(entry.name)]);
-    throw new AgentError(
+  const removed = (): AgentError =>
+    new AgentError(
       'not-found',
       `backup ${entry.name} was removed from ${deps.store.description} while it was verified (by retention, on this agent or another); its verification is not recorded`,
       { details: { name: entry.name } },
     );
+  try {
+    await deps.store.put(manifestKey(entry.name), manifestBytes(manifest));
+  } catch (err) {
+    // A directory store's folder removed by retention while the record was being written into it.
+    if (err instanceof StoreError && err.failure === 'not-found' && !(await hasSnapshot(deps.store, entry.name))) throw removed();
+    throw err;
+  }
+  if (!(await hasSnapshot(deps.store, entry.name))) {
+    await deps.store.remove([manifestKey(entry.name)]);
+    throw removed();
   }
   return manifest;
+}
+
+async function hasSnapshot(store: BackupStore, name: string): Promise<boolean> {
+  return (await store.list(`${name}/`)).some((o) => o.key === snapshotKey(name));
 }
 
 /** A verification that could not run here (verify-decision.ts): no verdict on the backup. */

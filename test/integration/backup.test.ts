@@ -18,6 +18,7 @@ import { findRestoreTool, restoreSnapshot } from '../../agent/backup/restore-too
 import { DirStore } from '../../agent/backup/dir-store';
 import { manifestBytes, manifestKey, newBackupName, snapshotKey } from '../../agent/backup/layout';
 import { BackupSchedule } from '../../agent/backup/schedule';
+import { verifyBackup } from '../../agent/backup/verify';
 import { parseCron } from '../../agent/lib/cron';
 import { readKeySpace } from '../../agent/etcd-data/key-space';
 import { createLogger } from '../../agent/observability/logger';
@@ -147,6 +148,42 @@ describe('backups into a directory store', () => {
         expect(whole.keys).toBe((await restoredKeys(path.join(store, manifest.name, 'snapshot.db'))).size);
       } finally {
         fs.rmSync(scratch, { recursive: true, force: true });
+      }
+    },
+    patience(STORY_MS),
+  );
+
+  it(
+    'when retention removes a backup while its verification writes the record, then the answer is not-found and no part of it is left',
+    async () => {
+      const listed = (await get(agents[0], '/v1/backups')).json as { backups: { name: string; manifest: Manifest }[] };
+      const { name, manifest } = listed.backups[0];
+      // A store of its own holding a copy of the backup, so the agents' store is left as it is.
+      const own = fs.mkdtempSync(path.join(os.tmpdir(), 'backup-store-'));
+      fs.cpSync(path.join(store, name), path.join(own, name), { recursive: true });
+      const writeFile = fs.promises.writeFile.bind(fs.promises);
+      const wrote: string[] = [];
+      // Another agent's retention, as the record is about to be written: the manifest, the snapshot, the folder.
+      const spy = jest.spyOn(fs.promises, 'writeFile').mockImplementation(async (file, data, options) => {
+        if (String(file).startsWith(path.join(own, name))) {
+          wrote.push(path.relative(own, String(file)));
+          fs.rmSync(path.join(own, name), { recursive: true, force: true });
+        }
+        return writeFile(file, data, options);
+      });
+      try {
+        const tool = await findRestoreTool(restoreToolPath());
+        const verifying = verifyBackup({ store: new DirStore(own), tool }, { name, state: 'unverified', manifest });
+
+        await expect(verifying).rejects.toMatchObject({
+          code: 'not-found',
+          message: expect.stringMatching(/was removed from .* while it was verified/),
+        });
+        expect(wrote).toEqual([expect.stringMatching(new RegExp(`^${name}/manifest\\.json\\.writing-`))]);
+        expect(fs.readdirSync(own)).toEqual([]);
+      } finally {
+        spy.mockRestore();
+        fs.rmSync(own, { recursive: true, force: true });
       }
     },
     patience(STORY_MS),

@@ -88,3 +88,52 @@ describe('DirStore while another agent removes backups', () => {
     await expect(store.list('')).rejects.toMatchObject({ failure: 'credentials', message: expect.stringContaining(snapshotKey(C)) });
   });
 });
+
+describe('DirStore: what abortUnfinished removes', () => {
+  let root: string;
+  let store: DirStore;
+  beforeEach(() => {
+    root = fs.mkdtempSync(path.join(os.tmpdir(), 'dir-store-'));
+    store = new DirStore(root);
+    fs.mkdirSync(path.join(root, A));
+  });
+  afterEach(() => {
+    jest.restoreAllMocks();
+    fs.rmSync(root, { recursive: true, force: true });
+  });
+
+  it("when another agent's run aborts unfinished uploads while a manifest is being written, then the manifest is written whole", async () => {
+    const writeFile = fs.promises.writeFile.bind(fs.promises);
+    const aborted: string[][] = [];
+    jest.spyOn(fs.promises, 'writeFile').mockImplementation(async (file, data, options) => {
+      await writeFile(file, data, options);
+      // The other run starts now, under the cluster lock that this put (a verification's) is outside of.
+      aborted.push(await new DirStore(root).abortUnfinished('', new Date(Date.now() + 1000)));
+    });
+
+    await store.put(manifestKey(A), manifestBytes(manifestOf(A)));
+
+    expect(aborted).toEqual([[]]);
+    expect(JSON.parse(fs.readFileSync(path.join(root, manifestKey(A)), 'utf8'))).toEqual(manifestOf(A));
+    expect(fs.readdirSync(path.join(root, A))).toEqual(['manifest.json']);
+  });
+
+  it.each<[string, boolean, string, number]>([
+    ["a killed run's upload, begun before the cut-off", true, `${snapshotKey(A)}.partial-12-1`, 1_000],
+    ['an upload begun after the cut-off', false, `${snapshotKey(A)}.partial-12-2`, -1_000],
+    ["a killed put's file, older than an hour", true, `${manifestKey(A)}.writing-12-3`, 3_601_000],
+    ['a put begun before the cut-off but within the hour (a verification writing now)', false, `${manifestKey(A)}.writing-12-4`, 1_000],
+  ])('when the store holds %s, then abortUnfinished removes it: %s', async (_what, removed, key, ageMs) => {
+    const cutOff = new Date();
+    const file = path.join(root, key);
+    fs.writeFileSync(file, 'part');
+    const at = new Date(cutOff.getTime() - ageMs);
+    fs.utimesSync(file, at, at);
+
+    const aborted = await store.abortUnfinished('', cutOff);
+
+    expect(aborted).toEqual(removed ? [key.replace(/\.(partial|writing)-.*$/, '')] : []);
+    expect(fs.existsSync(file)).toBe(!removed);
+    expect(await store.list('')).toEqual([]);
+  });
+});
