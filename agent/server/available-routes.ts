@@ -19,11 +19,13 @@ export function availableRouter(observer: HealthObserver): Router {
   const router = Router();
   router.get(AVAILABLE_PATH, async (req, res) => {
     const arrival = performance.now();
+    // True only now, an `unavailable` envelope as much as a 200: no cache may repeat either.
+    res.setHeader('Cache-Control', 'no-store');
     const stamp = parseStampQuery(req.query);
     const [cluster, local] = await Promise.all([observer.cluster(arrival), observer.local(arrival)]);
     const verdict = availabilityOf(cluster.health, local.local);
     if (!verdict.available) throw new AgentError('unavailable', verdict.reason);
-    res.status(200).type('text/plain').setHeader('Cache-Control', 'no-store');
+    res.status(200).type('text/plain');
     res.send(stamp === undefined ? verdict.text : stampedText(verdict.text, cluster.observedAt, stamp));
   });
   return router;

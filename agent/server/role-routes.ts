@@ -19,9 +19,11 @@ export const ROLE_PATH = '/v1/role';
 export function roleRouter(observer: Pick<HealthObserver, 'role'>): Router {
   const router = Router();
   router.get(ROLE_PATH, async (_req, res) => {
+    // True only now, an error envelope as much as a role: no cache may repeat either.
+    res.setHeader('Cache-Control', 'no-store');
     const { reading, maxAgeMs } = await observer.role(performance.now());
     if (reading.kind !== 'role') throw noRoleError(reading, maxAgeMs);
-    res.status(200).type('text/plain').setHeader('Cache-Control', 'no-store');
+    res.status(200).type('text/plain');
     res.send(reading.role);
   });
   return router;
