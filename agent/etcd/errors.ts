@@ -62,13 +62,18 @@ export function etcdRefusal(err: unknown): EtcdRefusal | undefined {
  */
 export function failureLine(err: unknown, timeoutMs: number): string {
   const error = toAgentError(err);
-  const raw = err instanceof AgentError ? err.cause : err;
-  const message = raw instanceof Error ? raw.message : '';
-  if (isEtcd3(raw, 'GRPCDeadlineExceededError') && messageRule(message) === undefined) return `no answer within ${timeoutMs} ms`;
+  if (ranOutOfTime(err)) return `no answer within ${timeoutMs} ms`;
   const etcd = error.details?.etcd;
   return typeof etcd === 'string' && error.code === 'unavailable' && !error.message.includes(etcd)
     ? `${error.message} (${etcd})`
     : error.message;
+}
+
+/** True when the call ended at its deadline with no answer from etcd (not a refusal in etcd's words). */
+export function ranOutOfTime(err: unknown): boolean {
+  const raw = err instanceof AgentError ? err.cause : err;
+  const message = raw instanceof Error ? raw.message : '';
+  return isEtcd3(raw, 'GRPCDeadlineExceededError') && messageRule(message) === undefined;
 }
 
 /** Pacing of `retryTransient`: the pause between attempts, and the time that must be left for another. */

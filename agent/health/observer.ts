@@ -22,9 +22,10 @@ import type { EtcdCluster } from '../etcd/cluster-client';
 import { recordClusterHealth, recordUnknownHealth } from './health-metrics';
 import type { Logger } from '../observability/logger';
 import type { Metrics } from '../observability/metrics';
-import type { QuorumEvidence } from '../membership/quorum-verdict';
+import type { ObservedVoters } from '../membership/quorum-gate';
 import type { MaintenanceView } from '../proto/maintenance';
 import type { Member, OperationRecord } from '../proto/types';
+import { canonicalUrl } from '../proto/urls';
 import { classify } from './classify';
 import { classifyLocal, type LocalOptions } from './classify-local';
 import { gatherFacts, type ReadList } from './observe-cluster';
@@ -130,15 +131,32 @@ export class HealthObserver {
    * it is fresh (started within the max age and finished in time); undefined otherwise, or when it
    * knew no voter. No etcd call: the quorum gate's first look (membership/quorum-gate.ts).
    */
-  quorumEvidence(now = performance.now()): { evidence: QuorumEvidence; startedAt: number } | undefined {
+  quorumEvidence(now = performance.now()): ObservedVoters | undefined {
     const newest = this.clusterView.newest;
     if (newest === undefined || now - newest.startedAt > this.maxAgeMs || newest.finishedAt - newest.startedAt > this.maxAgeMs)
       return undefined;
-    const { health } = newest.value;
+    const { health, facts } = newest.value;
     const voters = health.members.filter((m) => !m.isLearner);
     if (voters.length === 0) return undefined;
-    const evidence = { voters: voters.length, answering: voters.filter((m) => m.reachable).length, leader: health.leader !== null };
-    return { evidence, startedAt: newest.startedAt };
+    const silent = voters.filter((m) => !m.reachable);
+    // Which silent voters only ran out of time: their probe, found by the client URL the list gives.
+    const probeByUrl = new Map(facts.probes.map((p) => [canonicalUrl(p.url), p]));
+    const urlOf = new Map((facts.memberList?.members ?? []).map((m) => [m.id, m.clientURLs[0]]));
+    const outOfTime = (id: string): boolean => {
+      const url = urlOf.get(id);
+      return url !== undefined && probeByUrl.get(canonicalUrl(url))?.outOfTime === true;
+    };
+    const evidence = {
+      voters: voters.length,
+      answering: voters.length - silent.length,
+      outOfTime: silent.filter((m) => outOfTime(m.id)).length,
+      leader: health.leader !== null,
+    };
+    return {
+      evidence,
+      startedAt: newest.startedAt,
+      silent: silent.map((m) => ({ member: m.name || m.id, error: m.errors.at(-1) ?? 'no answer' })),
+    };
   }
 
   /**
@@ -221,9 +239,10 @@ export class HealthObserver {
 
   /** One Status call, never throwing: an error becomes the probe's `error`. */
   private async probe(url: string, timeoutMs: number): Promise<StatusProbe> {
-    if (timeoutMs <= 0) return { url, error: NOT_ASKED };
+    if (timeoutMs <= 0) return { url, error: NOT_ASKED, outOfTime: true };
     const answer = await settle((ms) => this.deps.cluster.memberStatus(url, ms), timeoutMs);
-    return answer.ok ? { url, status: answer.value } : { url, error: answer.error };
+    if (answer.ok) return { url, status: answer.value };
+    return { url, error: answer.error, ...(answer.outOfTime === true ? { outOfTime: true as const } : {}) };
   }
 
   /** Counts the observation, updates the gauges and logs a change of status. */

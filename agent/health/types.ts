@@ -15,6 +15,11 @@ export interface StatusProbe {
   url: string;
   status?: MemberStatus;
   error?: string;
+  /**
+   * No answer only because the call's time ran out (or none was left to send it), with no refusal:
+   * a busy member, or this agent held up, as much as a member down.
+   */
+  outOfTime?: true;
 }
 
 /** Everything one observation saw: the input of `classify`. */

@@ -14,6 +14,11 @@
  *   there is nothing to count: the call goes on waiting.
  *
  * A voter is counted as etcd counts it: an unstarted voter is a voter that does not answer.
+ *
+ * A `no-quorum` is proof only when the silent voters that merely ran out of time could not make the
+ * quorum either (`provesNoQuorum`): a call that times out may have met a busy member, or an agent
+ * held up itself (a pause of its own process makes every call in flight miss its deadline), as much
+ * as a member down. A refused connection, an unstarted voter or an answer in etcd's words is proof.
  */
 import { AgentError } from '../proto/errors';
 import { quorumOf } from './quorum';
@@ -26,6 +31,8 @@ export interface QuorumEvidence {
   answering: number;
   /** A quorum of the voters names one leader (membership/leader.ts). */
   leader: boolean;
+  /** Of the voters that did not answer, those whose call only ran out of time (no refusal). */
+  outOfTime?: number;
 }
 
 /** The figures a `no-quorum` answer carries, as `unsafe` carries them (docs/api.md §4). */
@@ -52,6 +59,16 @@ export function quorumVerdict(evidence: QuorumEvidence | undefined): QuorumVerdi
   };
   if (figures.healthyVoters < figures.required) return { kind: 'no-quorum', ...figures };
   return { kind: evidence.leader ? 'leader' : 'electing', ...figures };
+}
+
+/**
+ * True when `evidence` finds no quorum and would not find one had every voter that only ran out of
+ * time answered: then no second look can change the verdict (see the module comment).
+ */
+export function provesNoQuorum(evidence: QuorumEvidence | undefined): boolean {
+  const verdict = quorumVerdict(evidence);
+  if (verdict.kind !== 'no-quorum' || evidence === undefined) return false;
+  return verdict.healthyVoters + (evidence.outOfTime ?? 0) < verdict.required;
 }
 
 /** Marks the `unavailable` of a lost quorum among other `unavailable` answers. */

@@ -237,8 +237,10 @@ describe('any agent, with only its own member as endpoint, finds a live member f
     const reply = await post(beside, LEAVE, { name: leader.name, timeoutSeconds: LEAVE_DEADLINE_S });
     const answeredAt = Date.now();
 
-    expect(reply.status).toBe(200);
-    expect(reply.json).toMatchObject({ outcome: 'removed', complete: true, member: { id: leader.id, name: leader.name } });
+    expect({ status: reply.status, json: reply.json }).toMatchObject({
+      status: 200,
+      json: { outcome: 'removed', complete: true, member: { id: leader.id, name: leader.name } },
+    });
     // The survivors elected a new leader at a higher term, as etcd logged it, before the answer.
     const election = raft.elections().find((e) => e.from >= killedAt);
     expect(election).toMatchObject({ before: { leader: leader.name }, after: { leader: expect.not.stringMatching(leader.name) } });

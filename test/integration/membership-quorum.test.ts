@@ -300,3 +300,58 @@ describe('3 voters: an election, then a quorum loss', () => {
     );
   });
 });
+
+describe('3 voters, 2 of them frozen (SIGSTOP): silent, but refusing nothing either', () => {
+  const cluster = withCluster(3);
+  let agent: RunningAgent;
+
+  beforeAll(async () => {
+    // An observation stays fresh for 10 s here, so that the call below meets the one /v1/health made.
+    agent = await startMemberAgent(cluster(), 'etcd-0', { ETCD_AGENT_HEALTH_MAX_AGE_MS: '10000' });
+    expect((await get(agent, '/v1/members')).status).toBe(200);
+  }, patience(30_000));
+
+  afterAll(async () => {
+    await agent?.stop(2000);
+  });
+
+  it('when /v1/health has just seen them give no answer in time, then a call does not take that for proof: it asks them itself, twice each, before it answers unavailable', async () => {
+    cluster().pause('etcd-1');
+    cluster().pause('etcd-2');
+    try {
+      await callMeetsFrozenVoters(Date.now());
+    } finally {
+      for (const name of ['etcd-1', 'etcd-2']) cluster().resume(name);
+    }
+  });
+
+  async function callMeetsFrozenVoters(pausedAt: number): Promise<void> {
+    const health = await eventually(
+      async () => {
+        const answer = await get(agent, '/v1/health');
+        expect(Date.parse(answer.json.observedAt)).toBeGreaterThanOrEqual(pausedAt);
+        return answer;
+      },
+      { within: 15_000, every: 200 },
+    );
+    // What the call meets: a fresh observation without a quorum, whose silent voters ran out of time.
+    expect(health.json.quorum).toMatchObject({ voters: 3, hasQuorum: false });
+    for (const name of ['etcd-1', 'etcd-2']) {
+      const member = health.json.members.find((m: { name: string }) => m.name === name);
+      expect(member).toMatchObject({ reachable: false, errors: [expect.stringMatching(/no answer within \d+ ms/)] });
+    }
+    const silentBefore = await statusRpcs(agent, 'unavailable');
+
+    const answer = await get(agent, '/v1/members');
+
+    expect(answer.status).toBe(503);
+    expect(answer.json.error).toEqual({
+      code: 'unavailable',
+      message: expect.stringContaining('no quorum: 1 of 3 voters answer, 2 needed'),
+      retryable: true,
+      details: { voters: 3, healthyVoters: 1, required: 2 },
+    });
+    // The gate's own probe asked each frozen member, and once more with twice the time, before it said so.
+    expect((await statusRpcs(agent, 'unavailable')) - silentBefore).toBeGreaterThanOrEqual(4);
+  }
+});

@@ -341,4 +341,31 @@ describe('HealthObserver', () => {
     expect(s.calls.list).toBeLessThanOrEqual(2 * windows + 1);
     expect(s.calls.list).toBeLessThan(40 / 2);
   });
+  it("when 2 of 3 voters give no answer by their deadline, then the quorum gate's evidence counts them silent because their time ran out, and names them", async () => {
+    const s = scripted(new Set(['http://10.0.0.1:2379', 'http://10.0.0.2:2379']));
+    const o = observer(s.cluster);
+    await timed(o.cluster());
+
+    const seen = o.quorumEvidence();
+
+    expect(seen?.evidence).toEqual({ voters: 3, answering: 1, outOfTime: 2, leader: false });
+    expect(seen?.silent.map((v) => v.member)).toEqual(['etcd-1', 'etcd-2']);
+    expect(seen?.silent[0].error).toMatch(/no answer within \d+ ms/);
+  });
+
+  it("when 2 of 3 voters refuse their Status call (killed), then the quorum gate's evidence counts them silent with none out of time", async () => {
+    const s = scripted();
+    const refused = new Set(['http://10.0.0.1:2379', 'http://10.0.0.2:2379']);
+    const cluster = {
+      ...s.cluster,
+      memberStatus: async (url: string, ms: number): Promise<MemberStatus> => {
+        if (refused.has(url)) throw new Error('14 UNAVAILABLE: No connection established. Last error: connect ECONNREFUSED');
+        return s.cluster.memberStatus(url, ms);
+      },
+    };
+    const o = observer(cluster);
+    await timed(o.cluster());
+
+    expect(o.quorumEvidence()?.evidence).toEqual({ voters: 3, answering: 1, outOfTime: 0, leader: false });
+  });
 });

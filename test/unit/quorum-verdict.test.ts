@@ -1,4 +1,4 @@
-import { isNoQuorum, noQuorumError, quorumVerdict, type QuorumEvidence } from '../../agent/membership/quorum-verdict';
+import { isNoQuorum, noQuorumError, provesNoQuorum, quorumVerdict, type QuorumEvidence } from '../../agent/membership/quorum-verdict';
 import { AgentError } from '../../agent/proto/errors';
 
 describe('quorumVerdict', () => {
@@ -21,6 +21,30 @@ describe('quorumVerdict', () => {
     const said =
       verdict.kind === 'unknown' ? 'unknown' : `${verdict.kind} ${verdict.healthyVoters}/${verdict.voters} need ${verdict.required}`;
     expect(said).toBe(expected);
+  });
+});
+
+describe('provesNoQuorum', () => {
+  it.each<[string, boolean, QuorumEvidence | undefined]>([
+    ['nothing could be looked at', false, undefined],
+    ['a quorum answers', false, { voters: 3, answering: 2, leader: true, outOfTime: 1 }],
+    ['4 voters, 2 refused (killed)', true, { voters: 4, answering: 2, leader: false }],
+    ['4 voters, 2 refused, none ran out of time', true, { voters: 4, answering: 2, leader: false, outOfTime: 0 }],
+    [
+      '3 voters, 1 answers, the other 2 ran out of time (an agent held up)',
+      false,
+      { voters: 3, answering: 1, leader: false, outOfTime: 2 },
+    ],
+    [
+      '3 voters, 1 answers, 1 ran out of time, 1 refused: that one would make the quorum',
+      false,
+      { voters: 3, answering: 1, leader: false, outOfTime: 1 },
+    ],
+    ['3 voters, none answers, all ran out of time', false, { voters: 3, answering: 0, leader: false, outOfTime: 3 }],
+    ['5 voters, 1 answers, 1 ran out of time, 3 refused', true, { voters: 5, answering: 1, leader: false, outOfTime: 1 }],
+    ['1 voter, it ran out of time', false, { voters: 1, answering: 0, leader: false, outOfTime: 1 }],
+  ])('when %s, then %s', (_what, expected, evidence) => {
+    expect(provesNoQuorum(evidence)).toBe(expected);
   });
 });
 
