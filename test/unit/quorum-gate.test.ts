@@ -8,35 +8,12 @@ import { Deadline } from '../../agent/lib/deadline';
 import { QuorumGate, type ObservedVoters } from '../../agent/membership/quorum-gate';
 import { isNoQuorum } from '../../agent/membership/quorum-verdict';
 import { createLogger } from '../../agent/observability/logger';
-import type { Member, MemberList, MemberStatus } from '../../agent/proto/types';
+import type { MemberList, MemberStatus } from '../../agent/proto/types';
+import { list, member, memberStatus } from '../helpers/membership-fixtures';
 import { captureLogs } from '../helpers/log-capture';
 
-const members: Member[] = [0, 1, 2].map((n) => ({
-  id: `a${n}`,
-  name: `etcd-${n}`,
-  peerURLs: [`http://10.0.0.${n}:2380`],
-  clientURLs: [`http://10.0.0.${n}:2379`],
-  isLearner: false,
-  started: true,
-}));
-
-function statusOf(url: string): MemberStatus {
-  const n = Number(/10\.0\.0\.(\d+)/.exec(url)?.[1]);
-  return {
-    memberId: `a${n}`,
-    leaderId: 'a0',
-    raftTerm: 2,
-    raftIndex: 10,
-    raftAppliedIndex: 10,
-    dbSizeBytes: 20480,
-    dbSizeInUseBytes: 16384,
-    revision: 7,
-    isLearner: false,
-    version: '3.6.4',
-    errors: [],
-    latencyMs: 1,
-  };
-}
+const cluster3 = list(member('a'), member('b'), member('c'));
+const members = cluster3.members;
 
 /** A promise and the function that resolves it. */
 function signal<T = void>(): { promise: Promise<T>; resolve: (value: T) => void } {
@@ -55,12 +32,12 @@ function gateOver(observed: ObservedVoters | undefined, down: Set<string> = new 
   const { stream, text } = captureLogs();
   const gate = new QuorumGate({
     cluster: {
-      localMemberList: async (): Promise<MemberList> => ({ clusterId: 'c1', answeredBy: 'a0', raftTerm: 2, members }),
+      localMemberList: async (): Promise<MemberList> => cluster3,
       memberStatus: async (url: string): Promise<MemberStatus> => {
         asked.push(url);
         if (new Set(asked).size === members.length) allAsked.resolve();
         if (down.has(url)) throw new Error('14 UNAVAILABLE: No connection established. Last error: connect ECONNREFUSED');
-        return statusOf(url);
+        return memberStatus(members.find((m) => m.clientURLs[0] === url)?.id ?? '?');
       },
     },
     config: { statusTimeoutMs: 500 },
@@ -70,7 +47,10 @@ function gateOver(observed: ObservedVoters | undefined, down: Set<string> = new 
   return { gate, asked, statusAsked: allAsked.promise, logs: text };
 }
 
-/** An observation begun just now that saw `answering` of 3 voters; the others are silent as `silent` says. */
+/**
+ * An observation begun just now in which the first `answering` of the 3 voters answered; of the
+ * silent ones, the first `outOfTime` ran out of time and the rest refused.
+ */
 function observation(answering: number, outOfTime: number): ObservedVoters {
   const silent = members.slice(answering).map((m, i) => ({
     member: m.name,
@@ -117,8 +97,8 @@ describe('the quorum gate', () => {
         required: 2,
         by: 'observation',
         silent: [
-          { member: 'etcd-1', error: 'http://10.0.0.1:2379: etcd is unreachable' },
-          { member: 'etcd-2', error: 'http://10.0.0.2:2379: etcd is unreachable' },
+          { member: 'etcd-b', error: 'http://etcd-b:2379: etcd is unreachable' },
+          { member: 'etcd-c', error: 'http://etcd-c:2379: etcd is unreachable' },
         ],
       }),
     ]);
@@ -137,7 +117,7 @@ describe('the quorum gate', () => {
     expect(JSON.parse(logs().trim())).toMatchObject({
       by: 'probe',
       healthyVoters: 1,
-      silent: [{ member: 'etcd-1' }, { member: 'etcd-2' }],
+      silent: [{ member: 'etcd-b' }, { member: 'etcd-c' }],
     });
   });
 });
