@@ -174,10 +174,16 @@ function whyNoAnswer(member: Member, probes: StatusProbe[]): string {
   if (!member.started) return 'not started (added, but its etcd has not joined yet)';
   const url = member.clientURLs[0];
   if (url === undefined) return 'no client URL to ask';
-  const probe = probes.find((p) => sameUrl(p.url, url));
+  const probe = probeOf(member, probes);
   if (probe === undefined) return `not asked in this observation (${url})`;
   if (probe.status !== undefined) return `${url} answered as member ${probe.status.memberId}`;
   return `${url}: ${probe.error ?? 'no answer'}`;
+}
+
+/** `member`'s Status probe in one observation: the one sent to its first client URL, if it was asked. */
+export function probeOf(member: Pick<Member, 'clientURLs'>, probes: StatusProbe[]): StatusProbe | undefined {
+  const url = member.clientURLs[0];
+  return url === undefined ? undefined : probes.find((p) => sameUrl(p.url, url));
 }
 
 function leaderView(status: MemberStatus, leaderId: string | undefined): string | undefined {

@@ -25,8 +25,7 @@ import type { Metrics } from '../observability/metrics';
 import type { ObservedVoters } from '../membership/quorum-gate';
 import type { MaintenanceView } from '../proto/maintenance';
 import type { Member, OperationRecord } from '../proto/types';
-import { canonicalUrl } from '../proto/urls';
-import { classify } from './classify';
+import { classify, probeOf } from './classify';
 import { classifyLocal, type LocalOptions } from './classify-local';
 import { gatherFacts, type ReadList } from './observe-cluster';
 import type { ClusterHealth, LocalHealth, ObservedFacts, RoleReading, StatusProbe } from './types';
@@ -140,11 +139,10 @@ export class HealthObserver {
     if (voters.length === 0) return undefined;
     const silent = voters.filter((m) => !m.reachable);
     // Which silent voters only ran out of time: their probe, found by the client URL the list gives.
-    const probeByUrl = new Map(facts.probes.map((p) => [canonicalUrl(p.url), p]));
-    const urlOf = new Map((facts.memberList?.members ?? []).map((m) => [m.id, m.clientURLs[0]]));
+    const listed = facts.memberList?.members ?? [];
     const outOfTime = (id: string): boolean => {
-      const url = urlOf.get(id);
-      return url !== undefined && probeByUrl.get(canonicalUrl(url))?.outOfTime === true;
+      const member = listed.find((m) => m.id === id);
+      return member !== undefined && probeOf(member, facts.probes)?.outOfTime === true;
     };
     const evidence = {
       voters: voters.length,
@@ -155,7 +153,7 @@ export class HealthObserver {
     return {
       evidence,
       startedAt: newest.startedAt,
-      silent: silent.map((m) => ({ member: m.name || m.id, error: m.errors.at(-1) ?? 'no answer' })),
+      silent: silent.map((m) => ({ member: m.name || m.id, error: m.errors.length === 0 ? 'no answer' : m.errors.join('; ') })),
     };
   }
 

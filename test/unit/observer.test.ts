@@ -341,6 +341,7 @@ describe('HealthObserver', () => {
     expect(s.calls.list).toBeLessThanOrEqual(2 * windows + 1);
     expect(s.calls.list).toBeLessThan(40 / 2);
   });
+
   it("when 2 of 3 voters give no answer by their deadline, then the quorum gate's evidence counts them silent because their time ran out, and names them", async () => {
     const s = scripted(new Set(['http://10.0.0.1:2379', 'http://10.0.0.2:2379']));
     const o = observer(s.cluster);
@@ -366,6 +367,12 @@ describe('HealthObserver', () => {
     const o = observer(cluster);
     await timed(o.cluster());
 
-    expect(o.quorumEvidence()?.evidence).toEqual({ voters: 3, answering: 1, outOfTime: 0, leader: false });
+    const seen = o.quorumEvidence();
+
+    expect(seen?.evidence).toEqual({ voters: 3, answering: 1, outOfTime: 0, leader: false });
+    expect(seen?.silent.map((v) => v.error)).toEqual([
+      expect.stringContaining('http://10.0.0.1:2379: '),
+      expect.stringContaining('http://10.0.0.2:2379: '),
+    ]);
   });
 });
