@@ -17,6 +17,7 @@ import type { EtcdCluster } from '../etcd/cluster-client';
 import { toAgentError } from '../etcd/errors';
 import type { HeldLock } from '../etcd/held-lock';
 import type { MembershipLock } from '../etcd/lock';
+import { probeMembers, reaskSilent, type ClusterProbe } from '../membership/probe';
 import { crashPoint } from '../lib/crash-point';
 import { Deadline } from '../lib/deadline';
 import { watchIdle } from '../lib/idle-watch';
@@ -178,24 +179,22 @@ async function lock(deps: TakeDeps, deadline: Deadline): Promise<HeldLock | Take
   }
 }
 
-/** The member to snapshot, from the member list and every member's Status; `unsafe` when none may be. */
-export async function chooseSource(deps: Pick<TakeDeps, 'cluster' | 'statusTimeoutMs'>, deadline: Deadline) {
+/**
+ * The member to snapshot, from the member list and every member's Status; `unsafe` when none may be.
+ * Before a refusal, the members that said nothing are asked once more with twice the time: one
+ * answer slowed by a busy node or a pause of this agent is not a cluster without a quorum.
+ */
+export async function chooseSource(
+  deps: { cluster: Pick<EtcdCluster, 'listMembers' | 'memberStatus'>; statusTimeoutMs: number },
+  deadline: Deadline,
+) {
   const list = await deps.cluster.listMembers(deadline.child());
-  const answers = new Map<string, StatusAnswer>();
-  await Promise.all(
-    list.members
-      .filter((m) => m.clientURLs.length > 0)
-      .map(async (m) => {
-        try {
-          answers.set(m.id, {
-            status: await deps.cluster.memberStatus(m.clientURLs[0], Math.min(deps.statusTimeoutMs, deadline.remainingMs())),
-          });
-        } catch (err) {
-          answers.set(m.id, { error: toAgentError(err).message });
-        }
-      }),
-  );
-  const decision = decideSource(list.members, answers);
+  let probe = await probeMembers(deps.cluster, list.members, Math.min(deps.statusTimeoutMs, deadline.remainingMs()));
+  let decision = decideSource(list.members, answersOf(probe));
+  if (decision.kind === 'none' && probe.silent.length > 0 && deadline.remainingMs() > 0) {
+    probe = await reaskSilent(deps.cluster, probe, Math.min(2 * deps.statusTimeoutMs, deadline.remainingMs()));
+    decision = decideSource(list.members, answersOf(probe));
+  }
   if (decision.kind === 'none') {
     throw new AgentError(
       'unsafe',
@@ -206,6 +205,16 @@ export async function chooseSource(deps: Pick<TakeDeps, 'cluster' | 'statusTimeo
     );
   }
   return { ...decision, clusterId: list.clusterId, members: list.members };
+}
+
+/** A probe's answers by member id, for decideSource: members without a client URL were not asked. */
+function answersOf(probe: ClusterProbe): Map<string, StatusAnswer> {
+  return new Map(
+    probe.probes.flatMap((p): [string, StatusAnswer][] => {
+      if (p.url === undefined) return [];
+      return [[p.member.id, p.status === undefined ? { error: p.error ?? 'no answer' } : { status: p.status }]];
+    }),
+  );
 }
 
 /** Runs `fn`, naming `step` in what it throws. */
