@@ -17,7 +17,7 @@ import type { EtcdCluster } from '../etcd/cluster-client';
 import { toAgentError } from '../etcd/errors';
 import type { HeldLock } from '../etcd/held-lock';
 import type { MembershipLock } from '../etcd/lock';
-import { probeMembers, reaskSilent, type ClusterProbe } from '../membership/probe';
+import { probeMembers, reaskWithin, type ClusterProbe } from '../membership/probe';
 import { crashPoint } from '../lib/crash-point';
 import { Deadline } from '../lib/deadline';
 import { watchIdle } from '../lib/idle-watch';
@@ -189,11 +189,10 @@ export async function chooseSource(
   deadline: Deadline,
 ) {
   const list = await deps.cluster.listMembers(deadline.child());
-  let probe = await probeMembers(deps.cluster, list.members, Math.min(deps.statusTimeoutMs, deadline.remainingMs()));
+  const probe = await probeMembers(deps.cluster, list.members, deadline.budget(deps.statusTimeoutMs));
   let decision = decideSource(list.members, answersOf(probe));
-  if (decision.kind === 'none' && probe.silent.length > 0 && deadline.remainingMs() > 0) {
-    probe = await reaskSilent(deps.cluster, probe, Math.min(2 * deps.statusTimeoutMs, deadline.remainingMs()));
-    decision = decideSource(list.members, answersOf(probe));
+  if (decision.kind === 'none') {
+    decision = decideSource(list.members, answersOf(await reaskWithin(deps.cluster, probe, deps.statusTimeoutMs, deadline)));
   }
   if (decision.kind === 'none') {
     throw new AgentError(

@@ -44,6 +44,15 @@ export class Deadline {
     return Date.now() >= this.at;
   }
 
+  /**
+   * A timeout for one call inside this deadline: the earlier of `ms` and what is left, and at least
+   * 1 ms, as a timeout of 0 would mean "none" to some clients; a call made with nothing left fails
+   * at once.
+   */
+  budget(ms: number): number {
+    return Math.min(ms, Math.max(1, this.remainingMs()));
+  }
+
   /** The earlier of this deadline and `ms` from now, as a Date for gRPC call options. */
   capped(ms: number): Date {
     return new Date(Math.min(this.at, Date.now() + ms));

@@ -75,7 +75,7 @@ export class RunMoveContext implements MoveContext {
   }
 
   statusTimeoutMs(): number {
-    return Math.min(this.deps.config.statusTimeoutMs, Math.max(1, this.deadline.remainingMs()));
+    return this.deadline.budget(this.deps.config.statusTimeoutMs);
   }
 
   async send<T>(held: StepRecorder, kind: ChangeKind, member: LoggedMember, rpc: () => Promise<T>): Promise<T> {

@@ -7,6 +7,7 @@
  */
 import type { EtcdCluster } from '../etcd/cluster-client';
 import { toAgentError } from '../etcd/errors';
+import type { Deadline } from '../lib/deadline';
 import type { Member, MemberStatus } from '../proto/types';
 import { electLeader } from './leader';
 import { isLearnerInSync } from './quorum';
@@ -122,6 +123,20 @@ export async function reaskSilent(
     timeoutMs,
   );
   return new ClusterProbe([...probe.probes.filter((p) => !silent.includes(p)), ...again.probes]);
+}
+
+/**
+ * `reaskSilent` for a call with a deadline: the silent members get twice the configured Status
+ * timeout, cut to what is left of `deadline`; once it has passed, `probe` stands as it is.
+ */
+export function reaskWithin(
+  cluster: Pick<EtcdCluster, 'memberStatus'>,
+  probe: ClusterProbe,
+  statusTimeoutMs: number,
+  deadline: Deadline,
+): Promise<ClusterProbe> {
+  if (deadline.expired()) return Promise.resolve(probe);
+  return reaskSilent(cluster, probe, deadline.budget(2 * statusTimeoutMs));
 }
 
 /**

@@ -18,7 +18,7 @@ import type { ActionName, ActionResult, Member, MemberList } from '../proto/type
 import type { Answer, NeedsProbe } from './answer';
 import { converge, type RetryFilter } from './converge';
 import { summarizeCluster } from './match';
-import { probeMembers, reaskSilent, type ClusterProbe } from './probe';
+import { probeMembers, reaskWithin, type ClusterProbe } from './probe';
 import type { QuorumGate } from './quorum-gate';
 import { isNoQuorum } from './quorum-verdict';
 
@@ -104,20 +104,13 @@ export class ActionRun {
   /**
    * Status of every member in `members`, in parallel, each within the configured status timeout;
    * a voter that did not answer is asked once more with twice that (inside the deadline), so that
-   * a slow answer is not taken for a member down by a quorum guard (reaskSilent).
+   * a slow answer is not taken for a member down by a quorum guard (reaskWithin).
    */
   async probe(members: Member[]): Promise<ClusterProbe> {
     this.begin('asking the members for their status');
     const first = await probeMembers(this.deps.cluster, members, this.statusTimeoutMs());
     const silentVoter = first.silent.some((p) => !p.member.isLearner);
-    this.lastProbe =
-      silentVoter && !this.deadline.expired()
-        ? await reaskSilent(
-            this.deps.cluster,
-            first,
-            Math.min(2 * this.deps.config.statusTimeoutMs, Math.max(1, this.deadline.remainingMs())),
-          )
-        : first;
+    this.lastProbe = silentVoter ? await reaskWithin(this.deps.cluster, first, this.deps.config.statusTimeoutMs, this.deadline) : first;
     return this.lastProbe;
   }
 
@@ -160,7 +153,7 @@ export class ActionRun {
 
   /** The deadline of one Status call: the configured one, never past the call's own deadline. */
   statusTimeoutMs(): number {
-    return Math.min(this.deps.config.statusTimeoutMs, Math.max(1, this.deadline.remainingMs()));
+    return this.deadline.budget(this.deps.config.statusTimeoutMs);
   }
 
   /** Takes the membership lock (recording `intent`), runs `fn`, and releases the lock whatever happens. */

@@ -1,4 +1,5 @@
-import { ClusterProbe, learnerLooksReady, reaskSilent, type MemberProbe } from '../../agent/membership/probe';
+import { Deadline } from '../../agent/lib/deadline';
+import { ClusterProbe, learnerLooksReady, reaskSilent, reaskWithin, type MemberProbe } from '../../agent/membership/probe';
 import type { Member, MemberStatus } from '../../agent/proto/types';
 
 function member(id: string, isLearner = false, started = true): Member {
@@ -210,6 +211,49 @@ describe('reaskSilent', () => {
       expect(probe.probes).toHaveLength(rows.length);
     },
   );
+});
+
+describe('reaskWithin', () => {
+  beforeEach(() => jest.useFakeTimers({ now: 1_000_000 }));
+  afterEach(() => jest.useRealTimers());
+
+  it.each<[string, number, number[]]>([
+    // [case, ms left of the deadline, timeouts the silent voter was asked again with]
+    ['plenty of time is left: twice the Status timeout', 60_000, [1000]],
+    ['less is left than twice the timeout: what is left', 300, [300]],
+    ['the deadline has passed: nobody is asked again', 0, []],
+  ])('when %s', async (_case, leftMs, timeouts) => {
+    const asked: number[] = [];
+    const cluster = {
+      memberStatus: async (url: string, timeoutMs: number): Promise<MemberStatus> => {
+        asked.push(timeoutMs);
+        return status(new URL(url).hostname, 'a', 2, 10);
+      },
+    };
+    const first = probeOf([
+      ['a', false, true, ['a', 2, 10, 10]],
+      ['b', false, true, undefined],
+    ]);
+
+    const probe = await reaskWithin(cluster, first, 500, Deadline.in(leftMs));
+
+    expect(asked).toEqual(timeouts);
+    expect(probe.isHealthy('b')).toBe(timeouts.length > 0);
+  });
+});
+
+describe('Deadline.budget', () => {
+  beforeEach(() => jest.useFakeTimers({ now: 1_000_000 }));
+  afterEach(() => jest.useRealTimers());
+
+  it.each<[string, number, number]>([
+    // [case, ms left, budget asked for 500 ms]
+    ['more is left than asked: what was asked', 60_000, 500],
+    ['less is left: what is left', 200, 200],
+    ['nothing is left: 1 ms, never 0 (no timeout at all to some clients)', 0, 1],
+  ])('when %s', (_case, leftMs, budget) => {
+    expect(Deadline.in(leftMs).budget(500)).toBe(budget);
+  });
 });
 
 describe('learnerLooksReady', () => {
