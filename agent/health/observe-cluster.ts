@@ -12,7 +12,8 @@
  * budget (reask.ts), so that one slow round does not read as a quorum lost.
  *
  * When the configured endpoints cannot give the list (down, or a learner, where etcd 3.4 refuses
- * MemberList), it is read at a voter that answered its Status call. When no one gives it, the last
+ * MemberList), it is read at a voter that answered its Status call, as that voter has applied it
+ * (no quorum needed: an election or a lost quorum does not stop it). When no one gives it, the last
  * one read only directs the Status calls and counts the quorum: `classify` never calls that
  * `healthy` (see classify.ts). When none was ever read (an agent started while the quorum is lost),
  * a member's own copy, read without a quorum, does that instead. Once every known member has failed
@@ -22,7 +23,6 @@
 import { Deadline } from '../lib/deadline';
 import type { Config } from '../config/config';
 import type { EtcdCluster } from '../etcd/cluster-client';
-import { hasQuorum } from '../membership/quorum';
 import type { MaintenanceView } from '../proto/maintenance';
 import type { Member, OperationRecord } from '../proto/types';
 import { canonicalUrl } from '../proto/urls';
@@ -82,18 +82,18 @@ export async function gatherFacts(reads: ObservationReads): Promise<ObservedFact
 
   let list = await listing;
   if (!list.ok) {
-    // Read it where a voter answers instead: the configured endpoints may be down, or a learner
-    // (etcd 3.4 refuses MemberList on one). With no list known yet, ask the configured endpoints
-    // for their status first, to find such a voter.
+    // Read it where a voter answers instead, as that voter has applied it (no quorum needed): the
+    // configured endpoints may be down, or a learner (etcd 3.4 refuses MemberList on one), or the
+    // list may wait for an election. It is asked even when the list read before says too few voters
+    // answer: that list may predate members added or removed since, and counting by it could call
+    // a quorum lost that is not. With no list known yet, ask the configured endpoints for their
+    // status first, to find such a voter.
     if (known === undefined) config.endpoints.forEach(ask);
     const copy = ownCopy === undefined ? undefined : await ownCopy;
     if (copy?.ok === true) copy.value.members.forEach((m) => ask(m.clientURLs[0]));
     const answers = await Promise.all(probes.values());
     const voter = answers.find((p) => p.status !== undefined && !p.status.isLearner);
-    // Where fewer voters answer than a quorum, that voter cannot serve a linearizable list either
-    // (etcd 3.5+): asking it would only spend the rest of the budget and make the answer late.
-    const members = copy?.ok === true ? copy.value.members : known?.members;
-    if (voter !== undefined && (members === undefined || quorumAnswers(members, answers))) {
+    if (voter !== undefined) {
       const fallback = await settle((ms) => cluster.memberListAt(voter.url, ms), callMs());
       if (fallback.ok) list = fallback;
     }
@@ -131,11 +131,4 @@ export async function gatherFacts(reads: ObservationReads): Promise<ObservedFact
     ...(note === undefined ? {} : { startNote: { member: config.memberName, text: note } }),
   };
   return facts;
-}
-
-/** True when the voters of `members` that answered a status call among `answers` make a quorum. */
-function quorumAnswers(members: Member[], answers: StatusProbe[]): boolean {
-  const answered = new Set(answers.flatMap((p) => (p.status === undefined ? [] : [p.status.memberId])));
-  const voters = members.filter((m) => !m.isLearner);
-  return hasQuorum(voters.length, voters.filter((m) => answered.has(m.id)).length);
 }

@@ -149,6 +149,7 @@ export class HealthObserver {
       answering: voters.length - silent.length,
       outOfTime: silent.filter((m) => outOfTime(m.id)).length,
       leader: health.leader !== null,
+      listedBefore: facts.memberList?.fresh !== true,
     };
     return {
       evidence,

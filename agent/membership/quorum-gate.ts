@@ -17,7 +17,8 @@
  * An observation's silence that only ran out of time is no proof (`provesNoQuorum`): its budget is
  * under the max age, and a pause of the agent's own process, longer than what is left of it, leaves
  * every Status call in flight without its answer. The probe, which asks such voters again with
- * twice the status timeout, decides then.
+ * twice the status timeout, decides then. So does it when the observation counted the voters by a
+ * member list read before it while some member answered: that list may lack members added since.
  *
  * Looks are shared: calls waiting at the same time cause one probe, not one each.
  */

@@ -18,7 +18,8 @@
  * A `no-quorum` is proof only when the silent voters that merely ran out of time could not make the
  * quorum either (`provesNoQuorum`): a call that times out may have met a busy member, or an agent
  * held up itself (a pause of its own process makes every call in flight miss its deadline), as much
- * as a member down. A refused connection, an unstarted voter or an answer in etcd's words is proof.
+ * as a member down. A refused connection, an unstarted voter or an answer in etcd's words is proof,
+ * of a voter in the member list the look counted by.
  */
 import { AgentError } from '../proto/errors';
 import { quorumOf } from './quorum';
@@ -33,6 +34,8 @@ export interface QuorumEvidence {
   leader: boolean;
   /** Of the voters that did not answer, those whose call only ran out of time (no refusal). */
   outOfTime?: number;
+  /** The voters were counted by a member list read before this look, not during it. */
+  listedBefore?: boolean;
 }
 
 /** The figures a `no-quorum` answer carries, as `unsafe` carries them (docs/api.md §4). */
@@ -63,11 +66,14 @@ export function quorumVerdict(evidence: QuorumEvidence | undefined): QuorumVerdi
 
 /**
  * True when `evidence` finds no quorum and would not find one had every voter that only ran out of
- * time answered: then no second look can change the verdict (see the module comment).
+ * time answered: then no second look can change the verdict (see the module comment). Voters
+ * counted by a list read before the look prove nothing while some member answers: members may have
+ * joined or left since, and a member that answers can tell the current list.
  */
 export function provesNoQuorum(evidence: QuorumEvidence | undefined): boolean {
   const verdict = quorumVerdict(evidence);
   if (verdict.kind !== 'no-quorum' || evidence === undefined) return false;
+  if (evidence.listedBefore === true && evidence.answering > 0) return false;
   return verdict.healthyVoters + (evidence.outOfTime ?? 0) < verdict.required;
 }
 

@@ -158,6 +158,8 @@ describe('HealthObserver', () => {
     expect(answer.health.quorum).toMatchObject({ healthyVoters: 3, hasQuorum: true });
     expect(answer.health.errors[0]).toMatch(/^member list: no answer within \d+ ms$/);
     expect(ms).toBeLessThan(300);
+    // Counted by the list read before: no proof for the quorum gate while members answer.
+    expect(o.quorumEvidence()?.evidence).toMatchObject({ voters: 3, answering: 3, listedBefore: true });
   });
 
   it('when the configured endpoints refuse the member list (a learner), then it is read at a voter that answered, and all is healthy', async () => {
@@ -204,6 +206,39 @@ describe('HealthObserver', () => {
     await timed(o.cluster());
 
     expect(s.calls.localList).toBe(1); // the first observation's, beside its list read
+  });
+
+  it('when members were added and removed since the last list and the list then waits (a leader killed), then a voter that answers gives its own copy, and the voters are counted by it', async () => {
+    const s = scripted();
+    const joined = [3, 4].map((n) => ({ ...members[0], id: `a${n}`, name: `etcd-${n}`, clientURLs: [`http://10.0.0.${n}:2379`] }));
+    let current = members;
+    const down = new Set<string>();
+    const cluster = {
+      ...s.cluster,
+      listMembers: async (): Promise<MemberList> =>
+        down.size > 0 ? never() : { clusterId: 'c1', answeredBy: 'a0', raftTerm: 2, members: current },
+      memberListAt: async (url: string): Promise<MemberList> => ({
+        clusterId: 'c1',
+        answeredBy: statusOf(url).memberId,
+        raftTerm: 3,
+        members: current,
+      }),
+      memberStatus: async (url: string, ms: number): Promise<MemberStatus> => {
+        if (down.has(url)) throw new Error('14 UNAVAILABLE: No connection established. Last error: connect ECONNREFUSED');
+        return s.cluster.memberStatus(url, ms);
+      },
+    };
+    const o = observer(cluster);
+    expect((await timed(o.cluster())).value.health.quorum).toMatchObject({ voters: 3, healthyVoters: 3 });
+    // etcd-3 and etcd-4 joined, etcd-1 left and was killed, then the leader etcd-0 was killed.
+    current = [members[0], members[2], ...joined];
+    ['http://10.0.0.0:2379', 'http://10.0.0.1:2379'].forEach((url) => down.add(url));
+    await pastMaxAge();
+
+    const { value: answer } = await timed(o.cluster());
+
+    expect(answer.health.quorum).toMatchObject({ voters: 4, healthyVoters: 3, required: 3, hasQuorum: true });
+    expect(o.quorumEvidence()?.evidence).toMatchObject({ voters: 4, answering: 3, listedBefore: false });
   });
 
   it('when 300 callers ask at once, then one observation makes one status call per member', async () => {
@@ -349,7 +384,7 @@ describe('HealthObserver', () => {
 
     const seen = o.quorumEvidence();
 
-    expect(seen?.evidence).toEqual({ voters: 3, answering: 1, outOfTime: 2, leader: false });
+    expect(seen?.evidence).toEqual({ voters: 3, answering: 1, outOfTime: 2, leader: false, listedBefore: false });
     expect(seen?.silent.map((v) => v.member)).toEqual(['etcd-1', 'etcd-2']);
     expect(seen?.silent[0].error).toMatch(/no answer within \d+ ms/);
   });
@@ -369,7 +404,7 @@ describe('HealthObserver', () => {
 
     const seen = o.quorumEvidence();
 
-    expect(seen?.evidence).toEqual({ voters: 3, answering: 1, outOfTime: 0, leader: false });
+    expect(seen?.evidence).toEqual({ voters: 3, answering: 1, outOfTime: 0, leader: false, listedBefore: false });
     expect(seen?.silent.map((v) => v.error)).toEqual([
       expect.stringContaining('http://10.0.0.1:2379: '),
       expect.stringContaining('http://10.0.0.2:2379: '),

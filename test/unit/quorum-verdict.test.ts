@@ -43,6 +43,21 @@ describe('provesNoQuorum', () => {
     ['3 voters, none answers, all ran out of time', false, { voters: 3, answering: 0, leader: false, outOfTime: 3 }],
     ['5 voters, 1 answers, 1 ran out of time, 3 refused', true, { voters: 5, answering: 1, leader: false, outOfTime: 1 }],
     ['1 voter, it ran out of time', false, { voters: 1, answering: 0, leader: false, outOfTime: 1 }],
+    [
+      '3 voters by a list read before, 1 answers, 2 refused: members may have changed since',
+      false,
+      { voters: 3, answering: 1, leader: false, outOfTime: 0, listedBefore: true },
+    ],
+    [
+      '3 voters by a list read before, none answers, all refused',
+      true,
+      { voters: 3, answering: 0, leader: false, outOfTime: 0, listedBefore: true },
+    ],
+    [
+      '3 voters by a list read in the look, 1 answers, 2 refused',
+      true,
+      { voters: 3, answering: 1, leader: false, outOfTime: 0, listedBefore: false },
+    ],
   ])('when %s, then %s', (_what, expected, evidence) => {
     expect(provesNoQuorum(evidence)).toBe(expected);
   });
