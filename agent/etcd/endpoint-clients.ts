@@ -23,6 +23,15 @@ import { RetiringClients, Unpin } from './retiring-clients';
 /** Beyond a call's longest attempt, how long a retired client stays open so that its answer still gets back. */
 const RETIRE_GRACE_MARGIN_MS = 1000;
 
+/**
+ * gRPC's wait between connection attempts to an endpoint that refused or dropped them, shared by
+ * every client of that endpoint in the process. gRPC's default grows from 1 s to 120 s, so after an
+ * outage a restarted etcd would go on being reported unreachable (and `/v1/health/local`, a
+ * readiness probe, would fail) for up to that long after it answers again. A refused connection is
+ * cheap; an attempt at least every second keeps that lag within one default health max age.
+ */
+export const RECONNECT_BACKOFF_MS = { initial: 100, max: 1000 } as const;
+
 /** The clients of each endpoint, built once and kept until a TLS rotation, a removed member or `close`. */
 export class EndpointClients {
   private readonly perEndpoint = new Map<string, Etcd3>();
@@ -142,7 +151,15 @@ export class EndpointClients {
    */
   private build(url: string, authenticated: boolean): Etcd3 {
     const o = this.options;
-    const options: IOptions = { hosts: [url], dialTimeout: this.attemptTimeoutMs, faultHandling: { global: noop, host: () => noop } };
+    const options: IOptions = {
+      hosts: [url],
+      dialTimeout: this.attemptTimeoutMs,
+      faultHandling: { global: noop, host: () => noop },
+      grpcOptions: {
+        'grpc.initial_reconnect_backoff_ms': RECONNECT_BACKOFF_MS.initial,
+        'grpc.max_reconnect_backoff_ms': RECONNECT_BACKOFF_MS.max,
+      },
+    };
     if (this.credentials !== undefined) {
       const { ca, cert, key } = this.credentials.current();
       options.credentials = {
